@@ -1,0 +1,134 @@
+"""Commit facts and ancestry from git (GitPython), CI variables first. Never raises for "no git"."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+#: (sha variable, branch variables) of common CI systems, checked in this order.
+CI_VARIABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("PYTEST_MXPERF_COMMIT", ("PYTEST_MXPERF_BRANCH",)),
+    ("GITHUB_SHA", ("GITHUB_HEAD_REF", "GITHUB_REF_NAME")),
+    ("CI_COMMIT_SHA", ("CI_COMMIT_REF_NAME",)),
+    ("BUILDKITE_COMMIT", ("BUILDKITE_BRANCH",)),
+    ("CIRCLE_SHA1", ("CIRCLE_BRANCH",)),
+    ("TRAVIS_COMMIT", ("TRAVIS_BRANCH",)),
+    ("GIT_COMMIT", ("GIT_BRANCH", "BRANCH_NAME")),
+)
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    sha: str | None
+    date: str | None
+    branch: str | None
+    dirty: bool | None
+    source: str
+    repo_root: str | None = None
+    shallow: bool = False
+
+    @property
+    def short(self) -> str:
+        return (self.sha or "unknown")[:10]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CommitInfo:
+        return cls(**{k: data.get(k) for k in cls.__dataclass_fields__})  # type: ignore[arg-type]
+
+
+def _repo(path: str | Path) -> Any:
+    try:
+        import git
+    except ImportError:  # pragma: no cover - GitPython is a dependency
+        return None
+    try:
+        return git.Repo(path, search_parent_directories=True)
+    except Exception:  # no repository, or git missing: both mean "no history"
+        return None
+
+
+def _iso(ts: int) -> str:
+    return _dt.datetime.fromtimestamp(ts, tz=_dt.timezone.utc).isoformat()
+
+
+def detect(path: str | Path, env: Mapping[str, str], exclude: tuple[str, ...] = ()) -> CommitInfo:
+    """Commit facts for ``path``: CI variables for sha/branch, git for the rest.
+
+    :param exclude: paths (relative to the repository root) ignored by the dirty check, such as
+        the baseline directory that ``--mxperf-update`` writes into.
+    """
+    sha = branch = None
+    source = "git"
+    for sha_var, branch_vars in CI_VARIABLES:
+        if env.get(sha_var):
+            sha, source = env[sha_var].strip(), f"env:{sha_var}"
+            branch = next((env[b] for b in branch_vars if env.get(b)), None)
+            break
+    repo = _repo(path)
+    if repo is None:
+        return CommitInfo(sha, None, branch, None, source if sha else "none")
+    root = str(repo.working_tree_dir)
+    date = None
+    try:
+        commit = repo.commit(sha) if sha else repo.head.commit
+        sha = commit.hexsha
+        date = _iso(commit.committed_date)
+    except Exception:
+        pass  # a CI sha not present in this clone, or an empty repository
+    if branch is None:
+        try:
+            branch = repo.active_branch.name
+        except Exception:
+            branch = None  # detached HEAD
+    try:
+        args = ["--porcelain", "--untracked-files=no", "--", "."]
+        args += [f":(exclude){p}" for p in exclude]
+        dirty: bool | None = bool(repo.git.status(*args).strip())
+    except Exception:
+        dirty = None
+    shallow = (Path(repo.git_dir) / "shallow").exists()
+    return CommitInfo(sha, date, branch, dirty, source, root, shallow)
+
+
+def ancestry(repo_root: str | None, sha: str | None, limit: int = 100_000) -> dict[str, int] | None:
+    """Every ancestor of ``sha`` (itself included) with its distance in commits, or None."""
+    if not repo_root or not sha:
+        return None
+    repo = _repo(repo_root)
+    if repo is None:
+        return None
+    try:
+        lines = repo.git.rev_list("--parents", f"--max-count={limit}", sha).splitlines()
+    except Exception:
+        return None
+    parents = {}
+    for line in lines:
+        parts = line.split()
+        parents[parts[0]] = parts[1:]
+    distance = {sha: 0}
+    queue = deque([sha])
+    while queue:
+        current = queue.popleft()
+        for parent in parents.get(current, []):
+            if parent not in distance:
+                distance[parent] = distance[current] + 1
+                queue.append(parent)
+    return distance
+
+
+def rev_parse(repo_root: str | None, rev: str) -> str | None:
+    """Full sha of ``rev`` in the repository, or None when it cannot be resolved."""
+    repo = _repo(repo_root) if repo_root else None
+    if repo is None:
+        return None
+    try:
+        return str(repo.commit(rev).hexsha)
+    except Exception:
+        return None

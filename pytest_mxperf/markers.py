@@ -1,0 +1,177 @@
+"""The ``mxperf`` marker: expected images/sec per batch size, scoped to hardware.
+
+::
+
+    @pytest.mark.mxperf(expect={1: 160.0, 32: 1050.0}, hardware="gpu-*v100*", tolerance=0.1)
+    @pytest.mark.mxperf(expect={"resnet50_v1": {32: 190.0}}, hardware="cpu-*8124m*-72c")
+
+A test may carry several markers (one per hardware pattern). Parsing is strict: unknown or
+malformed arguments raise `MarkerError`, which the plugin turns into a usage error naming the test.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+MARKER_DOC = (
+    "mxperf(expect=None, *, hardware='*', tolerance=None, model=None, mode=None, dtype=None): "
+    "an MXNet throughput benchmark. expect maps batch size -> expected images/sec (or model -> "
+    "{batch size: images/sec}); it applies where the hardware key matches the glob pattern "
+    "`hardware`, and to cases of `mode`/`dtype` when given. A case measured below "
+    "expected * (1 - tolerance) fails. model also names the cases of the test."
+)
+
+ALLOWED = frozenset({"expect", "hardware", "tolerance", "model", "mode", "dtype"})
+MODES = ("inference", "training", "forward_backward")
+DTYPES = ("float32", "float16")
+
+
+class MarkerError(ValueError):
+    """A malformed ``mxperf`` marker."""
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """One expected images/sec figure with the scope it applies to."""
+
+    images_per_sec: float
+    batch_size: int
+    hardware: str = "*"
+    tolerance: float | None = None
+    model: str | None = None
+    mode: str | None = None
+    dtype: str | None = None
+
+    def applies(self, *, model: str, mode: str, dtype: str, batch_size: int, hardware: str) -> bool:
+        return (
+            self.batch_size == batch_size
+            and (self.model is None or self.model == model)
+            and (self.mode is None or self.mode == mode)
+            and (self.dtype is None or self.dtype == dtype)
+            and fnmatch.fnmatchcase(hardware.lower(), self.hardware.lower())
+        )
+
+    def floor(self, default_tolerance: float) -> float:
+        tol = default_tolerance if self.tolerance is None else self.tolerance
+        return self.images_per_sec * (1 - tol)
+
+
+@dataclass(frozen=True)
+class MarkerSpec:
+    """Everything the ``mxperf`` markers of one test declare."""
+
+    expectations: tuple[Expectation, ...] = ()
+    model: str | None = None
+
+    def matching(
+        self, *, model: str, mode: str, dtype: str, batch_size: int, hardware: str
+    ) -> list[Expectation]:
+        return [
+            e
+            for e in self.expectations
+            if e.applies(
+                model=model, mode=mode, dtype=dtype, batch_size=batch_size, hardware=hardware
+            )
+        ]
+
+
+def _batch(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise MarkerError(f"{where}: batch size must be a positive int, got {value!r}")
+    return value
+
+
+def _rate(value: Any, where: str) -> float | None:
+    if value is None or value == "OOM":
+        return None  # a published OOM cell: nothing to expect
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise MarkerError(f"{where}: images/sec must be a number, got {value!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise MarkerError(f"{where}: images/sec must be a positive number, got {value!r}")
+    return float(value)
+
+
+def parse_marker(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> MarkerSpec:
+    """Parse one ``mxperf`` marker's arguments (``expect`` may also be the one positional)."""
+    if len(args) > 1:
+        raise MarkerError(f"takes at most one positional argument (expect), got {len(args)}")
+    kwargs = dict(kwargs)
+    if args:
+        if "expect" in kwargs:
+            raise MarkerError("expect given both positionally and by keyword")
+        kwargs["expect"] = args[0]
+    unknown = sorted(set(kwargs) - ALLOWED)
+    if unknown:
+        raise MarkerError(
+            f"unknown argument(s) {', '.join(unknown)}; allowed: {', '.join(sorted(ALLOWED))}"
+        )
+    hardware = kwargs.get("hardware", "*")
+    if not isinstance(hardware, str) or not hardware:
+        raise MarkerError(f"hardware must be a non-empty glob pattern, got {hardware!r}")
+    tolerance = kwargs.get("tolerance")
+    if tolerance is not None and (
+        isinstance(tolerance, bool)
+        or not isinstance(tolerance, (int, float))
+        or not 0 <= tolerance < 1
+    ):
+        raise MarkerError(f"tolerance must be a fraction in [0, 1), got {tolerance!r}")
+    model = kwargs.get("model")
+    if model is not None and (not isinstance(model, str) or not model):
+        raise MarkerError(f"model must be a non-empty string, got {model!r}")
+    mode = kwargs.get("mode")
+    if mode is not None and mode not in MODES:
+        raise MarkerError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    dtype = kwargs.get("dtype")
+    if dtype is not None and dtype not in DTYPES:
+        raise MarkerError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+
+    expect = kwargs.get("expect")
+    found: list[Expectation] = []
+
+    def add(m: str | None, table: Any, where: str) -> None:
+        if not isinstance(table, Mapping):
+            raise MarkerError(f"{where} must map batch size -> images/sec, got {table!r}")
+        for batch, rate in table.items():
+            value = _rate(rate, f"{where}[{batch!r}]")
+            if value is not None:
+                found.append(
+                    Expectation(
+                        images_per_sec=value,
+                        batch_size=_batch(batch, where),
+                        hardware=hardware,
+                        tolerance=None if tolerance is None else float(tolerance),
+                        model=m,
+                        mode=mode,
+                        dtype=dtype,
+                    )
+                )
+
+    if expect is not None:
+        if not isinstance(expect, Mapping) or not expect:
+            raise MarkerError(f"expect must be a non-empty dict, got {expect!r}")
+        keys = list(expect)
+        if all(isinstance(k, str) for k in keys):
+            for m, table in expect.items():
+                if model is not None and m != model:
+                    raise MarkerError(f"expect names model {m!r} but the marker says {model!r}")
+                add(m, table, f"expect[{m!r}]")
+        elif any(isinstance(k, str) for k in keys):
+            raise MarkerError("expect mixes model names and batch sizes as keys")
+        else:
+            add(model, expect, "expect")
+    return MarkerSpec(expectations=tuple(found), model=model)
+
+
+def merge(specs: Iterable[MarkerSpec]) -> MarkerSpec:
+    """Combine the markers of one test (closest first, as ``iter_markers`` yields them)."""
+    expectations: list[Expectation] = []
+    model: str | None = None
+    for spec in specs:
+        expectations.extend(spec.expectations)
+        if model is None:
+            model = spec.model
+    return MarkerSpec(expectations=tuple(expectations), model=model)

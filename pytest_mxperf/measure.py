@@ -1,0 +1,180 @@
+"""The timing engine: warm up until steady, then time blocks of steps that each end in a sync.
+
+Pure Python: the step, the device sync and the clock are parameters, so the engine runs with
+MXNet (``sync=mx.nd.waitall``) and in tests with a fake clock.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+from pytest_mxperf.stats import median, quantile, rel_iqr
+
+Clock = Callable[[], float]
+Step = Callable[[], object]
+Sync = Callable[[], object]
+
+
+@dataclass(frozen=True)
+class MeasureConfig:
+    """How long and how carefully to measure one case."""
+
+    min_time: float = 1.0
+    max_time: float = 5.0
+    warmup_time: float = 10.0
+    block_time: float = 0.2
+    min_blocks: int = 5
+    max_blocks: int = 60
+    warmup_min_steps: int = 3
+    warmup_rel_tol: float = 0.05
+    stable_rel_iqr: float = 0.02
+    # A block is long enough that one sync costs less than this share of it.
+    max_sync_share: float = 0.01
+    max_steps_per_block: int = 100_000
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What one case measured: items/s per timed block and how it got there (JSON-safe)."""
+
+    items_per_step: int
+    steps_per_block: int
+    block_seconds: tuple[float, ...]
+    warmup_steps: int
+    warmup_seconds: float
+    warmup_steady: bool
+    first_step_seconds: float
+    sync_seconds: float
+    started_at: float = 0.0
+    finished_at: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def block_rates(self) -> list[float]:
+        """Items per second of every timed block."""
+        n = self.items_per_step * self.steps_per_block
+        return [n / s for s in self.block_seconds]
+
+    @property
+    def items_per_sec(self) -> float:
+        """Median items (images) per second over the timed blocks."""
+        return median(self.block_rates)
+
+    @property
+    def iqr(self) -> float:
+        rates = self.block_rates
+        return quantile(rates, 0.75) - quantile(rates, 0.25)
+
+    @property
+    def rel_iqr(self) -> float:
+        return rel_iqr(self.block_rates)
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["block_seconds"] = list(self.block_seconds)
+        data["block_images_per_sec"] = self.block_rates
+        data["images_per_sec"] = self.items_per_sec
+        data["iqr"] = self.iqr
+        data["rel_iqr"] = self.rel_iqr
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Measurement:
+        names = {f for f in cls.__dataclass_fields__}
+        kwargs = {k: v for k, v in data.items() if k in names}
+        kwargs["block_seconds"] = tuple(kwargs["block_seconds"])
+        return cls(**kwargs)
+
+
+def _time_steps(step: Step, sync: Sync, clock: Clock, n: int) -> float:
+    start = clock()
+    for _ in range(n):
+        step()
+    sync()
+    return clock() - start
+
+
+def measure(
+    step: Step,
+    *,
+    items_per_step: int,
+    sync: Sync,
+    clock: Clock = time.perf_counter,
+    config: MeasureConfig | None = None,
+    wall_clock: Clock = time.time,
+) -> Measurement:
+    """Measure the throughput of ``step``, benchmark_score style but with a steady-state warm-up.
+
+    1. The first step runs alone (graph build, allocation, autotune) and is timed apart.
+    2. Warm-up windows of about ``block_time`` run until two windows in a row agree within
+       ``warmup_rel_tol`` (steady) or ``warmup_time`` runs out.
+    3. Timed blocks of a fixed number of steps, each ending in ``sync()``, run until at least
+       ``min_blocks`` blocks and ``min_time`` seconds are done and the blocks agree within
+       ``stable_rel_iqr``, or until ``max_time`` (a soft cap: ``min_blocks`` always run).
+    """
+    cfg = config or MeasureConfig()
+    if items_per_step < 1:
+        raise ValueError(f"items_per_step must be >= 1, got {items_per_step}")
+    started_at = wall_clock()
+
+    first = _time_steps(step, sync, clock, 1)
+    per_step = max(first, 1e-9)
+    warm_steps, warm_start = 1, clock()
+    previous: float | None = None
+    steady = False
+    while True:
+        n = _steps_for(cfg.block_time / 2, per_step, cfg)
+        per_step = max(_time_steps(step, sync, clock, n) / n, 1e-9)
+        warm_steps += n
+        if (
+            previous is not None
+            and warm_steps >= cfg.warmup_min_steps
+            and abs(per_step / previous - 1) <= cfg.warmup_rel_tol
+        ):
+            steady = True
+            break
+        previous = per_step
+        if clock() - warm_start >= cfg.warmup_time:
+            break
+    warmup_seconds = first + (clock() - warm_start)
+
+    # Cost of one sync on an idle engine; blocks are made long enough to dwarf it.
+    sync_cost = min(_time_steps(lambda: None, sync, clock, 0) for _ in range(5))
+    block_target = max(cfg.block_time, sync_cost / cfg.max_sync_share)
+    steps_per_block = _steps_for(block_target, per_step, cfg)
+
+    blocks: list[float] = []
+    spent = 0.0
+    while len(blocks) < cfg.max_blocks:
+        seconds = _time_steps(step, sync, clock, steps_per_block)
+        if seconds <= 0:
+            raise ValueError("the clock did not advance over a timed block")
+        blocks.append(seconds)
+        spent += seconds
+        if len(blocks) < cfg.min_blocks:
+            continue
+        if spent >= cfg.max_time:
+            break
+        if spent >= cfg.min_time:
+            rates = [1 / s for s in blocks]
+            if rel_iqr(rates) <= cfg.stable_rel_iqr:
+                break
+    return Measurement(
+        items_per_step=items_per_step,
+        steps_per_block=steps_per_block,
+        block_seconds=tuple(blocks),
+        warmup_steps=warm_steps,
+        warmup_seconds=warmup_seconds,
+        warmup_steady=steady,
+        first_step_seconds=first,
+        sync_seconds=sync_cost,
+        started_at=started_at,
+        finished_at=wall_clock(),
+    )
+
+
+def _steps_for(seconds: float, per_step: float, cfg: MeasureConfig) -> int:
+    return int(min(max(1, math.ceil(seconds / per_step)), cfg.max_steps_per_block))

@@ -1,0 +1,249 @@
+"""Command-line options, ini keys and environment variables, resolved once into `Settings`.
+
+Every setting has one description here; precedence is CLI > ``PYTEST_MXPERF_*`` env > ini >
+default, and a bad value names where it came from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from typing import Any, Callable
+
+DEVICE_KINDS = ("cpu", "gpu")
+
+
+class OptionError(ValueError):
+    """A setting has a value it cannot take; the message names its source."""
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise ValueError("must be > 0")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0 <= value < 1:
+        raise ValueError("must be a fraction in [0, 1), e.g. 0.15 for 15%")
+    return value
+
+
+def _nonneg_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise ValueError("must be >= 0")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError("must be >= 1")
+    return value
+
+
+def parse_ctx(text: str) -> tuple[str, ...]:
+    """``"cpu,gpu"`` -> ``("cpu", "gpu")``; ``"auto"`` -> ``()`` (decided when MXNet loads)."""
+    text = text.strip().lower()
+    if text in ("", "auto"):
+        return ()
+    kinds: list[str] = []
+    for part in text.split(","):
+        part = part.strip()
+        if part not in DEVICE_KINDS:
+            raise ValueError(f"unknown device kind {part!r} (choose from cpu, gpu, auto)")
+        if part not in kinds:
+            kinds.append(part)
+    return tuple(kinds)
+
+
+def _text(text: str) -> str:
+    return text
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One user-settable value: its flag, ini key, env variable, parser, default and help."""
+
+    name: str
+    parse: Callable[[str], Any]
+    default: Any
+    help: str
+    metavar: str
+
+    @property
+    def flag(self) -> str:
+        return "--mxperf-" + self.name.replace("_", "-")
+
+    @property
+    def ini(self) -> str:
+        return "mxperf_" + self.name
+
+    @property
+    def env(self) -> str:
+        return "PYTEST_MXPERF_" + self.name.upper()
+
+
+SPECS: tuple[Spec, ...] = (
+    Spec(
+        "ctx",
+        parse_ctx,
+        (),
+        "Device kinds to benchmark on: cpu, gpu, cpu,gpu or auto "
+        "(GPU when MXNet sees one, else CPU). Default: auto.",
+        "KINDS",
+    ),
+    Spec(
+        "threads",
+        _positive_int,
+        None,
+        "OpenMP threads for MXNet (sets OMP_NUM_THREADS and "
+        "MXNET_OMP_MAX_THREADS before MXNet is imported). Default: MXNet's own choice.",
+        "N",
+    ),
+    Spec("json", _text, None, "Write every measured case to this JSON file.", "PATH"),
+    Spec(
+        "min_time",
+        _positive_float,
+        1.0,
+        "Measure each case for at least this many seconds of timed blocks. Default: 1.0.",
+        "SECONDS",
+    ),
+    Spec(
+        "max_time",
+        _positive_float,
+        5.0,
+        "Soft time budget for the timed blocks of one case "
+        "(at least 5 blocks are always measured). Default: 5.0.",
+        "SECONDS",
+    ),
+    Spec(
+        "warmup_time",
+        _positive_float,
+        10.0,
+        "Longest warm-up of one case before measuring "
+        "anyway (warm-up stops earlier once throughput is steady). Default: 10.",
+        "SECONDS",
+    ),
+    Spec(
+        "tolerance",
+        _fraction,
+        0.15,
+        "Smallest relative throughput drop against the baseline "
+        "that can count as a regression; the case's measured noise can widen it. "
+        "Default: 0.15.",
+        "FRACTION",
+    ),
+    Spec(
+        "confirm",
+        _nonneg_int,
+        2,
+        "Re-measure a case that looks regressed up to N more "
+        "times before calling it a regression (the best attempt is judged). Default: 2.",
+        "N",
+    ),
+    Spec(
+        "baseline_dir",
+        _text,
+        "baselines",
+        "Directory of stored baselines, relative to the rootdir. Default: baselines.",
+        "DIR",
+    ),
+    Spec(
+        "machine",
+        _text,
+        None,
+        "Use this hardware key instead of the detected one (for CI "
+        "fleets whose runners differ in name only).",
+        "NAME",
+    ),
+    Spec(
+        "compare",
+        _text,
+        None,
+        "Compare with the baseline stored for this git revision "
+        "instead of the nearest ancestor of HEAD.",
+        "REV",
+    ),
+)
+SPECS_BY_NAME = {spec.name: spec for spec in SPECS}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """All mxperf settings of one run; built once on the controller, shipped to xdist workers."""
+
+    enabled: bool = False
+    update: bool = False
+    allow_dirty: bool = False
+    strict: bool = False
+    ctx: tuple[str, ...] = ()
+    threads: int | None = None
+    json: str | None = None
+    min_time: float = 1.0
+    max_time: float = 5.0
+    warmup_time: float = 10.0
+    tolerance: float = 0.15
+    confirm: int = 2
+    baseline_dir: str = "baselines"
+    machine: str | None = None
+    compare: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["ctx"] = list(self.ctx)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Settings:
+        data = dict(data)
+        data["ctx"] = tuple(data.get("ctx", ()))
+        return cls(**data)
+
+
+def resolve(
+    cli: dict[str, Any],
+    env: dict[str, str],
+    ini: Callable[[str], Any],
+    flags: dict[str, Any],
+) -> Settings:
+    """Resolve every `Spec` (CLI > env > ini > default) and the boolean flags into `Settings`.
+
+    :param cli: option values from the command line (``None`` when not given).
+    :param env: the process environment.
+    :param ini: lookup of an ini key, returning ``""``/``None`` when unset.
+    :param flags: the boolean flags (``enabled``, ``update``, ``allow_dirty``, ``strict``).
+    """
+    values: dict[str, Any] = {}
+    for spec in SPECS:
+        raw: Any = None
+        where = ""
+        if cli.get(spec.name) is not None:
+            raw, where = cli[spec.name], f"command line option {spec.flag}"
+        elif env.get(spec.env, "") != "":
+            raw, where = env[spec.env], f"environment variable {spec.env}"
+        else:
+            ini_value = ini(spec.ini)
+            if ini_value not in (None, "", []):
+                raw, where = ini_value, f"ini option {spec.ini}"
+        if raw is None:
+            values[spec.name] = spec.default
+            continue
+        try:
+            values[spec.name] = spec.parse(str(raw))
+        except ValueError as exc:
+            raise OptionError(f"mxperf: invalid value {raw!r} for {where}: {exc}") from None
+    settings = Settings(**flags, **values)
+    if settings.min_time > settings.max_time:
+        raise OptionError(
+            f"mxperf: min_time ({settings.min_time}) is larger than max_time ({settings.max_time})"
+        )
+    return settings
+
+
+def environ() -> dict[str, str]:
+    return dict(os.environ)
