@@ -206,7 +206,8 @@ def resolve(
     """Choose each case's baseline, for every hardware key stored under ``root``.
 
     - ``explicit`` (a full or abbreviated sha): that commit's file, for every case it holds.
-    - with git history: the nearest ancestor of HEAD holding the case (ties: newer date);
+    - with git history: the nearest ancestor of HEAD holding the case (ties: newer date, then
+      the later commit in topological order);
       files of commits that are not ancestors are ignored.
     - without history (no repository), or for cases no ancestor holds in a shallow clone: the
       newest file by commit date holding the case, with a warning.
@@ -229,9 +230,10 @@ def resolve(
             continue
         fallback_used = False
         if ancestors is not None:
+            topo = {sha: i for i, sha in enumerate(ancestors)}
             ranked = sorted(
                 (f for f in files if f.sha in ancestors),
-                key=lambda f: (ancestors[f.sha], _neg_date(f.date)),
+                key=lambda f: (ancestors[f.sha], _neg_date(f.date), topo[f.sha]),
             )
             for f in ranked:
                 for key, case in f.cases.items():

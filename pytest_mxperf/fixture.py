@@ -159,6 +159,10 @@ class MxPerf:
         )
         result.software = backend.software()
         baseline = self._run.baseline_for(result.hardware, result.key)
+        elsewhere = [
+            hw for hw, refs in self._run.baselines["refs"].items()
+            if result.key in refs and hw != result.hardware
+        ]
         expectations = self._marker.matching(
             model=result.model,
             mode=result.mode,
@@ -193,8 +197,8 @@ class MxPerf:
                     best = m
                 result.measurement = best.as_dict()
                 result.measurement["extra"] = dict(prepared.info)
-                result.verdict = judge(result, baseline, expectations, policy).as_dict()
-                if result.verdict["status"] != REGRESSED:
+                result.verdict = judge(result, baseline, expectations, policy, elsewhere).as_dict()
+                if result.verdict["status"] != REGRESSED and not settings.update:
                     break  # only a suspected regression is worth re-measuring
             problem = prepared.check()
             if problem:
@@ -215,5 +219,5 @@ class MxPerf:
                 backend.sync()  # surface nothing more from a failed case into the next one
         if result.status in (NAN, ERROR, OOM):
             result.measurement = result.measurement if result.status == NAN else None
-        result.verdict = judge(result, baseline, expectations, policy).as_dict()
+        result.verdict = judge(result, baseline, expectations, policy, elsewhere).as_dict()
         return result

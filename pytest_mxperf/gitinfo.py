@@ -98,14 +98,20 @@ def detect(path: str | Path, env: Mapping[str, str], exclude: tuple[str, ...] = 
 
 
 def ancestry(repo_root: str | None, sha: str | None, limit: int = 100_000) -> dict[str, int] | None:
-    """Every ancestor of ``sha`` (itself included) with its distance in commits, or None."""
+    """Every ancestor of ``sha`` (itself included) with its distance in commits, or None.
+
+    The dict is in ``--topo-order`` (descendants before their ancestors), so callers can break
+    distance ties in favour of the later commit on a merged branch.
+    """
     if not repo_root or not sha:
         return None
     repo = _repo(repo_root)
     if repo is None:
         return None
     try:
-        lines = repo.git.rev_list("--parents", f"--max-count={limit}", sha).splitlines()
+        lines = repo.git.rev_list(
+            "--topo-order", "--parents", f"--max-count={limit}", sha
+        ).splitlines()
     except Exception:
         return None
     parents = {}
@@ -120,7 +126,7 @@ def ancestry(repo_root: str | None, sha: str | None, limit: int = 100_000) -> di
             if parent not in distance:
                 distance[parent] = distance[current] + 1
                 queue.append(parent)
-    return distance
+    return {commit: distance[commit] for commit in parents if commit in distance}
 
 
 def rev_parse(repo_root: str | None, rev: str) -> str | None:

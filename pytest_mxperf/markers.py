@@ -136,12 +136,13 @@ def parse_marker(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> MarkerSpec
         if not isinstance(table, Mapping):
             raise MarkerError(f"{where} must map batch size -> images/sec, got {table!r}")
         for batch, rate in table.items():
+            size = _batch(batch, where)  # checked on OOM cells too
             value = _rate(rate, f"{where}[{batch!r}]")
             if value is not None:
                 found.append(
                     Expectation(
                         images_per_sec=value,
-                        batch_size=_batch(batch, where),
+                        batch_size=size,
                         hardware=hardware,
                         tolerance=None if tolerance is None else float(tolerance),
                         model=m,

@@ -29,6 +29,7 @@ class MeasureConfig:
     min_blocks: int = 5
     max_blocks: int = 60
     warmup_min_steps: int = 3
+    warmup_min_time: float = 0.5
     warmup_rel_tol: float = 0.05
     stable_rel_iqr: float = 0.02
     # A block is long enough that one sync costs less than this share of it.
@@ -109,8 +110,9 @@ def measure(
     """Measure the throughput of ``step``, benchmark_score style but with a steady-state warm-up.
 
     1. The first step runs alone (graph build, allocation, autotune) and is timed apart.
-    2. Warm-up windows of about ``block_time`` run until two windows in a row agree within
-       ``warmup_rel_tol`` (steady) or ``warmup_time`` runs out.
+    2. Warm-up windows of about ``block_time / 2`` run for at least ``warmup_min_time`` and
+       until two windows in a row agree within ``warmup_rel_tol`` (steady), or until
+       ``warmup_time`` runs out.
     3. Timed blocks of a fixed number of steps, each ending in ``sync()``, run until at least
        ``min_blocks`` blocks and ``min_time`` seconds are done and the blocks agree within
        ``stable_rel_iqr``, or until ``max_time`` (a soft cap: ``min_blocks`` always run).
@@ -127,11 +129,13 @@ def measure(
     steady = False
     while True:
         n = _steps_for(cfg.block_time / 2, per_step, cfg)
-        per_step = max(_time_steps(step, sync, clock, n) / n, 1e-9)
+        window = _time_steps(step, sync, clock, n)
+        per_step = max(window / n, 1e-9)
         warm_steps += n
         if (
             previous is not None
             and warm_steps >= cfg.warmup_min_steps
+            and clock() - warm_start >= min(cfg.warmup_min_time, cfg.warmup_time)
             and abs(per_step / previous - 1) <= cfg.warmup_rel_tol
         ):
             steady = True
@@ -143,6 +147,9 @@ def measure(
 
     # Cost of one sync on an idle engine; blocks are made long enough to dwarf it.
     sync_cost = min(_time_steps(lambda: None, sync, clock, 0) for _ in range(5))
+    # The last warm-up window paid one sync too: leave it out of the per-step time, or a block
+    # sized to dwarf the sync comes out too short (at most halving the estimate, against noise).
+    per_step = max((window - sync_cost) / n, per_step / 2, 1e-9)
     block_target = max(cfg.block_time, sync_cost / cfg.max_sync_share)
     steps_per_block = _steps_for(block_target, per_step, cfg)
 

@@ -29,6 +29,9 @@ OOM_MESSAGE = (
 )
 
 
+CALLABLE_SECONDS = 0.001
+
+
 class MXNetError(Exception):
     """Stands in for ``mxnet.base.MXNetError``."""
 
@@ -95,7 +98,12 @@ class FakeBackend:
     ) -> Prepared:
         if not isinstance(model, FakeModel):
             if callable(model) and items_per_call:
-                return Prepared(model, items_per_call)
+
+                def call() -> None:
+                    model()
+                    self.now += CALLABLE_SECONDS  # a plain callable "takes" 1 ms per call
+
+                return Prepared(call, items_per_call)
             raise TypeError(f"FakeBackend benchmarks FakeModel objects, not {type(model).__name__}")
         if model.oom_from_batch is not None and batch_size >= model.oom_from_batch:
             raise MXNetError(OOM_MESSAGE)

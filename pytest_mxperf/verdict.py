@@ -7,6 +7,7 @@ of the baseline's blocks, and the spread of repeated baseline runs).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -126,12 +127,14 @@ def judge(
     baseline: dict[str, Any] | None,
     expectations: list[Expectation],
     policy: Policy,
+    elsewhere: Sequence[str] = (),
 ) -> Verdict:
     """Decide a case's verdict.
 
     :param baseline: the resolved baseline reference (``case``, ``commit``, ``distance``,
         ``how``) or None when the case has none.
     :param expectations: marker expectations that apply to this case on this hardware.
+    :param elsewhere: other hardware keys that do hold a baseline of this case.
     """
     key = result.key
     rate = result.images_per_sec
@@ -187,6 +190,8 @@ def judge(
 
     if base_case is None:
         msg = f"{key}: no baseline for hardware {result.hardware}"
+        if elsewhere:
+            msg += f" (stored for: {', '.join(sorted(elsewhere))}; see --mxperf-machine)"
         return Verdict(NEW, policy.strict and not policy.update, msg, expected=expected)
     if base_rate is None:
         msg = f"{key}: runs now ({_fmt(rate)}); the baseline ran out of memory; {base_where}"

@@ -1,0 +1,167 @@
+"""``mxperf``: look at stored baselines without running pytest.
+
+::
+
+    mxperf list                       hardware keys and the commits stored for each
+    mxperf show [REV]                 one baseline as a table (default: the newest)
+    mxperf compare OLD NEW            what changed from OLD to NEW; exit 1 if NEW regressed
+
+Exit status: 0 fine, 1 a regression in ``compare``, 2 bad input (unknown revision, unreadable
+file, ambiguous hardware).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tabulate import tabulate
+
+from pytest_mxperf import baselines, gitinfo
+from pytest_mxperf.verdict import REGRESSED, CaseResult, Policy, judge
+
+
+class CliError(Exception):
+    pass
+
+
+def _files(root: Path, hardware: str) -> list[baselines.BaselineFile]:
+    found = []
+    for path in baselines.commit_files(root, hardware).values():
+        found.append(baselines.load(path))
+    return sorted(found, key=lambda f: f.date, reverse=True)
+
+
+def _hardware(root: Path, wanted: str | None) -> str:
+    keys = baselines.hardware_keys(root)
+    if not keys:
+        raise CliError(f"no baselines stored under {root}")
+    if wanted:
+        if wanted not in keys:
+            raise CliError(f"no baselines for hardware {wanted!r}; stored: {', '.join(keys)}")
+        return wanted
+    if len(keys) > 1:
+        raise CliError(f"several hardware keys stored, pick one with --hardware: {', '.join(keys)}")
+    return keys[0]
+
+
+def _pick(root: Path, hardware: str, rev: str | None) -> baselines.BaselineFile:
+    files = _files(root, hardware)
+    if not files:
+        raise CliError(f"no baseline files for hardware {hardware!r} under {root}")
+    if rev is None:
+        return files[0]
+    sha = gitinfo.rev_parse(str(root), rev) or rev
+    matches = [f for f in files if f.sha.startswith(sha.lower())]
+    if len(matches) != 1:
+        what = "no" if not matches else "several"
+        raise CliError(f"{what} baseline for revision {rev!r} on hardware {hardware!r}")
+    return matches[0]
+
+
+def _rate(value: Any) -> str:
+    return "OOM" if value is None else f"{float(value):.1f}"
+
+
+def cmd_list(root: Path, _: argparse.Namespace) -> int:
+    rows = []
+    for hardware in baselines.hardware_keys(root):
+        for path in baselines.commit_files(root, hardware).values():
+            try:
+                f = baselines.load(path)
+            except baselines.BaselineError as exc:
+                rows.append([hardware, path.stem[:10], "-", "-", "-", f"unreadable: {exc}"])
+                continue
+            c = f.commit
+            rows.append([hardware, f.sha[:10], f.date[:19], c.get("branch") or "-",
+                         len(f.cases), "dirty" if c.get("dirty") else ""])
+    if not rows:
+        raise CliError(f"no baselines stored under {root}")
+    rows.sort(key=lambda r: (r[0], str(r[2])), reverse=False)
+    print(tabulate(rows, ["hardware", "commit", "date", "branch", "cases", "note"],
+                   disable_numparse=True))
+    return 0
+
+
+def cmd_show(root: Path, args: argparse.Namespace) -> int:
+    hardware = _hardware(root, args.hardware)
+    f = _pick(root, hardware, args.rev)
+    print(f"{f.path}: commit {f.sha[:10]} ({f.date}, {f.commit.get('branch') or '-'}) "
+          f"on {hardware}")
+    rows = [
+        [key, _rate(c.get("images_per_sec")), f"{float(c.get('rel_iqr') or 0):.1%}",
+         (c.get("software") or {}).get("mxnet", "-")]
+        for key, c in sorted(f.cases.items())
+    ]
+    print(tabulate(rows, ["case", "img/s", "rel IQR", "mxnet"], disable_numparse=True))
+    return 0
+
+
+def cmd_compare(root: Path, args: argparse.Namespace) -> int:
+    hardware = _hardware(root, args.hardware)
+    old, new = _pick(root, hardware, args.old), _pick(root, hardware, args.new)
+    policy = Policy(tolerance=args.tolerance)
+    rows, regressed = [], 0
+    for key in sorted(set(old.cases) | set(new.cases)):
+        before, after = old.cases.get(key), new.cases.get(key)
+        if after is None:
+            rows.append([key, _rate((before or {}).get("images_per_sec")), "-", "-", "gone"])
+            continue
+        result = _as_result(key, hardware, after)
+        ref = None if before is None else {"case": before, "commit": old.commit, "how": "OLD"}
+        verdict = judge(result, ref, [], policy)
+        regressed += verdict.status == REGRESSED
+        change = "-" if verdict.change is None else f"{verdict.change:+.1%}"
+        rows.append([key, _rate((before or {}).get("images_per_sec")),
+                     _rate(after.get("images_per_sec")), change, verdict.status])
+    print(f"{hardware}: {old.sha[:10]} ({old.date[:10]}) -> {new.sha[:10]} ({new.date[:10]})")
+    print(tabulate(rows, ["case", "old img/s", "new img/s", "change", "verdict"],
+                   disable_numparse=True))
+    if regressed:
+        print(f"{regressed} case(s) regressed")
+    return 1 if regressed else 0
+
+
+def _as_result(key: str, hardware: str, case: dict[str, Any]) -> CaseResult:
+    rate = case.get("images_per_sec")
+    return CaseResult(
+        key=key, model=str(case.get("model", key.split("/")[0])), mode=str(case.get("mode", "")),
+        dtype=str(case.get("dtype", "")), batch_size=int(case.get("batch_size", 0)),
+        device=str(case.get("device_kind", "")), device_kind=str(case.get("device_kind", "")),
+        hardware=hardware, status=str(case.get("status", "ok")),
+        measurement=None if rate is None else {
+            "images_per_sec": rate, "rel_iqr": case.get("rel_iqr") or 0.0,
+        },
+        software=case.get("software") or {}, environment=case.get("environment") or {},
+        threads=case.get("threads") or {},
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="mxperf", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dir", default="baselines", help="baseline directory (default: baselines)")
+    parser.add_argument("--hardware", help="hardware key (needed when several are stored)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="hardware keys and stored commits")
+    show = sub.add_parser("show", help="one stored baseline as a table")
+    show.add_argument("rev", nargs="?", help="git revision or sha prefix (default: newest)")
+    compare = sub.add_parser("compare", help="changes from OLD to NEW; exit 1 on a regression")
+    compare.add_argument("old")
+    compare.add_argument("new")
+    compare.add_argument("--tolerance", type=float, default=0.15,
+                         help="smallest drop that counts as a regression (default 0.15)")
+    args = parser.parse_args(argv)
+    root = Path(args.dir)
+    commands = {"list": cmd_list, "show": cmd_show, "compare": cmd_compare}
+    try:
+        return commands[args.command](root, args)
+    except (CliError, baselines.BaselineError) as exc:
+        print(f"mxperf: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

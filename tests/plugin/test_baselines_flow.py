@@ -1,0 +1,321 @@
+"""Baselines keyed by hardware and commit, through pytester on real git repositories."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from conftest import git
+from pytest_mxperf import cli
+
+SUITE = """
+import pathlib
+import pytest
+from pytest_mxperf.testing import FakeModel
+
+SPEED = {k: float(v) for k, v in (
+    line.split("=") for line in pathlib.Path(__file__).with_name("speed.txt").read_text().split()
+)}
+
+@pytest.mark.parametrize("model", sorted(SPEED))
+def test_model(mxperf, model):
+    mxperf.inference(FakeModel(images_per_sec=SPEED[model]), batch_size=8, model=model)
+"""
+
+
+def write_speeds(pytester: pytest.Pytester, **speeds: float) -> None:
+    (pytester.path / "speed.txt").write_text(" ".join(f"{k}={v}" for k, v in speeds.items()))
+
+
+@pytest.fixture
+def suite(fake_pytester: pytest.Pytester, commit: Callable[[str], str]) -> pytest.Pytester:
+    fake_pytester.makepyfile(test_suite=SUITE)
+    write_speeds(fake_pytester, alpha=400, beta=200)
+    commit("suite")
+    return fake_pytester
+
+
+def stored(pytester: pytest.Pytester) -> list[Path]:
+    return sorted((pytester.path / "baselines").glob("*/*.json"))
+
+
+def test_update_then_identical_rerun_passes(suite: pytest.Pytester) -> None:
+    result = suite.runpytest("--mxperf", "--mxperf-update")
+    result.assert_outcomes(passed=2)
+    files = stored(suite)
+    assert len(files) == 1
+    sha = git(suite.path, "rev-parse", "HEAD")
+    assert files[0].name == f"{sha}.json" and files[0].parent.name.startswith("cpu-")
+    data = json.loads(files[0].read_text())
+    assert data["schema"] == 1 and data["commit"]["sha"] == sha
+    assert data["commit"]["dirty"] is False and data["commit"]["branch"] == "main"
+    assert sorted(data["cases"]) == [
+        "alpha/inference/float32/bs8/cpu",
+        "beta/inference/float32/bs8/cpu",
+    ]
+    assert data["cases"]["alpha/inference/float32/bs8/cpu"]["images_per_sec"] == pytest.approx(400)
+    text = files[0].read_text()
+    assert text == json.dumps(data, indent=2, sort_keys=True) + "\n"
+    result.stdout.fnmatch_lines(["*mxperf: baseline written: *baselines/cpu-*.json (2 case(s))*"])
+
+    again = suite.runpytest("--mxperf")
+    again.assert_outcomes(passed=2)
+    again.stdout.fnmatch_lines(["*mxperf verdicts: 2 pass*"])
+    assert again.ret == pytest.ExitCode.OK
+
+
+def test_slower_model_fails_with_message(suite: pytest.Pytester, commit: Callable) -> None:
+    base_sha = git(suite.path, "rev-parse", "HEAD")
+    suite.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
+    commit("store baseline")
+    write_speeds(suite, alpha=400 / 1.4, beta=200)  # 40% more work per batch for alpha
+    commit("make alpha slower")
+    commit("unrelated")
+    result = suite.runpytest("--mxperf", "--junitxml", "junit.xml")
+    result.assert_outcomes(passed=1, failed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            "*alpha/inference/float32/bs8/cpu: 285.7 img/s vs baseline 400.0 img/s (-28.6%), "
+            "tolerance 15.0% (noise 0.0%); baseline commit "
+            f"{base_sha[:10]} (*, 3 commit(s) before HEAD) on cpu-*",
+            "*measured 3 times (img/s: 285.7, 285.7, 285.7); judged the best*",
+            "*changed since the baseline: nothing recorded*",
+        ]
+    )
+    junit = (suite.path / "junit.xml").read_text()
+    assert 'failures="1"' in junit and "vs baseline 400.0 img/s" in junit
+
+
+def test_message_names_software_and_environment_changes(
+    suite: pytest.Pytester, commit: Callable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    suite.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
+    commit("baseline")
+    write_speeds(suite, alpha=200, beta=200)
+    monkeypatch.setenv("MXNET_ENGINE_TYPE", "NaiveEngine")
+    result = suite.runpytest("--mxperf")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*changed since the baseline: MXNET_ENGINE_TYPE: unset -> NaiveEngine*"])
+
+
+def test_within_tolerance_passes_and_faster_is_improved(suite: pytest.Pytester) -> None:
+    suite.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
+    write_speeds(suite, alpha=400 * 0.9, beta=200 * 1.5)
+    result = suite.runpytest("--mxperf", "--mxperf-allow-dirty")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*mxperf verdicts: 1 improved, 1 pass*"])
+
+
+def test_strict_fails_cases_without_baseline(suite: pytest.Pytester) -> None:
+    result = suite.runpytest("--mxperf", "--mxperf-strict")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*alpha/inference/float32/bs8/cpu: no baseline for hardware cpu-*"])
+    suite.runpytest("--mxperf").assert_outcomes(passed=2)
+
+
+def test_dirty_tree_refused_unless_allowed(suite: pytest.Pytester) -> None:
+    (suite.path / "test_suite.py").write_text(SUITE + "\n# edited\n")
+    result = suite.runpytest("--mxperf", "--mxperf-update")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--mxperf-update: the working tree of * has uncommitted changes*"])
+    assert stored(suite) == []
+    ok = suite.runpytest("--mxperf", "--mxperf-update", "--mxperf-allow-dirty")
+    ok.assert_outcomes(passed=2)
+    data = json.loads(stored(suite)[0].read_text())
+    assert data["commit"]["dirty"] is True
+    assert all(case["dirty"] for case in data["cases"].values())
+
+
+def test_untracked_baselines_do_not_make_the_tree_dirty(suite: pytest.Pytester) -> None:
+    suite.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
+    git(suite.path, "add", "baselines")  # staged but not committed: still not "dirty"
+    suite.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
+
+
+def test_update_merges_with_existing_cases(suite: pytest.Pytester) -> None:
+    suite.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
+    write_speeds(suite, alpha=500, beta=200)
+    suite.runpytest("--mxperf", "--mxperf-update", "--mxperf-allow-dirty", "-k", "alpha")
+    data = json.loads(stored(suite)[0].read_text())
+    alpha = data["cases"]["alpha/inference/float32/bs8/cpu"]
+    assert alpha["images_per_sec"] == pytest.approx(500)
+    assert alpha["runs"] == pytest.approx([400, 500])
+    assert data["cases"]["beta/inference/float32/bs8/cpu"]["images_per_sec"] == pytest.approx(200)
+
+
+def test_regression_does_not_fail_in_update_mode(suite: pytest.Pytester, commit: Callable) -> None:
+    suite.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
+    commit("baseline")
+    write_speeds(suite, alpha=100, beta=200)
+    commit("slower")
+    suite.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
+    assert len(stored(suite)) == 2
+
+
+def _make_baseline(pytester: pytest.Pytester, **speeds: float) -> None:
+    write_speeds(pytester, **speeds)
+    git(pytester.path, "commit", "-q", "--allow-empty", "-am", "speeds")
+    pytester.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
+    git(pytester.path, "add", "-A")
+    git(pytester.path, "commit", "-qm", "store baseline")
+
+
+def test_nearest_ancestor_across_branches_and_merges(suite: pytest.Pytester) -> None:
+    path = suite.path
+    _make_baseline(suite, alpha=1000, beta=1000)  # on main: far ancestor
+    git(path, "checkout", "-qb", "feature")
+    _make_baseline(suite, alpha=400, beta=200)  # on feature: nearer ancestor
+    git(path, "checkout", "-q", "main")
+    git(path, "checkout", "-qb", "unrelated")
+    write_speeds(suite, alpha=50, beta=50)
+    git(path, "commit", "-qam", "unrelated speeds")
+    suite.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
+    unrelated = git(path, "rev-parse", "HEAD")
+    git(path, "checkout", "-q", "main")
+    # Its baseline file stays in the working tree (untracked) but is never an ancestor.
+    assert any(p.stem == unrelated for p in stored(suite))
+    git(path, "merge", "-q", "--no-ff", "-m", "merge feature", "feature")
+    write_speeds(suite, alpha=400, beta=200)
+    git(path, "commit", "-q", "--allow-empty", "-am", "same speed as feature")
+    result = suite.runpytest("--mxperf", "--mxperf-json", "report.json")
+    result.assert_outcomes(passed=2)
+    cases = json.loads((path / "report.json").read_text())["cases"]
+    feature_sha = git(path, "rev-parse", "feature~1")  # the commit its baseline was made at
+    assert {c["verdict"]["baseline_commit"] for c in cases} == {feature_sha}
+    assert {c["verdict"]["status"] for c in cases} == {"pass"}
+
+
+def test_explicit_revision(suite: pytest.Pytester) -> None:
+    path = suite.path
+    _make_baseline(suite, alpha=200, beta=100)
+    old = git(path, "rev-parse", "HEAD~1")
+    _make_baseline(suite, alpha=400, beta=200)
+    write_speeds(suite, alpha=400, beta=200)
+    result = suite.runpytest("--mxperf", "--mxperf-compare", old[:8], "--mxperf-json", "r.json")
+    result.assert_outcomes(passed=2)
+    cases = json.loads((path / "r.json").read_text())["cases"]
+    assert {c["verdict"]["baseline_commit"] for c in cases} == {old}
+    assert {c["verdict"]["status"] for c in cases} == {"improved"}
+    result.stdout.fnmatch_lines([f"*compared with {old[:8]}*"])
+
+
+def test_shallow_clone_falls_back_to_newest_with_warning(
+    suite: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    _make_baseline(suite, alpha=400, beta=200)
+    git(suite.path, "commit", "-q", "--allow-empty", "-m", "later")
+    clone = tmp_path_factory.mktemp("shallow") / "repo"
+    git(suite.path, "clone", "-q", "--depth", "1", f"file://{suite.path}", str(clone))
+    assert (clone / "baselines").is_dir()
+    result = suite.runpytest("--mxperf", "--rootdir", str(clone), str(clone / "test_suite.py"))
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        ["*mxperf: warning: shallow clone: baselines for cpu-* chosen as the newest by commit date*",
+         "*mxperf verdicts: 2 pass*"]
+    )
+
+
+def test_no_git_falls_back_to_newest_with_warning(suite: pytest.Pytester) -> None:
+    _make_baseline(suite, alpha=400, beta=200)
+    import shutil
+
+    shutil.rmtree(suite.path / ".git")
+    result = suite.runpytest("--mxperf")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*warning: no git history: baselines for cpu-* newest by commit date*"])
+    refused = suite.runpytest("--mxperf", "--mxperf-update")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(["*no git commit found*PYTEST_MXPERF_COMMIT*"])
+
+
+def test_hardware_mismatch_names_stored_keys(suite: pytest.Pytester) -> None:
+    suite.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
+    result = suite.runpytest("--mxperf", "--mxperf-machine", "ci-runner-a")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*mxperf verdicts: 2 new*"])
+    strict = suite.runpytest("--mxperf", "--mxperf-machine", "ci-runner-a", "--mxperf-strict")
+    strict.stdout.fnmatch_lines(["*no baseline for hardware ci-runner-a (stored for: cpu-*; see --mxperf-machine)*"])
+
+
+def test_machine_override_from_env(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTEST_MXPERF_MACHINE", "fleet-x")
+    suite.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
+    assert [p.parent.name for p in stored(suite)] == ["fleet-x"]
+
+
+def test_corrupt_baseline_is_named_and_never_overwritten(suite: pytest.Pytester) -> None:
+    suite.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
+    path = stored(suite)[0]
+    path.write_text('{"schema": 1, "cases": {')
+    result = suite.runpytest("--mxperf")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([f"*mxperf: error: baseline file {path} is not valid JSON*"])
+    update = suite.runpytest("--mxperf", "--mxperf-update")
+    assert update.ret == pytest.ExitCode.TESTS_FAILED
+    update.stdout.fnmatch_lines([f"*baseline not written: baseline file {path} is not valid JSON*"])
+    assert path.read_text() == '{"schema": 1, "cases": {'
+    strict = suite.runpytest("--mxperf", "--mxperf-strict")
+    assert strict.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_future_schema_is_refused_by_name(suite: pytest.Pytester) -> None:
+    suite.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
+    path = stored(suite)[0]
+    data = json.loads(path.read_text())
+    data["schema"] = 7
+    path.write_text(json.dumps(data))
+    result = suite.runpytest("--mxperf")
+    result.stdout.fnmatch_lines([f"*baseline file {path} uses schema 7, newer than this*"])
+    result.stdout.fnmatch_lines(["*mxperf verdicts: 2 new*"])
+
+
+def test_ci_variables_name_the_commit(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    sha = git(suite.path, "rev-parse", "HEAD")
+    monkeypatch.setenv("GITHUB_SHA", sha)
+    monkeypatch.setenv("GITHUB_REF_NAME", "ci-branch")
+    suite.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
+    data = json.loads(stored(suite)[0].read_text())
+    assert data["commit"]["source"] == "env:GITHUB_SHA" and data["commit"]["branch"] == "ci-branch"
+
+
+# console script ------------------------------------------------------------------------------
+def test_console_script_list_show_compare(
+    suite: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = suite.path
+    _make_baseline(suite, alpha=400, beta=200)
+    first = git(path, "rev-parse", "HEAD~1")
+    _make_baseline(suite, alpha=200, beta=210)
+    second = git(path, "rev-parse", "HEAD~1")
+    root = str(path / "baselines")
+    os.chdir(path)
+    capsys.readouterr()
+    assert cli.main(["--dir", root, "list"]) == 0
+    out = capsys.readouterr().out
+    assert first[:10] in out and second[:10] in out and "cpu-" in out
+    assert cli.main(["--dir", root, "show", first[:10]]) == 0
+    out = capsys.readouterr().out
+    assert "alpha/inference/float32/bs8/cpu" in out and "400.0" in out
+    assert cli.main(["--dir", root, "compare", first[:10], second[:10]]) == 1
+    out = capsys.readouterr().out
+    assert "-50.0%" in out and "regressed" in out and "1 case(s) regressed" in out
+    assert cli.main(["--dir", root, "compare", second[:10], first[:10]]) == 0
+    assert "improved" in capsys.readouterr().out
+    assert cli.main(["--dir", root, "show", "0000000"]) == 2
+    assert "no baseline for revision '0000000'" in capsys.readouterr().err
+    assert cli.main(["--dir", str(path / "nowhere"), "list"]) == 2
+
+
+def test_console_script_is_installed() -> None:
+    import shutil
+    import subprocess
+    import sys
+
+    exe = shutil.which("mxperf") or str(Path(sys.executable).with_name("mxperf"))
+    done = subprocess.run([exe, "--help"], capture_output=True, text=True)
+    assert done.returncode == 0 and "compare" in done.stdout
