@@ -71,3 +71,43 @@ def commit(fake_pytester: pytest.Pytester) -> Callable[[str], str]:
         return git(path, "rev-parse", "HEAD")
 
     return do
+
+
+#: A real-MXNet benchmark suite for regression tests and scripts/aa_check.py: a tiny Gluon
+#: model whose work per batch can be raised by construction: MXPERF_EXTRA_WORK=0.4 makes the net
+#: run on 40% more images than the batch it is credited with (14 for a batch of 10).
+REAL_SUITE = '''
+import os
+import pytest
+
+MODEL = os.environ.get("MXPERF_TEST_MODEL", "resnet18_v1")
+SIZE = int(os.environ.get("MXPERF_TEST_SIZE", "32"))
+BATCH = 10
+
+
+def build():
+    import mxnet as mx
+    from mxnet.gluon.model_zoo import vision
+
+    extra = int(round(float(os.environ.get("MXPERF_EXTRA_WORK", "0")) * BATCH))
+
+    class Net(mx.gluon.HybridBlock):
+        """The model, run on `extra` more images of the batch than it is credited with."""
+
+        def __init__(self):
+            super().__init__()
+            with self.name_scope():
+                self.body = vision.get_model(MODEL, classes=10)
+
+        def hybrid_forward(self, F, x):
+            if not extra:
+                return self.body(x)
+            more = F.concat(x, F.slice_axis(x, axis=0, begin=0, end=extra), dim=0)
+            return F.slice_axis(self.body(more), axis=0, begin=0, end=BATCH)
+
+    return Net()
+
+
+def test_infer(mxperf):
+    mxperf.inference(build(), batch_size=BATCH, input_shape=(3, SIZE, SIZE), model=MODEL)
+'''

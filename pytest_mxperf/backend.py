@@ -233,8 +233,16 @@ class MXNetBackend:
         rng = np.random.RandomState(0)
         return self.mx.nd.array(rng.randint(0, classes, size=(batch,)), ctx=ctx, dtype=dtype)
 
-    def _optimizer_params(self, params: dict[str, Any] | None, dtype: str) -> dict[str, Any]:
-        merged: dict[str, Any] = {"learning_rate": 0.01, "momentum": 0.9}
+    def _optimizer_params(
+        self, optimizer: Any, params: dict[str, Any] | None, dtype: str
+    ) -> dict[str, Any] | None:
+        """SGD defaults as in train_imagenet (lr 0.01, momentum 0.9 for sgd/nag); an
+        Optimizer instance carries its own settings."""
+        if not isinstance(optimizer, str):
+            return None
+        merged: dict[str, Any] = {"learning_rate": 0.01}
+        if optimizer.lower() in ("sgd", "nag"):
+            merged["momentum"] = 0.9
         if dtype == "float16":
             merged["multi_precision"] = True  # fp32 master weights, as train_imagenet does
         merged.update(params or {})
@@ -289,7 +297,10 @@ class MXNetBackend:
         trainer = None
         if mode == "training":
             trainer = mx.gluon.Trainer(
-                params, optimizer, self._optimizer_params(optimizer_params, dtype), kvstore=None
+                params,
+                optimizer,
+                self._optimizer_params(optimizer, optimizer_params, dtype),
+                kvstore=None,
             )
 
         def train() -> None:
@@ -349,7 +360,7 @@ class MXNetBackend:
             mod.init_optimizer(
                 kvstore=None,
                 optimizer=optimizer,
-                optimizer_params=self._optimizer_params(optimizer_params, dtype),
+                optimizer_params=self._optimizer_params(optimizer, optimizer_params, dtype),
             )
         data = [self._data((batch, *shape), ctx, dtype)]
         label = [self._labels(batch, classes, ctx, "float32") for _ in labels]

@@ -76,24 +76,40 @@ def cmd_list(root: Path, _: argparse.Namespace) -> int:
                 rows.append([hardware, path.stem[:10], "-", "-", "-", f"unreadable: {exc}"])
                 continue
             c = f.commit
-            rows.append([hardware, f.sha[:10], f.date[:19], c.get("branch") or "-",
-                         len(f.cases), "dirty" if c.get("dirty") else ""])
+            rows.append(
+                [
+                    hardware,
+                    f.sha[:10],
+                    f.date[:19],
+                    c.get("branch") or "-",
+                    str(len(f.cases)),
+                    "dirty" if c.get("dirty") else "",
+                ]
+            )
     if not rows:
         raise CliError(f"no baselines stored under {root}")
     rows.sort(key=lambda r: (r[0], str(r[2])), reverse=False)
-    print(tabulate(rows, ["hardware", "commit", "date", "branch", "cases", "note"],
-                   disable_numparse=True))
+    print(
+        tabulate(
+            rows, ["hardware", "commit", "date", "branch", "cases", "note"], disable_numparse=True
+        )
+    )
     return 0
 
 
 def cmd_show(root: Path, args: argparse.Namespace) -> int:
     hardware = _hardware(root, args.hardware)
     f = _pick(root, hardware, args.rev)
-    print(f"{f.path}: commit {f.sha[:10]} ({f.date}, {f.commit.get('branch') or '-'}) "
-          f"on {hardware}")
+    print(
+        f"{f.path}: commit {f.sha[:10]} ({f.date}, {f.commit.get('branch') or '-'}) on {hardware}"
+    )
     rows = [
-        [key, _rate(c.get("images_per_sec")), f"{float(c.get('rel_iqr') or 0):.1%}",
-         (c.get("software") or {}).get("mxnet", "-")]
+        [
+            key,
+            _rate(c.get("images_per_sec")),
+            f"{float(c.get('rel_iqr') or 0):.1%}",
+            (c.get("software") or {}).get("mxnet", "-"),
+        ]
         for key, c in sorted(f.cases.items())
     ]
     print(tabulate(rows, ["case", "img/s", "rel IQR", "mxnet"], disable_numparse=True))
@@ -115,11 +131,21 @@ def cmd_compare(root: Path, args: argparse.Namespace) -> int:
         verdict = judge(result, ref, [], policy)
         regressed += verdict.status == REGRESSED
         change = "-" if verdict.change is None else f"{verdict.change:+.1%}"
-        rows.append([key, _rate((before or {}).get("images_per_sec")),
-                     _rate(after.get("images_per_sec")), change, verdict.status])
+        rows.append(
+            [
+                key,
+                _rate((before or {}).get("images_per_sec")),
+                _rate(after.get("images_per_sec")),
+                change,
+                verdict.status,
+            ]
+        )
     print(f"{hardware}: {old.sha[:10]} ({old.date[:10]}) -> {new.sha[:10]} ({new.date[:10]})")
-    print(tabulate(rows, ["case", "old img/s", "new img/s", "change", "verdict"],
-                   disable_numparse=True))
+    print(
+        tabulate(
+            rows, ["case", "old img/s", "new img/s", "change", "verdict"], disable_numparse=True
+        )
+    )
     if regressed:
         print(f"{regressed} case(s) regressed")
     return 1 if regressed else 0
@@ -128,21 +154,32 @@ def cmd_compare(root: Path, args: argparse.Namespace) -> int:
 def _as_result(key: str, hardware: str, case: dict[str, Any]) -> CaseResult:
     rate = case.get("images_per_sec")
     return CaseResult(
-        key=key, model=str(case.get("model", key.split("/")[0])), mode=str(case.get("mode", "")),
-        dtype=str(case.get("dtype", "")), batch_size=int(case.get("batch_size", 0)),
-        device=str(case.get("device_kind", "")), device_kind=str(case.get("device_kind", "")),
-        hardware=hardware, status=str(case.get("status", "ok")),
-        measurement=None if rate is None else {
-            "images_per_sec": rate, "rel_iqr": case.get("rel_iqr") or 0.0,
+        key=key,
+        model=str(case.get("model", key.split("/")[0])),
+        mode=str(case.get("mode", "")),
+        dtype=str(case.get("dtype", "")),
+        batch_size=int(case.get("batch_size", 0)),
+        device=str(case.get("device_kind", "")),
+        device_kind=str(case.get("device_kind", "")),
+        hardware=hardware,
+        status=str(case.get("status", "ok")),
+        measurement=None
+        if rate is None
+        else {
+            "images_per_sec": rate,
+            "rel_iqr": case.get("rel_iqr") or 0.0,
         },
-        software=case.get("software") or {}, environment=case.get("environment") or {},
+        software=case.get("software") or {},
+        environment=case.get("environment") or {},
         threads=case.get("threads") or {},
     )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mxperf", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dir", default="baselines", help="baseline directory (default: baselines)")
+    parser.add_argument(
+        "--dir", default="baselines", help="baseline directory (default: baselines)"
+    )
     parser.add_argument("--hardware", help="hardware key (needed when several are stored)")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="hardware keys and stored commits")
@@ -151,8 +188,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     compare = sub.add_parser("compare", help="changes from OLD to NEW; exit 1 on a regression")
     compare.add_argument("old")
     compare.add_argument("new")
-    compare.add_argument("--tolerance", type=float, default=0.15,
-                         help="smallest drop that counts as a regression (default 0.15)")
+    compare.add_argument(
+        "--tolerance",
+        type=float,
+        default=0.15,
+        help="smallest drop that counts as a regression (default 0.15)",
+    )
     args = parser.parse_args(argv)
     root = Path(args.dir)
     commands = {"list": cmd_list, "show": cmd_show, "compare": cmd_compare}

@@ -116,6 +116,8 @@ def visible_gpus(env: Mapping[str, str], smi_output: str | None = None) -> list[
             ):
                 chosen.append(gpu)
                 break
+        else:
+            break  # an index or UUID no device has is invalid: CUDA stops there too
     return chosen
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -142,10 +143,13 @@ class MxPerf:
             threads=fingerprint.threads_in_force(os.environ),
             environment=fingerprint.perf_environment(os.environ),
             nodeid=self._item.nodeid,
+            worker=os.environ.get("PYTEST_XDIST_WORKER"),
         )
         lock = "cpu" if kind == "cpu" else f"gpu{index}"
         with device_lock(self._run.lock_dir, lock):
+            start = time.time()
             result = self._measure(result, net, ctx, kwargs)
+            result.window = [start, time.time()]
         self.results.append(result)
         return result
 
@@ -160,7 +164,8 @@ class MxPerf:
         result.software = backend.software()
         baseline = self._run.baseline_for(result.hardware, result.key)
         elsewhere = [
-            hw for hw, refs in self._run.baselines["refs"].items()
+            hw
+            for hw, refs in self._run.baselines["refs"].items()
             if result.key in refs and hw != result.hardware
         ]
         expectations = self._marker.matching(

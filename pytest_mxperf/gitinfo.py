@@ -74,6 +74,13 @@ def detect(path: str | Path, env: Mapping[str, str], exclude: tuple[str, ...] = 
     repo = _repo(path)
     if repo is None:
         return CommitInfo(sha, None, branch, None, source if sha else "none")
+    with repo:  # close() ends git's persistent cat-file processes (else: ResourceWarnings)
+        return _detect(repo, sha, branch, source, exclude)
+
+
+def _detect(
+    repo: Any, sha: str | None, branch: str | None, source: str, exclude: tuple[str, ...]
+) -> CommitInfo:
     root = str(repo.working_tree_dir)
     date = None
     try:
@@ -114,6 +121,8 @@ def ancestry(repo_root: str | None, sha: str | None, limit: int = 100_000) -> di
         ).splitlines()
     except Exception:
         return None
+    finally:
+        repo.close()
     parents = {}
     for line in lines:
         parts = line.split()
@@ -138,3 +147,5 @@ def rev_parse(repo_root: str | None, rev: str) -> str | None:
         return str(repo.commit(rev).hexsha)
     except Exception:
         return None
+    finally:
+        repo.close()

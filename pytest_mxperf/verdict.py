@@ -51,6 +51,10 @@ class CaseResult:
     environment: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     nodeid: str = ""
+    #: Wall-clock (start, end) of the time this case held its device: build, warm-up, blocks.
+    window: list[float] = field(default_factory=list)
+    #: The xdist worker that measured the case (None in a serial run).
+    worker: str | None = None
     verdict: dict[str, Any] | None = None
 
     @property

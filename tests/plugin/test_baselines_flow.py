@@ -100,7 +100,9 @@ def test_message_names_software_and_environment_changes(
     monkeypatch.setenv("MXNET_ENGINE_TYPE", "NaiveEngine")
     result = suite.runpytest("--mxperf")
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*changed since the baseline: MXNET_ENGINE_TYPE: unset -> NaiveEngine*"])
+    result.stdout.fnmatch_lines(
+        ["*changed since the baseline: MXNET_ENGINE_TYPE: unset -> NaiveEngine*"]
+    )
 
 
 def test_within_tolerance_passes_and_faster_is_improved(suite: pytest.Pytester) -> None:
@@ -114,7 +116,9 @@ def test_within_tolerance_passes_and_faster_is_improved(suite: pytest.Pytester) 
 def test_strict_fails_cases_without_baseline(suite: pytest.Pytester) -> None:
     result = suite.runpytest("--mxperf", "--mxperf-strict")
     result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines(["*alpha/inference/float32/bs8/cpu: no baseline for hardware cpu-*"])
+    result.stdout.fnmatch_lines(
+        ["*alpha/inference/float32/bs8/cpu: no baseline for hardware cpu-*"]
+    )
     suite.runpytest("--mxperf").assert_outcomes(passed=2)
 
 
@@ -122,7 +126,9 @@ def test_dirty_tree_refused_unless_allowed(suite: pytest.Pytester) -> None:
     (suite.path / "test_suite.py").write_text(SUITE + "\n# edited\n")
     result = suite.runpytest("--mxperf", "--mxperf-update")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--mxperf-update: the working tree of * has uncommitted changes*"])
+    result.stderr.fnmatch_lines(
+        ["*--mxperf-update: the working tree of * has uncommitted changes*"]
+    )
     assert stored(suite) == []
     ok = suite.runpytest("--mxperf", "--mxperf-update", "--mxperf-allow-dirty")
     ok.assert_outcomes(passed=2)
@@ -215,8 +221,10 @@ def test_shallow_clone_falls_back_to_newest_with_warning(
     result = suite.runpytest("--mxperf", "--rootdir", str(clone), str(clone / "test_suite.py"))
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(
-        ["*mxperf: warning: shallow clone: baselines for cpu-* chosen as the newest by commit date*",
-         "*mxperf verdicts: 2 pass*"]
+        [
+            "*mxperf: warning: shallow clone: baselines for cpu-* chosen as the newest by commit date*",
+            "*mxperf verdicts: 2 pass*",
+        ]
     )
 
 
@@ -227,7 +235,9 @@ def test_no_git_falls_back_to_newest_with_warning(suite: pytest.Pytester) -> Non
     shutil.rmtree(suite.path / ".git")
     result = suite.runpytest("--mxperf")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["*warning: no git history: baselines for cpu-* newest by commit date*"])
+    result.stdout.fnmatch_lines(
+        ["*warning: no git history: baselines for cpu-* newest by commit date*"]
+    )
     refused = suite.runpytest("--mxperf", "--mxperf-update")
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
     refused.stderr.fnmatch_lines(["*no git commit found*PYTEST_MXPERF_COMMIT*"])
@@ -239,7 +249,9 @@ def test_hardware_mismatch_names_stored_keys(suite: pytest.Pytester) -> None:
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*mxperf verdicts: 2 new*"])
     strict = suite.runpytest("--mxperf", "--mxperf-machine", "ci-runner-a", "--mxperf-strict")
-    strict.stdout.fnmatch_lines(["*no baseline for hardware ci-runner-a (stored for: cpu-*; see --mxperf-machine)*"])
+    strict.stdout.fnmatch_lines(
+        ["*no baseline for hardware ci-runner-a (stored for: cpu-*; see --mxperf-machine)*"]
+    )
 
 
 def test_machine_override_from_env(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -274,7 +286,9 @@ def test_future_schema_is_refused_by_name(suite: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*mxperf verdicts: 2 new*"])
 
 
-def test_ci_variables_name_the_commit(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ci_variables_name_the_commit(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     sha = git(suite.path, "rev-parse", "HEAD")
     monkeypatch.setenv("GITHUB_SHA", sha)
     monkeypatch.setenv("GITHUB_REF_NAME", "ci-branch")

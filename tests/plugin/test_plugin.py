@@ -198,7 +198,11 @@ def test_bad_marker_is_a_usage_error_naming_the_test(
     )
     result = fake_pytester.runpytest("--mxperf")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"*test_bad_marker_is_a_usage_error_naming_the_test.py::test_bad: bad @pytest.mark.mxperf: *{message}*"])
+    result.stderr.fnmatch_lines(
+        [
+            f"*test_bad_marker_is_a_usage_error_naming_the_test.py::test_bad: bad @pytest.mark.mxperf: *{message}*"
+        ]
+    )
 
 
 def test_bad_marker_fails_without_mxperf_too(fake_pytester: pytest.Pytester) -> None:
@@ -212,7 +216,9 @@ def test_bad_marker_fails_without_mxperf_too(fake_pytester: pytest.Pytester) -> 
     )
     result = fake_pytester.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*test_bad: bad @pytest.mark.mxperf: expect must be a non-empty dict*"])
+    result.stderr.fnmatch_lines(
+        ["*test_bad: bad @pytest.mark.mxperf: expect must be a non-empty dict*"]
+    )
 
 
 def test_marker_registered(fake_pytester: pytest.Pytester) -> None:
@@ -347,7 +353,9 @@ def test_threads_option_applied_and_recorded(pytester: pytest.Pytester) -> None:
             assert r.environment["OMP_NUM_THREADS"] == "2"
         """
     )
-    result = pytester.runpytest_subprocess("--mxperf", "--mxperf-threads", "2", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess(
+        "--mxperf", "--mxperf-threads", "2", "-p", "no:cacheprovider"
+    )
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*mxperf: threads 2 OpenMP thread(s) (MXNET_OMP_MAX_THREADS)*"])
 
@@ -355,7 +363,9 @@ def test_threads_option_applied_and_recorded(pytester: pytest.Pytester) -> None:
 def test_threads_env_variable(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTEST_MXPERF_THREADS", "3")
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    pytester.makepyfile("import os\ndef test_t():\n    assert os.environ['OMP_NUM_THREADS'] == '3'\n")
+    pytester.makepyfile(
+        "import os\ndef test_t():\n    assert os.environ['OMP_NUM_THREADS'] == '3'\n"
+    )
     pytester.runpytest_subprocess("--mxperf").assert_outcomes(passed=1)
 
 

@@ -1,0 +1,162 @@
+"""pytest-xdist: same cases as serial, one table, one JSON, one write, no overlapping CPU work."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from conftest import REAL_SUITE
+
+pytest.importorskip("xdist")
+
+FAKE_SUITE = """
+import os, time
+import pytest
+from pytest_mxperf.testing import FakeModel
+
+@pytest.mark.parametrize("model", ["a", "b", "c", "d"])
+def test_bench(mxperf, model):
+    mxperf.inference(FakeModel(images_per_sec=100.0), batch_size=4, model=model)
+
+@pytest.mark.parametrize("i", range(4))
+def test_plain(i):
+    time.sleep(0.05)
+"""
+
+
+def cases(path: Path) -> dict:
+    return {c["key"]: c for c in json.loads(path.read_text())["cases"]}
+
+
+def assert_no_overlap(found: dict) -> None:
+    windows = sorted(tuple(c["window"]) for c in found.values() if c["device_kind"] == "cpu")
+    for (_, end), (start, _) in zip(windows, windows[1:]):
+        assert start >= end, f"CPU benchmark windows overlap: {windows}"
+
+
+def test_xdist_same_cases_one_table_one_json(fake_pytester: pytest.Pytester) -> None:
+    fake_pytester.makepyfile(FAKE_SUITE)
+    serial = fake_pytester.runpytest("--mxperf", "--mxperf-json", "serial.json")
+    serial.assert_outcomes(passed=8)
+    result = fake_pytester.runpytest("-n", "2", "--mxperf", "--mxperf-json", "par.json")
+    result.assert_outcomes(passed=8)
+    out = result.stdout.str()
+    assert out.count("mxperf: throughput") == 1
+    assert out.count("mxperf verdicts:") == 1
+    par = cases(fake_pytester.path / "par.json")
+    assert set(par) == set(cases(fake_pytester.path / "serial.json"))
+    assert {c["nodeid"].split("::")[0] for c in par.values()} == {
+        "test_xdist_same_cases_one_table_one_json.py"
+    }
+    assert {c["worker"] for c in par.values()} <= {"gw0", "gw1"}
+    assert {c["worker"] for c in cases(fake_pytester.path / "serial.json").values()} == {None}
+    result.stdout.fnmatch_lines(["*xdist: CPU benchmarks take turns*"])
+
+
+def test_xdist_update_writes_once(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    fake_pytester.makepyfile(FAKE_SUITE)
+    commit("suite")
+    result = fake_pytester.runpytest("-n", "3", "--mxperf", "--mxperf-update")
+    result.assert_outcomes(passed=8)
+    written = [line for line in result.stdout.lines if "baseline written" in line]
+    assert len(written) == 1 and "(4 case(s))" in written[0]
+    files = list((fake_pytester.path / "baselines").rglob("*.json"))
+    assert len(files) == 1
+    assert len(json.loads(files[0].read_text())["cases"]) == 4
+    assert not list((fake_pytester.path / "baselines").rglob("*.tmp"))
+    again = fake_pytester.runpytest("-n", "2", "--mxperf")
+    again.assert_outcomes(passed=8)
+    again.stdout.fnmatch_lines(["*mxperf verdicts: 4 pass*"])
+
+
+def test_xdist_workers_get_run_facts_from_controller(fake_pytester: pytest.Pytester) -> None:
+    fake_pytester.makepyfile(
+        """
+        import pytest
+        from pytest_mxperf.plugin import STATE_KEY
+
+        @pytest.mark.parametrize("i", range(4))
+        def test_run(request, i):
+            state = request.config.stash[STATE_KEY]
+            assert state.is_worker
+            print("RUN", state.run.run_id, state.run.commit["sha"])
+        """
+    )
+    result = fake_pytester.runpytest("-n", "2", "--mxperf", "-s", "-v")
+    result.assert_outcomes(passed=4)
+
+
+def test_duplicate_keys_across_workers_fail_the_run(fake_pytester: pytest.Pytester) -> None:
+    fake_pytester.makepyfile(
+        """
+        import pytest
+        from pytest_mxperf.testing import FakeModel
+        @pytest.mark.parametrize("i", range(2))
+        def test_same(mxperf, i):
+            mxperf.inference(FakeModel(10.0), batch_size=1, model="same")
+        """
+    )
+    result = fake_pytester.runpytest("-n", "2", "--mxperf", "-p", "no:randomly")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*measured twice*"])
+
+
+def test_crashing_worker_loses_only_its_case(fake_pytester: pytest.Pytester) -> None:
+    fake_pytester.makepyfile(
+        """
+        import os
+        import pytest
+        from pytest_mxperf.testing import FakeModel
+
+        @pytest.mark.parametrize("model", ["a", "b", "crash", "c"])
+        def test_bench(mxperf, model):
+            mxperf.inference(FakeModel(images_per_sec=100.0), batch_size=4, model=model)
+            if model == "crash":
+                os._exit(3)
+        """
+    )
+    result = fake_pytester.runpytest_subprocess(
+        "-n", "2", "--mxperf", "--mxperf-json", "r.json", "-p", "no:cacheprovider"
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines(["*mxperf: throughput*", "*crashed*"])
+    found = cases(fake_pytester.path / "r.json")
+    assert set(found) == {f"{m}/inference/float32/bs4/cpu" for m in "abc"}
+    result.assert_outcomes(passed=3, failed=1)
+
+
+def test_real_model_under_xdist_matches_serial(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    """Tiny real MXNet models: -n 2 gives the cases of a serial run, and its numbers are within
+    the noise of the serial run (judged by the plugin against the serial run as baseline)."""
+    pytest.importorskip("mxnet")
+    (fake_pytester.path / "conftest.py").unlink()  # the real MXNet back end
+    fake_pytester.makepyfile(
+        test_real=REAL_SUITE.replace(
+            "def test_infer(mxperf):",
+            '@pytest.mark.parametrize("b", [2, 4])\ndef test_infer(mxperf, b):',
+        ).replace("batch_size=BATCH", "batch_size=b"),
+        test_other="import time\nimport pytest\n@pytest.mark.parametrize('i', range(3))\ndef test_plain(i):\n    time.sleep(0.2)\n",
+    )
+    commit("suite")
+    fast = ["--mxperf-min-time", "0.3", "--mxperf-max-time", "1", "--mxperf-warmup-time", "2"]
+    serial = fake_pytester.runpytest_subprocess(
+        "--mxperf", "--mxperf-update", "--mxperf-json", "s.json", *fast
+    )
+    serial.assert_outcomes(passed=5)
+    par = fake_pytester.runpytest_subprocess(
+        "-n", "2", "--mxperf", "--mxperf-json", "p.json", *fast
+    )
+    par.assert_outcomes(passed=5)
+    s, p = cases(fake_pytester.path / "s.json"), cases(fake_pytester.path / "p.json")
+    assert set(s) == set(p) == {f"resnet18_v1/inference/float32/bs{b}/cpu" for b in (2, 4)}
+    assert {c["verdict"]["status"] for c in p.values()} <= {"pass", "improved", "unstable"}
+    assert_no_overlap(p)
+    assert par.stdout.str().count("mxperf: throughput") == 1
