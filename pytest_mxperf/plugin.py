@@ -13,7 +13,7 @@ import pytest
 from pytest_mxperf import baselines, fingerprint, options, report
 from pytest_mxperf.markers import MARKER_DOC, MarkerError, MarkerSpec, merge, parse_marker
 from pytest_mxperf.session import Collected, RunInfo
-from pytest_mxperf.verdict import OOM, UNSTABLE
+from pytest_mxperf.verdict import MAX_REL_IQR, OOM
 
 SKIP_REASON = "MXNet benchmark: run `pytest --mxperf` to measure it"
 
@@ -120,9 +120,9 @@ class MxperfState:
         commit = self.run.commit
         by_hw: dict[str, dict[str, dict[str, Any]]] = {}
         for r in self.collected.results:
-            status = (r.verdict or {}).get("status")
-            if r.status not in ("ok", OOM) or status == UNSTABLE:
-                self.skipped_update.append(f"{r.key} ({status if r.status == 'ok' else r.status})")
+            if r.status not in ("ok", OOM) or r.rel_iqr > MAX_REL_IQR:
+                why = f"block spread {r.rel_iqr:.0%}, too noisy" if r.status == "ok" else r.status
+                self.skipped_update.append(f"{r.key} ({why})")
                 continue
             by_hw.setdefault(r.hardware, {})[r.key] = report.baseline_record(r, commit)
         root = Path(self.run.baseline_root)
@@ -346,7 +346,17 @@ def _device_kinds(config: pytest.Config) -> tuple[str, ...]:
         if kinds:
             return kinds
         return ("cpu",)
-    return ("gpu",) if state.run.gpus else ("cpu",)
+    return ("gpu",) if state.run.gpus and _mxnet_has_cuda() else ("cpu",)
+
+
+def _mxnet_has_cuda() -> bool:
+    """Whether the installed MXNet is a CUDA build (asked only where nvidia-smi sees GPUs)."""
+    from pytest_mxperf.backend import MXNetUnavailable, import_mxnet
+
+    try:
+        return bool(import_mxnet().runtime.Features().is_enabled("CUDA"))
+    except MXNetUnavailable:
+        return False
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

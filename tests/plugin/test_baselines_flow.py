@@ -333,3 +333,24 @@ def test_console_script_is_installed() -> None:
     exe = shutil.which("mxperf") or str(Path(sys.executable).with_name("mxperf"))
     done = subprocess.run([exe, "--help"], capture_output=True, text=True)
     assert done.returncode == 0 and "compare" in done.stdout
+
+
+def test_too_noisy_cases_are_not_stored(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    fake_pytester.makepyfile(
+        """
+        from pytest_mxperf.testing import FakeModel
+        def test_noisy(mxperf):
+            r = mxperf.inference(FakeModel(40.0, jitter=0.9, seed=3), batch_size=8, model="noisy")
+            assert r.rel_iqr > 0.25
+        def test_calm(mxperf):
+            mxperf.inference(FakeModel(40.0), batch_size=8, model="calm")
+        """
+    )
+    commit("suite")
+    result = fake_pytester.runpytest("--mxperf", "--mxperf-update")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*not stored as baseline: noisy/inference/float32/bs8/cpu (block spread *%, too noisy)*"])
+    (path,) = (fake_pytester.path / "baselines").rglob("*.json")
+    assert list(json.loads(path.read_text())["cases"]) == ["calm/inference/float32/bs8/cpu"]

@@ -1,0 +1,104 @@
+"""The networks of MXNet's published benchmark tables, and the cases the suite runs.
+
+Gluon model-zoo networks with random weights (nothing is downloaded), and Inception-BN as an
+``mx.sym`` network (inception_bn.py), which the model zoo lacks. Import of mxnet happens only
+when a network is built, so collecting the suite never imports it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+#: Input size each network is published at (benchmark_score: 299 for Inception-v3, else 224).
+NATIVE_SIZE = {
+    "alexnet": 224,
+    "vgg16": 224,
+    "inception-bn": 224,
+    "inceptionv3": 299,
+    "resnet50_v1": 224,
+    "resnet152_v1": 224,
+    "resnet18_v1": 224,
+    "mobilenet1.0": 224,
+    "squeezenet1.1": 224,
+}
+PUBLISHED = ("alexnet", "vgg16", "inception-bn", "inceptionv3", "resnet50_v1", "resnet152_v1")
+SMALL = ("resnet18_v1", "mobilenet1.0", "squeezenet1.1")
+#: The published AlexNet training figures used 16 times the batch size their tables show.
+ALEXNET_TRAINING_BATCH_FACTOR = 16
+
+
+@dataclass(frozen=True)
+class Case:
+    """One benchmark of the suite: network, mode, dtype, batch size and square input size."""
+
+    model: str
+    mode: str
+    batch_size: int
+    size: int
+    dtype: str = "float32"
+
+    @property
+    def label(self) -> str:
+        """The case's model label: the network id at its published input size, else
+        ``<id>-<size>px`` so reduced-size cases never meet the published expectations."""
+        native = NATIVE_SIZE[self.model]
+        return self.model if self.size == native else f"{self.model}-{self.size}px"
+
+    @property
+    def published_batch(self) -> int:
+        """The batch size the published table shows for this case."""
+        if self.model == "alexnet" and self.mode == "training":
+            return self.batch_size // ALEXNET_TRAINING_BATCH_FACTOR
+        return self.batch_size
+
+    @property
+    def id(self) -> str:
+        parts = [self.label, self.mode, f"bs{self.batch_size}"]
+        return "-".join(parts + ([self.dtype] if self.dtype != "float32" else []))
+
+
+def build(model: str, dtype: str = "float32") -> Any:
+    """A fresh network with uninitialized (random at bind) weights and 1000 classes."""
+    if model == "inception-bn":
+        from inception_bn import get_symbol
+
+        return get_symbol(num_classes=1000, dtype=dtype)
+    from mxnet.gluon.model_zoo import vision
+
+    return vision.get_model(model, classes=1000)
+
+
+#: The quick selection: sized for a 2-core CPU runner (the whole main job in a few minutes).
+#: Reduced input sizes keep every network in it cheap; training only where a step is fast.
+QUICK: tuple[Case, ...] = (
+    Case("resnet18_v1", "inference", 1, 64),
+    Case("resnet18_v1", "inference", 8, 64),
+    Case("resnet18_v1", "training", 8, 32),
+    Case("mobilenet1.0", "inference", 1, 64),
+    Case("mobilenet1.0", "inference", 8, 64),
+    Case("mobilenet1.0", "training", 8, 32),
+    Case("squeezenet1.1", "inference", 1, 224),
+    Case("inception-bn", "inference", 1, 64),
+    Case("inception-bn", "inference", 8, 64),
+    Case("resnet50_v1", "inference", 1, 64),
+    Case("alexnet", "inference", 8, 64),
+    Case("vgg16", "inference", 1, 32),
+)
+
+INFERENCE_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+TRAINING_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128)
+
+
+def full() -> tuple[Case, ...]:
+    """The full selection (GPU runners): every network at its published size, inference over
+    batch sizes 1-256 in float32 and float16, training over 1-128 in float32 (AlexNet training
+    at 16x the batch, as published). float16 cases skip on CPU."""
+    cases: list[Case] = []
+    for model in PUBLISHED + SMALL:
+        size = NATIVE_SIZE[model]
+        for dtype in ("float32", "float16"):
+            cases += [Case(model, "inference", b, size, dtype) for b in INFERENCE_BATCHES]
+        factor = ALEXNET_TRAINING_BATCH_FACTOR if model == "alexnet" else 1
+        cases += [Case(model, "training", b * factor, size) for b in TRAINING_BATCHES]
+    return tuple(cases)

@@ -1,0 +1,59 @@
+"""The model benchmark suite: the main job (`pytest --mxperf tests/perf`).
+
+Networks of MXNet's published benchmark tables plus small ones, inference and training. The
+published images/sec (expectations.csv) reach each case through `@pytest.mark.mxperf`, scoped
+to the hardware they were measured on, so a V100 runner checks the V100 rows and a 2-core CPU
+runner checks none. `--suite full` runs every network and batch size (for GPU runners).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from expectations import load
+from models import QUICK, Case, build, full
+
+
+def marks_for(case: Case) -> list[pytest.MarkDecorator]:
+    """One mxperf marker per published figure of this network, mode, dtype and batch."""
+    marks = []
+    for fig in load():
+        if (
+            fig.images_per_sec is not None
+            and fig.model == case.label
+            and fig.mode == case.mode
+            and fig.dtype == case.dtype
+            and fig.batch_size == case.published_batch
+        ):
+            marks.append(
+                pytest.mark.mxperf(
+                    expect={case.batch_size: fig.images_per_sec},
+                    hardware=fig.hardware,
+                    model=case.label,
+                    mode=case.mode,
+                    dtype=case.dtype,
+                )
+            )
+    return marks
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "case" in metafunc.fixturenames:
+        cases = full() if metafunc.config.getoption("suite") == "full" else QUICK
+        metafunc.parametrize(
+            "case", [pytest.param(c, marks=marks_for(c), id=c.id) for c in cases]
+        )
+
+
+def test_throughput(mxperf: Any, mx_ctx: Any, case: Case) -> None:
+    measure = getattr(mxperf, case.mode)
+    result = measure(
+        build(case.model, case.dtype),
+        batch_size=case.batch_size,
+        ctx=mx_ctx,
+        dtype=case.dtype,
+        input_shape=(3, case.size, case.size),
+        model=case.label,
+    )
+    assert result.status in ("ok", "oom"), result.error
