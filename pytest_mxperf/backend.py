@@ -78,7 +78,6 @@ class Prepared:
     step: Callable[[], object]
     items_per_step: int
     check: Callable[[], str | None] = lambda: None
-    release: Callable[[], None] = lambda: None
     info: dict[str, Any] = field(default_factory=dict)
 
 

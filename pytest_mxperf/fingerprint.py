@@ -147,8 +147,9 @@ def threads_in_force(
 ) -> dict[str, Any]:
     """MXNet's OpenMP thread count as ``src/engine/openmp.cc`` decides it, and why.
 
-    MXNET_OMP_MAX_THREADS wins; else OMP_NUM_THREADS; else the usable logical CPUs, halved on
-    x86 (MXNet assumes hyper-threading).
+    OMP_NUM_THREADS wins (MXNet then uses OpenMP's own count); else MXNET_OMP_MAX_THREADS caps
+    the usable logical CPUs; else the usable logical CPUs, halved on x86 (MXNet assumes
+    hyper-threading).
     """
     cpus = cpus or usable_cpus()
     arch = (machine or platform.machine()).lower()
@@ -157,12 +158,12 @@ def threads_in_force(
         "MXNET_OMP_MAX_THREADS": env.get("MXNET_OMP_MAX_THREADS"),
         "usable_cpus": cpus,
     }
-    if env.get("MXNET_OMP_MAX_THREADS", "").strip().isdigit():
-        record["omp_threads"] = int(env["MXNET_OMP_MAX_THREADS"])
-        record["source"] = "MXNET_OMP_MAX_THREADS"
-    elif env.get("OMP_NUM_THREADS", "").split(",")[0].strip().isdigit():
+    if env.get("OMP_NUM_THREADS", "").split(",")[0].strip().isdigit():
         record["omp_threads"] = int(env["OMP_NUM_THREADS"].split(",")[0])
         record["source"] = "OMP_NUM_THREADS"
+    elif env.get("MXNET_OMP_MAX_THREADS", "").strip().isdigit():
+        record["omp_threads"] = max(1, min(cpus, int(env["MXNET_OMP_MAX_THREADS"])))
+        record["source"] = "MXNET_OMP_MAX_THREADS (capped at the usable CPUs)"
     else:
         x86 = arch in ("x86_64", "amd64", "i386", "i686", "x86")
         record["omp_threads"] = max(1, cpus // 2) if x86 else cpus

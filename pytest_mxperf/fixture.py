@@ -217,12 +217,10 @@ class MxPerf:
                 result.status, result.measurement = OOM, None
                 result.error = str(exc).strip().splitlines()[-1][:300]
         finally:
-            if prepared is not None:
-                prepared.release()
-            del prepared
+            del prepared  # free the model and its buffers before the next case
             with contextlib.suppress(Exception):
                 backend.sync()  # surface nothing more from a failed case into the next one
-        if result.status in (NAN, ERROR, OOM):
-            result.measurement = result.measurement if result.status == NAN else None
+        if result.status == ERROR:
+            result.measurement = None
         result.verdict = judge(result, baseline, expectations, policy, elsewhere).as_dict()
         return result

@@ -100,13 +100,16 @@ class MxperfState:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """Write the JSON report and baselines: on the controller only, once."""
         if self.is_worker:
-            session.config.workeroutput["mxperf"] = {"cases": len(self.collected.results)}  # type: ignore[attr-defined]
+            # Tells the controller this worker finished (a crashed one sends nothing).
+            session.config.workeroutput["mxperf"] = {"finished": True}  # type: ignore[attr-defined]
             return
         s = self.settings
         self.errors += self.collected.duplicates
         if s.strict:
             self.errors += self.run.baselines["errors"]
-        if s.update:
+        if s.update and session.exitstatus == pytest.ExitCode.INTERRUPTED:
+            self.errors.append("run interrupted: baselines not updated (stored files unchanged)")
+        elif s.update:
             self._update()
         if s.json:
             path = Path(s.json)

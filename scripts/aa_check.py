@@ -34,6 +34,8 @@ def run(cwd: Path, env: dict[str, str], *args: str) -> dict:
             "-p",
             "no:cacheprovider",
             "--mxperf",
+            "-k",
+            "target",
             "--mxperf-json",
             str(report),
             *args,

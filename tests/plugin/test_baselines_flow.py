@@ -354,3 +354,18 @@ def test_too_noisy_cases_are_not_stored(
     result.stdout.fnmatch_lines(["*not stored as baseline: noisy/inference/float32/bs8/cpu (block spread *%, too noisy)*"])
     (path,) = (fake_pytester.path / "baselines").rglob("*.json")
     assert list(json.loads(path.read_text())["cases"]) == ["calm/inference/float32/bs8/cpu"]
+
+
+def test_ctrl_c_during_update_stores_nothing(suite: pytest.Pytester) -> None:
+    suite.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
+    (before,) = stored(suite)
+    text = before.read_text()
+    write_speeds(suite, alpha=1, beta=1)
+    suite.makepyfile(
+        test_zz_interrupt="def test_stop():\n    raise KeyboardInterrupt\n"
+    )
+    # A subprocess: an in-process run would pass the interrupt on to this session.
+    result = suite.runpytest_subprocess("--mxperf", "--mxperf-update", "--mxperf-allow-dirty")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*run interrupted: baselines not updated*"])
+    assert stored(suite) == [before] and before.read_text() == text

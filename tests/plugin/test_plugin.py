@@ -357,7 +357,7 @@ def test_threads_option_applied_and_recorded(pytester: pytest.Pytester) -> None:
         "--mxperf", "--mxperf-threads", "2", "-p", "no:cacheprovider"
     )
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*mxperf: threads 2 OpenMP thread(s) (MXNET_OMP_MAX_THREADS)*"])
+    result.stdout.fnmatch_lines(["*mxperf: threads 2 OpenMP thread(s) (OMP_NUM_THREADS)*"])
 
 
 def test_threads_env_variable(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,8 +14,9 @@ from mxnet.gluon.model_zoo import vision  # noqa: E402
 from pytest_mxperf.backend import MXNetBackend  # noqa: E402
 from pytest_mxperf.measure import MeasureConfig, measure  # noqa: E402
 
-QUICK = MeasureConfig(min_time=0.05, max_time=0.2, warmup_time=0.3, warmup_min_time=0.0,
-                      block_time=0.02, min_blocks=3)
+QUICK = MeasureConfig(
+    min_time=0.05, max_time=0.2, warmup_time=0.3, warmup_min_time=0.0, block_time=0.02, min_blocks=3
+)
 SHAPE = (3, 32, 32)
 
 
@@ -30,8 +31,13 @@ def tiny() -> Any:
 
 def run(backend: MXNetBackend, net: Any, mode: str, **kw: Any) -> tuple[Any, float]:
     prepared = backend.prepare(net, mode=mode, batch_size=4, ctx=mx.cpu(), input_shape=SHAPE, **kw)
-    m = measure(prepared.step, items_per_step=prepared.items_per_step, sync=backend.sync,
-                clock=backend.clock, config=QUICK)
+    m = measure(
+        prepared.step,
+        items_per_step=prepared.items_per_step,
+        sync=backend.sync,
+        clock=backend.clock,
+        config=QUICK,
+    )
     assert prepared.check() is None
     return prepared, m.items_per_sec
 
@@ -65,8 +71,14 @@ def test_custom_loss_and_optimizer(backend: MXNetBackend) -> None:
         calls.append(1)
         return mx.gluon.loss.L2Loss()(out, mx.nd.one_hot(label, 10))
 
-    _, rate = run(backend, tiny(), "training", loss=loss, optimizer="adam",
-                  optimizer_params={"learning_rate": 0.001})
+    _, rate = run(
+        backend,
+        tiny(),
+        "training",
+        loss=loss,
+        optimizer="adam",
+        optimizer_params={"learning_rate": 0.001},
+    )
     assert rate > 0 and calls
 
 
@@ -94,7 +106,9 @@ def _symbol(loss_head: bool) -> Any:
 
 @pytest.mark.parametrize("mode", ["inference", "training", "forward_backward"])
 @pytest.mark.parametrize("loss_head", [True, False])
-def test_symbol_bound_like_benchmark_score(backend: MXNetBackend, mode: str, loss_head: bool) -> None:
+def test_symbol_bound_like_benchmark_score(
+    backend: MXNetBackend, mode: str, loss_head: bool
+) -> None:
     prepared, rate = run(backend, _symbol(loss_head), mode)
     assert rate > 0 and prepared.info["form"] == "symbol-module"
 
@@ -121,7 +135,7 @@ def test_exported_model_missing_files(backend: MXNetBackend, tmp_path: Path) -> 
     with pytest.raises(FileNotFoundError, match="does not exist"):
         backend.prepare(str(tmp_path / "nope"), mode="inference", batch_size=1, ctx=mx.cpu())
     (tmp_path / "half-symbol.json").write_text(tiny()(mx.sym.var("data")).tojson())
-    with pytest.raises(FileNotFoundError, match="NNNN.params"):
+    with pytest.raises(FileNotFoundError, match=r"NNNN\.params"):
         backend.prepare(str(tmp_path / "half"), mode="inference", batch_size=1, ctx=mx.cpu())
 
 
@@ -144,8 +158,9 @@ class NaNNet(mx.gluon.HybridBlock):
 
 
 def test_nan_output_is_reported(backend: MXNetBackend) -> None:
-    prepared = backend.prepare(NaNNet(), mode="inference", batch_size=2, ctx=mx.cpu(),
-                               input_shape=(3,))
+    prepared = backend.prepare(
+        NaNNet(), mode="inference", batch_size=2, ctx=mx.cpu(), input_shape=(3,)
+    )
     prepared.step()
     backend.sync()
     assert prepared.check() == "model output contains NaN/inf (6 of 6 values)"

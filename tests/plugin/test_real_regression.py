@@ -1,0 +1,70 @@
+"""Real MXNet on a tiny model, real git repositories, default settings: identical re-runs never
+fail, a model made slower by construction does (each run is its own process, as in CI)."""
+
+from __future__ import annotations
+
+import json
+from typing import Callable
+
+import pytest
+
+from conftest import REAL_SUITE
+
+pytest.importorskip("mxnet")
+
+RERUNS = 10
+
+
+@pytest.fixture
+def real_suite(fake_pytester: pytest.Pytester, commit: Callable[[str], str]) -> pytest.Pytester:
+    (fake_pytester.path / "conftest.py").unlink()  # measure with the real MXNet back end
+    fake_pytester.makepyfile(test_suite=REAL_SUITE)
+    commit("suite")
+    return fake_pytester
+
+
+def _cases(pytester: pytest.Pytester) -> dict:
+    data = json.loads((pytester.path / "report.json").read_text())
+    return {c["key"]: c for c in data["cases"]}
+
+
+def test_ten_identical_reruns_never_fail(real_suite: pytest.Pytester) -> None:
+    stored = real_suite.runpytest_subprocess("--mxperf", "--mxperf-update", "-k", "target")
+    stored.assert_outcomes(passed=1, deselected=1)
+    changes = []
+    for _ in range(RERUNS):
+        result = real_suite.runpytest_subprocess(
+            "--mxperf", "-k", "target", "--mxperf-json", "report.json"
+        )
+        (case,) = _cases(real_suite).values()
+        changes.append((case["verdict"]["status"], round(case["verdict"]["change"], 3)))
+        assert result.ret == pytest.ExitCode.OK, changes
+        assert not case["verdict"]["failed"]
+    assert len(changes) == RERUNS
+
+
+def test_slower_model_fails_others_pass(real_suite: pytest.Pytester) -> None:
+    real_suite.runpytest_subprocess("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
+    # Twice the work per batch for the target case only (see REAL_SUITE).
+    real_suite.monkeypatch = None  # type: ignore[attr-defined]
+    import os
+
+    os.environ["MXPERF_EXTRA_WORK"] = "1.0"
+    try:
+        result = real_suite.runpytest_subprocess("--mxperf", "--mxperf-json", "report.json")
+    finally:
+        del os.environ["MXPERF_EXTRA_WORK"]
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*resnet18_v1-target/inference/float32/bs10/cpu: * img/s vs baseline * img/s (-*%), "
+            "tolerance *% (noise *%); baseline commit * (*, 0 commit(s) before HEAD) on cpu-*",
+            "*changed since the baseline: *",
+        ]
+    )
+    cases = _cases(real_suite)
+    target = cases["resnet18_v1-target/inference/float32/bs10/cpu"]["verdict"]
+    steady = cases["resnet18_v1-steady/inference/float32/bs10/cpu"]["verdict"]
+    assert target["status"] == "regressed" and target["change"] < -0.3
+    assert steady["status"] in ("pass", "improved")

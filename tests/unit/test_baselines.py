@@ -1,0 +1,352 @@
+"""Stored baselines: atomic, merged, validated writes and the choice of a baseline per case."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_mxperf import baselines
+from pytest_mxperf.baselines import (
+    RUNS_KEPT,
+    SCHEMA,
+    BaselineError,
+    Resolution,
+    commit_files,
+    hardware_keys,
+    load,
+    resolve,
+    store,
+)
+
+HW = "cpu-amd-epyc-2c"
+SHA_A = "a" * 40
+SHA_B = "b" * 40
+SHA_C = "c" * 40
+SHA_D = "d" * 40
+
+
+def commit(sha: str, date: str = "2024-01-01T00:00:00+00:00", **extra: Any) -> dict[str, Any]:
+    return {"sha": sha, "date": date, "branch": "main", "dirty": False, **extra}
+
+
+def rec(rate: float | None, **extra: Any) -> dict[str, Any]:
+    return {"images_per_sec": rate, "rel_iqr": 0.01, "status": "ok" if rate else "oom", **extra}
+
+
+def test_store_then_load(tmp_path: Path) -> None:
+    path = store(tmp_path, HW, commit(SHA_A), {"m/inference/float32/bs1/cpu": rec(10.0)})
+    assert path == tmp_path / HW / f"{SHA_A}.json"
+    text = path.read_text(encoding="utf-8")
+    assert text.endswith("\n")
+    data = json.loads(text)
+    assert data["schema"] == SCHEMA == 1
+    assert data["hardware"] == HW
+    assert data["commit"] == commit(SHA_A)
+    # Sorted keys, indented: a stable, diff-friendly file.
+    assert text == json.dumps(data, indent=2, sort_keys=True) + "\n"
+    f = load(path)
+    assert f.hardware == HW
+    assert f.sha == SHA_A
+    assert f.date == "2024-01-01T00:00:00+00:00"
+    assert f.cases == {"m/inference/float32/bs1/cpu": {**rec(10.0), "runs": [10.0]}}
+
+
+def test_restore_merges_and_keeps_run_history(tmp_path: Path) -> None:
+    store(tmp_path, HW, commit(SHA_A), {"x": rec(10.0), "y": rec(20.0)})
+    for rate in (11.0, 12.0, 13.0, 14.0, 15.0, 16.0):
+        store(tmp_path, HW, commit(SHA_A), {"x": rec(rate, note=rate)})
+    cases = load(tmp_path / HW / f"{SHA_A}.json").cases
+    assert cases["x"]["images_per_sec"] == 16.0
+    assert cases["x"]["note"] == 16.0  # replaced, not merged field by field
+    assert cases["x"]["runs"] == [12.0, 13.0, 14.0, 15.0, 16.0]
+    assert len(cases["x"]["runs"]) == RUNS_KEPT == 5
+    assert cases["y"] == {**rec(20.0), "runs": [20.0]}  # not re-measured: untouched
+
+
+def test_restore_updates_the_commit_record(tmp_path: Path) -> None:
+    store(tmp_path, HW, commit(SHA_A, dirty=False), {"x": rec(10.0)})
+    store(tmp_path, HW, commit(SHA_A, dirty=True), {"y": rec(1.0)})
+    f = load(tmp_path / HW / f"{SHA_A}.json")
+    assert f.commit["dirty"] is True
+    assert set(f.cases) == {"x", "y"}
+
+
+def test_oom_runs_are_not_kept_as_history(tmp_path: Path) -> None:
+    store(tmp_path, HW, commit(SHA_A), {"x": rec(None)})
+    store(tmp_path, HW, commit(SHA_A), {"x": rec(10.0)})
+    assert load(tmp_path / HW / f"{SHA_A}.json").cases["x"]["runs"] == [10.0]
+
+
+def _interrupt(*args: Any, **kwargs: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def test_interrupted_write_leaves_old_file_intact(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = store(tmp_path, HW, commit(SHA_A), {"x": rec(10.0)})
+    before = path.read_bytes()
+    monkeypatch.setattr(baselines.os, "replace", _interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        store(tmp_path, HW, commit(SHA_A), {"x": rec(99.0), "y": rec(1.0)})
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    leftovers = sorted(p.name for p in (tmp_path / HW).iterdir())
+    assert leftovers == [".lock", f"{SHA_A}.json"]
+
+
+def test_interrupted_first_write_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(baselines.os, "replace", _interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        store(tmp_path, HW, commit(SHA_A), {"x": rec(10.0)})
+    assert [p.name for p in (tmp_path / HW).iterdir()] == [".lock"]
+
+
+def write(tmp_path: Path, text: str, sha: str = SHA_A) -> Path:
+    path = tmp_path / HW / f"{sha}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def good(**overrides: Any) -> dict[str, Any]:
+    return {"schema": 1, "hardware": HW, "commit": commit(SHA_A), "cases": {}, **overrides}
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        ("{not json", "is not valid JSON"),
+        ("[1, 2]", "has no 'schema' field"),
+        ("{}", "has no 'schema' field"),
+        (json.dumps(good(schema=99)), "uses schema 99, newer than this pytest-mxperf"),
+        (json.dumps(good(schema=0)), "invalid schema 0"),
+        (json.dumps(good(schema="1")), "invalid schema '1'"),
+        (json.dumps(good(cases=[])), "lacks 'cases' or 'commit'"),
+        (json.dumps(good(commit=None)), "lacks 'cases' or 'commit'"),
+        (
+            json.dumps(good(cases={"x": {"images_per_sec": -1}})),
+            "case 'x' has a bad images_per_sec",
+        ),
+        (json.dumps(good(cases={"x": {"images_per_sec": "9"}})), "case 'x' has a bad"),
+        (json.dumps(good(cases={"x": {"images_per_sec": True}})), "case 'x' has a bad"),
+        (json.dumps(good(cases={"x": {"images_per_sec": 0}})), "case 'x' has a bad"),
+        ('{"schema": 1, "commit": {}, "cases": {"x": {"images_per_sec": NaN}}}', "case 'x'"),
+        (json.dumps(good(cases={"x": 5.0})), "case 'x' has a bad images_per_sec"),
+    ],
+)
+def test_load_rejects_bad_files_naming_them(tmp_path: Path, content: str, needle: str) -> None:
+    path = write(tmp_path, content)
+    with pytest.raises(BaselineError) as info:
+        load(path)
+    assert needle in str(info.value)
+    assert str(path) in str(info.value)
+
+
+def test_newer_schema_says_upgrade(tmp_path: Path) -> None:
+    path = write(tmp_path, json.dumps(good(schema=99)))
+    with pytest.raises(BaselineError, match="upgrade pytest-mxperf"):
+        load(path)
+
+
+def test_load_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(BaselineError, match="cannot read baseline file"):
+        load(tmp_path / HW / f"{SHA_A}.json")
+
+
+def test_load_accepts_oom_cases(tmp_path: Path) -> None:
+    path = write(tmp_path, json.dumps(good(cases={"x": {"images_per_sec": None}})))
+    assert load(path).cases["x"]["images_per_sec"] is None
+
+
+def test_store_over_a_corrupt_file_raises_and_leaves_it(tmp_path: Path) -> None:
+    path = write(tmp_path, "{corrupt")
+    with pytest.raises(BaselineError, match="not valid JSON"):
+        store(tmp_path, HW, commit(SHA_A), {"x": rec(10.0)})
+    assert path.read_text(encoding="utf-8") == "{corrupt"
+    assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+@pytest.mark.parametrize("sha", [None, "", "HEAD", "abc", "G" * 40, "A" * 40])
+def test_store_without_a_sha_is_refused(tmp_path: Path, sha: str | None) -> None:
+    with pytest.raises(BaselineError, match="without a git commit sha"):
+        store(tmp_path, HW, {"sha": sha}, {"x": rec(1.0)})
+    assert not (tmp_path / HW).exists() or not list((tmp_path / HW).glob("*.json"))
+
+
+@pytest.mark.parametrize("hw", ["", "../evil", "a/b", ".hidden", "has space", "-dash-first"])
+def test_bad_hardware_key_is_refused(tmp_path: Path, hw: str) -> None:
+    with pytest.raises(BaselineError, match="invalid hardware key"):
+        store(tmp_path, hw, commit(SHA_A), {"x": rec(1.0)})
+    assert list(tmp_path.rglob("*.json")) == []
+
+
+def test_store_rejects_nan_rates(tmp_path: Path) -> None:
+    with pytest.raises(ValueError):
+        store(tmp_path, HW, commit(SHA_A), {"x": rec(float("nan"))})
+    assert not (tmp_path / HW / f"{SHA_A}.json").exists()
+
+
+def _store_many(root: str, prefix: str, count: int) -> None:
+    for i in range(count):
+        store(Path(root), HW, commit(SHA_A), {f"{prefix}{i}": rec(float(i + 1))})
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs fork and fcntl")
+def test_two_processes_storing_at_once_lose_nothing(tmp_path: Path) -> None:
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_store_many, args=(str(tmp_path), p, 20)) for p in "pq"]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=60)
+    assert [p.exitcode for p in procs] == [0, 0]
+    path = tmp_path / HW / f"{SHA_A}.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert set(data["cases"]) == {f"{p}{i}" for p in "pq" for i in range(20)}
+    assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_hardware_keys_and_commit_files(tmp_path: Path) -> None:
+    assert hardware_keys(tmp_path / "missing") == []
+    store(tmp_path, HW, commit(SHA_A), {"x": rec(1.0)})
+    store(tmp_path, "gpu-v100-x1", commit(SHA_B), {"x": rec(1.0)})
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "README.md").write_text("not a key")
+    (tmp_path / HW / "notes.json").write_text("{}")
+    assert hardware_keys(tmp_path) == ["cpu-amd-epyc-2c", "gpu-v100-x1"]
+    assert commit_files(tmp_path, HW) == {SHA_A: tmp_path / HW / f"{SHA_A}.json"}
+    assert commit_files(tmp_path, "nope") == {}
+
+
+# ---- resolve ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """A: old, B: newer, C: newest, D: not an ancestor but the newest of all."""
+    store(tmp_path, HW, commit(SHA_A, "2024-01-01T00:00:00+00:00"), {"x": rec(1.0), "y": rec(1.0)})
+    store(tmp_path, HW, commit(SHA_B, "2024-02-01T00:00:00+00:00"), {"x": rec(2.0)})
+    store(tmp_path, HW, commit(SHA_C, "2024-03-01T00:00:00+00:00"), {"z": rec(3.0)})
+    store(tmp_path, HW, commit(SHA_D, "2024-09-01T00:00:00+00:00"), {"x": rec(4.0), "w": rec(4.0)})
+    return tmp_path
+
+
+def chosen(res: Resolution, hw: str = HW) -> dict[str, tuple[float, str, int | None]]:
+    return {
+        key: (ref["case"]["images_per_sec"], ref["how"], ref["distance"])
+        for key, ref in res.refs[hw].items()
+    }
+
+
+def test_resolve_nearest_ancestor(root: Path) -> None:
+    res = resolve(root, {SHA_C: 0, SHA_B: 1, SHA_A: 5})
+    assert chosen(res) == {
+        "x": (2.0, "nearest ancestor", 1),
+        "y": (1.0, "nearest ancestor", 5),
+        "z": (3.0, "nearest ancestor", 0),
+    }
+    assert "w" not in res.refs[HW]  # only the non-ancestor D holds it
+    assert res.warnings == [] and res.errors == []
+    ref = res.refs[HW]["x"]
+    assert ref["commit"]["sha"] == SHA_B
+    assert ref["file"] == f"{HW}/{SHA_B}.json"
+
+
+def test_resolve_ties_broken_by_newer_date(root: Path) -> None:
+    # A and B both 2 commits away (two sides of a merge): B is newer.
+    res = resolve(root, {SHA_A: 2, SHA_B: 2})
+    assert chosen(res)["x"] == (2.0, "nearest ancestor", 2)
+    res = resolve(root, {SHA_A: 1, SHA_B: 2})
+    assert chosen(res)["x"] == (1.0, "nearest ancestor", 1)
+
+
+def test_resolve_ignores_non_ancestors(root: Path) -> None:
+    res = resolve(root, {"e" * 40: 0})
+    assert res.refs == {HW: {}}
+    assert res.warnings == []
+
+
+def test_resolve_without_history_takes_newest_by_date_with_warning(root: Path) -> None:
+    res = resolve(root, None)
+    assert chosen(res) == {
+        "x": (4.0, "newest by commit date", None),
+        "w": (4.0, "newest by commit date", None),
+        "y": (1.0, "newest by commit date", None),
+        "z": (3.0, "newest by commit date", None),
+    }
+    assert len(res.warnings) == 1
+    assert "no git history" in res.warnings[0] and HW in res.warnings[0]
+
+
+def test_resolve_shallow_ancestors_first_then_newest_by_date(root: Path) -> None:
+    res = resolve(root, {SHA_B: 0}, shallow=True)
+    assert chosen(res) == {
+        "x": (2.0, "nearest ancestor", 0),
+        "w": (4.0, "newest by commit date", None),
+        "y": (1.0, "newest by commit date", None),
+        "z": (3.0, "newest by commit date", None),
+    }
+    assert len(res.warnings) == 1 and "shallow clone" in res.warnings[0]
+
+
+def test_resolve_shallow_without_fallback_has_no_warning(tmp_path: Path) -> None:
+    store(tmp_path, HW, commit(SHA_A), {"x": rec(1.0)})
+    res = resolve(tmp_path, {SHA_A: 0}, shallow=True)
+    assert chosen(res) == {"x": (1.0, "nearest ancestor", 0)}
+    assert res.warnings == []
+
+
+def test_resolve_explicit_sha_prefix(root: Path) -> None:
+    res = resolve(root, {SHA_C: 0, SHA_B: 1}, explicit="aaaaaaa", explicit_label="v1.0")
+    assert chosen(res) == {
+        "x": (1.0, "explicit revision v1.0", None),
+        "y": (1.0, "explicit revision v1.0", None),
+    }
+    res = resolve(root, None, explicit=SHA_D, explicit_label=SHA_D)
+    assert set(res.refs[HW]) == {"x", "w"}
+    assert res.warnings == []
+    assert resolve(root, None, explicit="1234567").refs == {HW: {}}
+
+
+def test_resolve_reports_corrupt_files_but_goes_on(root: Path) -> None:
+    bad = root / HW / f"{'e' * 40}.json"
+    bad.write_text("{oops")
+    res = resolve(root, {SHA_B: 0, "e" * 40: 0})
+    assert chosen(res) == {"x": (2.0, "nearest ancestor", 0)}
+    assert len(res.errors) == 1
+    assert str(bad) in res.errors[0] and "not valid JSON" in res.errors[0]
+
+
+def test_resolve_per_hardware_key(root: Path) -> None:
+    store(root, "gpu-v100-x1", commit(SHA_A), {"x": rec(900.0)})
+    res = resolve(root, {SHA_B: 0, SHA_A: 1})
+    assert set(res.refs) == {HW, "gpu-v100-x1"}
+    assert chosen(res, "gpu-v100-x1") == {"x": (900.0, "nearest ancestor", 1)}
+    assert chosen(res)["x"] == (2.0, "nearest ancestor", 0)
+
+
+def test_resolve_empty_root(tmp_path: Path) -> None:
+    res = resolve(tmp_path / "none", None)
+    assert res.refs == {} and res.warnings == [] and res.errors == []
+
+
+def test_resolution_round_trip(root: Path) -> None:
+    res = resolve(root, None)
+    back = Resolution.from_dict(json.loads(json.dumps(res.as_dict())))
+    assert back == res
+
+
+def test_write_json_atomic_creates_the_folder(tmp_path: Path) -> None:
+    path = tmp_path / "deep" / "er" / "f.json"
+    baselines.write_json_atomic(path, {"b": 1, "a": [1, 2]})
+    assert path.read_text() == '{\n  "a": [\n    1,\n    2\n  ],\n  "b": 1\n}\n'
+    assert os.listdir(path.parent) == ["f.json"]

@@ -1,0 +1,263 @@
+"""The results table, the benchmark_score-style grids and the JSON/baseline records."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from pytest_mxperf.report import (
+    REPORT_SCHEMA,
+    baseline_record,
+    render_grids,
+    render_table,
+    to_json,
+    verdict_counts,
+)
+from pytest_mxperf.verdict import CaseResult
+
+CPU = "cpu-amd-epyc-7r13-processor-2c"
+GPU = "gpu-tesla-v100-sxm2-16gb-x1"
+
+
+def case(
+    model: str = "resnet50_v1",
+    batch: int = 32,
+    *,
+    rate: float | None = 100.0,
+    rel_iqr: float = 0.02,
+    status: str = "ok",
+    mode: str = "inference",
+    dtype: str = "float32",
+    kind: str = "cpu",
+    name: str | None = None,
+    verdict: dict[str, Any] | None = None,
+) -> CaseResult:
+    key = "/".join([model, mode, dtype, f"bs{batch}", kind] + ([name] if name else []))
+    measurement = None
+    if rate is not None:
+        measurement = {
+            "images_per_sec": rate,
+            "rel_iqr": rel_iqr,
+            "iqr": rate * rel_iqr,
+            "block_images_per_sec": [rate * 0.99, rate, rate * 1.01],
+            "warmup_steps": 12,
+        }
+    return CaseResult(
+        key=key,
+        model=model,
+        mode=mode,
+        dtype=dtype,
+        batch_size=batch,
+        device=f"{kind}(0)",
+        device_kind=kind,
+        hardware=CPU if kind == "cpu" else GPU,
+        status=status,
+        measurement=measurement,
+        threads={"omp_threads": 1},
+        software={"mxnet": "1.9.1"},
+        environment={"OMP_NUM_THREADS": "1"},
+        verdict=verdict,
+    )
+
+
+def results() -> list[CaseResult]:
+    return [
+        case(
+            "resnet50_v1",
+            32,
+            rate=123.456,
+            verdict={"status": "pass", "change": -0.031, "baseline_images_per_sec": 127.4},
+        ),
+        case(
+            "resnet50_v1",
+            1,
+            rate=20.0,
+            verdict={"status": "regressed", "change": -0.25, "baseline_images_per_sec": 26.7},
+        ),
+        case(
+            "vgg16",
+            256,
+            rate=None,
+            status="oom",
+            kind="gpu",
+            verdict={"status": "oom"},
+        ),
+        case("alexnet", 8, rate=54321.0, name="nchw", verdict={"status": "new"}),
+        case("inception_bn", 16, rate=None, status="nan", verdict={"status": "nan"}),
+    ]
+
+
+def test_render_table_wide() -> None:
+    lines = render_table(results(), width=200)
+    text = "\n".join(lines)
+    header = lines[0].split()
+    assert header == [
+        "case",
+        "device",
+        "batch",
+        "img/s",
+        "baseline",
+        "change",
+        "verdict",
+        "mode",
+        "dtype",
+    ]
+    assert len(lines) == 2 + 5  # header, rule, one row per case
+    assert all(len(line) <= 200 for line in lines)
+    row = next(line for line in lines if "resnet50_v1" in line and " 32 " in line)
+    assert "123.5 ±1.0%" in row  # median ± half the relative IQR
+    assert "127.4" in row
+    assert "-3.1%" in row
+    assert "pass" in row and "inference" in row and "float32" in row
+    regressed = next(line for line in lines if "regressed" in line)
+    assert "-25.0%" in regressed and "26.7" in regressed
+    assert "alexnet [nchw]" in text  # the name= part of the key
+    assert "54321 ±1.0%" in text  # big rates without decimals
+    oom = next(line for line in lines if "vgg16" in line)
+    assert "OOM" in oom and "gpu(0)" in oom
+    assert "NAN" in next(line for line in lines if "inception_bn" in line)
+
+
+def test_render_table_sorted_by_device_mode_dtype_model_batch() -> None:
+    lines = render_table(results(), width=200)[2:]
+    models = [line.split()[0] for line in lines]
+    assert models == ["alexnet", "inception_bn", "resnet50_v1", "resnet50_v1", "vgg16"]
+    mixed = render_table([case("aaa", kind="gpu"), case("zzz", mode="training")], width=200)
+    assert [line.split()[0] for line in mixed[2:]] == [
+        "zzz",
+        "aaa",
+    ]  # device kind sorts before model
+    resnet = [line for line in lines if line.startswith("resnet50_v1")]
+    assert resnet[0].split()[2] == "1" and resnet[1].split()[2] == "32"
+
+
+def test_render_table_narrow_drops_columns_from_the_right() -> None:
+    wide = render_table(results(), width=200)
+    lines = render_table(results(), width=60)
+    assert all(len(line) <= 60 for line in lines)
+    # As many columns as fit: the sixth ("change") would make the lines 68 wide.
+    assert lines[0].split() == ["case", "device", "batch", "img/s", "baseline"]
+    # Every row is still there, cut from the right, never wrapped.
+    assert len(lines) == len(wide)
+    for short, long in zip(lines, wide):
+        assert long.startswith(short)
+    assert render_table(results(), width=68)[0].split()[-1] == "change"
+
+
+def test_render_table_too_narrow_keeps_four_columns() -> None:
+    lines = render_table(results(), width=10)
+    assert lines[0].split() == ["case", "device", "batch", "img/s"]
+    assert max(len(line) for line in lines) > 10
+
+
+def test_render_table_without_verdicts() -> None:
+    lines = render_table([case(verdict=None)], width=200)
+    assert lines[2].split()[-5:] == ["-", "-", "-", "inference", "float32"]
+
+
+def test_render_grids() -> None:
+    cases = [
+        case("resnet50_v1", 1, rate=50.0),
+        case("resnet50_v1", 32, rate=200.0),
+        case("vgg16", 32, rate=None, status="oom"),
+        case("vgg16", 1, rate=10.0),
+        case("resnet50_v1", 1, rate=40.0, mode="training"),  # alone in its group: no grid
+        case("resnet50_v1", 64, rate=900.0, kind="gpu"),
+        case("resnet50_v1", 128, rate=1000.0, kind="gpu"),
+    ]
+    grids = dict(render_grids(cases))
+    assert set(grids) == {
+        f"inference, float32, cpu ({CPU}), images/sec",
+        f"inference, float32, gpu ({GPU}), images/sec",
+    }
+    cpu = grids[f"inference, float32, cpu ({CPU}), images/sec"]
+    assert cpu[0].split() == ["batch", "resnet50_v1", "vgg16"]
+    assert cpu[2].split() == ["1", "50.0", "10.0"]
+    assert cpu[3].split() == ["32", "200.0", "OOM"]
+    assert "±" not in "\n".join(cpu)
+    gpu = grids[f"inference, float32, gpu ({GPU}), images/sec"]
+    assert [line.split() for line in gpu[2:]] == [["64", "900.0"], ["128", "1000.0"]]
+
+
+def test_render_grids_missing_cell_is_blank() -> None:
+    cases = [case("a", 1), case("b", 2)]
+    ((_, lines),) = render_grids(cases)
+    assert lines[0].split() == ["batch", "a", "b"]
+    assert lines[2].split() == ["1", "100.0"]
+    assert lines[3].split() == ["2", "100.0"]
+
+
+def test_render_grids_one_case_per_group_gives_nothing() -> None:
+    assert (
+        render_grids([case("a", 1), case("a", 1, kind="gpu"), case("a", 1, dtype="float16")]) == []
+    )
+
+
+def test_verdict_counts() -> None:
+    counts = verdict_counts([*results(), case(verdict={"status": "pass"}), case(verdict=None)])
+    assert counts == {"-": 1, "nan": 1, "new": 1, "oom": 1, "pass": 2, "regressed": 1}
+    assert list(counts) == sorted(counts)
+
+
+def test_to_json_contains_every_case() -> None:
+    rs = results()
+    run = {
+        "commit": {"sha": "a" * 40},
+        "cpu_key": CPU,
+        "gpus": [],
+        "started": "2024-01-01T00:00:00+00:00",
+        "baseline_root": "baselines",
+        "ignored": 1,
+    }
+    data = to_json(rs, run, {"tolerance": 0.15}, {"warnings": ["w"]})
+    assert data["schema"] == REPORT_SCHEMA
+    assert data["run"] == {
+        "commit": {"sha": "a" * 40},
+        "cpu_hardware": CPU,
+        "gpus": [],
+        "started": "2024-01-01T00:00:00+00:00",
+        "baseline_root": "baselines",
+    }
+    assert data["settings"] == {"tolerance": 0.15}
+    assert data["warnings"] == ["w"]
+    keys = [c["key"] for c in data["cases"]]
+    assert keys == sorted(r.key for r in rs)
+    by_key = {c["key"]: c for c in data["cases"]}
+    assert by_key["vgg16/inference/float32/bs256/gpu"]["status"] == "oom"
+    assert by_key["resnet50_v1/inference/float32/bs32/cpu"]["verdict"]["change"] == -0.031
+    # Plain JSON, and CaseResult comes back from it.
+    again = json.loads(json.dumps(data, allow_nan=False))
+    assert [CaseResult.from_dict(c) for c in again["cases"]] == sorted(rs, key=lambda r: r.key)
+
+
+def test_baseline_record() -> None:
+    r = case("resnet50_v1", 32, rate=123.0, rel_iqr=0.04)
+    rec = baseline_record(r, {"sha": "a" * 40, "dirty": True})
+    assert rec == {
+        "model": "resnet50_v1",
+        "mode": "inference",
+        "dtype": "float32",
+        "batch_size": 32,
+        "device_kind": "cpu",
+        "status": "ok",
+        "images_per_sec": 123.0,
+        "iqr": pytest.approx(123.0 * 0.04),
+        "rel_iqr": 0.04,
+        "block_images_per_sec": [123.0 * 0.99, 123.0, 123.0 * 1.01],
+        "warmup_steps": 12,
+        "threads": {"omp_threads": 1},
+        "software": {"mxnet": "1.9.1"},
+        "environment": {"OMP_NUM_THREADS": "1"},
+        "dirty": True,
+    }
+
+
+def test_baseline_record_of_oom_case() -> None:
+    rec = baseline_record(case(rate=None, status="oom"), {"sha": "a" * 40})
+    assert rec["status"] == "oom"
+    assert rec["images_per_sec"] is None
+    assert rec["rel_iqr"] == 0.0
+    assert rec["block_images_per_sec"] == []
+    assert rec["dirty"] is False
