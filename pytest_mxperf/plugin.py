@@ -147,7 +147,7 @@ class MxperfState:
             tr.write_sep("-", "mxperf: throughput (images/sec, median ± half IQR)")
             for line in report.render_table(results, width):
                 tr.write_line(line)
-            for title, lines in report.render_grids(results):
+            for title, lines in report.render_grids(results, width):
                 tr.write_sep("-", f"mxperf grid: {title}")
                 for line in lines:
                     tr.write_line(line)

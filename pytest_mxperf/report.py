@@ -10,6 +10,7 @@ from tabulate import tabulate
 from pytest_mxperf.verdict import CaseResult
 
 REPORT_SCHEMA = 1
+MODE_SHORT = {"inference": "infer", "training": "train", "forward_backward": "fwd+bwd"}
 
 
 def _rate(value: float | None) -> str:
@@ -29,8 +30,9 @@ def _cell(result: CaseResult) -> str:
 
 def render_table(results: Sequence[CaseResult], width: int = 120) -> list[str]:
     """One row per case: model, device, batch, img/s (median ± half the relative IQR),
-    baseline, change, verdict, mode and dtype. Columns that do not fit ``width`` are dropped
-    from the right, never wrapped."""
+    baseline, change, verdict, mode (infer/train/fwd+bwd) and dtype. Where the lines would be
+    wider than ``width``, dtype, device, mode and batch are dropped in that order; rows are
+    never wrapped."""
     headers = ["case", "device", "batch", "img/s", "baseline", "change", "verdict", "mode", "dtype"]
     rows = []
     for r in sorted(results, key=lambda r: (r.device_kind, r.mode, r.dtype, r.model, r.batch_size)):
@@ -46,22 +48,29 @@ def render_table(results: Sequence[CaseResult], width: int = 120) -> list[str]:
                 _rate(v.get("baseline_images_per_sec")),
                 "-" if change is None else f"{change:+.1%}",
                 v.get("status", "-"),
-                r.mode,
+                MODE_SHORT.get(r.mode, r.mode),
                 r.dtype,
             ]
         )
-    for keep in range(len(headers), 3, -1):
+    keep = list(range(len(headers)))
+    for drop in (None, "dtype", "device", "mode", "batch"):
+        if drop is not None:
+            keep.remove(headers.index(drop))
         lines = tabulate(
-            [row[:keep] for row in rows], headers[:keep], tablefmt="simple", disable_numparse=True
+            [[row[i] for i in keep] for row in rows],
+            [headers[i] for i in keep],
+            tablefmt="simple",
+            disable_numparse=True,
         ).splitlines()
         if max(len(line) for line in lines) <= width:
-            return lines
+            break
     return lines
 
 
-def render_grids(results: Iterable[CaseResult]) -> list[tuple[str, list[str]]]:
-    """benchmark_score-style grids: per (mode, dtype, device), models x batch sizes in img/s.
-    Only groups that cover more than one model or batch size get a grid."""
+def render_grids(results: Iterable[CaseResult], width: int = 120) -> list[tuple[str, list[str]]]:
+    """benchmark_score-style grids: per (mode, dtype, device), batch sizes x models in img/s.
+    Only groups that cover more than one model or batch size get a grid; a grid wider than
+    ``width`` is split into several, each with as many model columns as fit."""
     groups: dict[tuple[str, str, str, str], list[CaseResult]] = {}
     for r in results:
         groups.setdefault((r.mode, r.dtype, r.device_kind, r.hardware), []).append(r)
@@ -72,19 +81,30 @@ def render_grids(results: Iterable[CaseResult]) -> list[tuple[str, list[str]]]:
         if len(batches) * len(models) < 2:
             continue
         table = {(r.model, r.batch_size): r for r in members}
-        rows = []
-        for batch in batches:
-            row: list[str] = [str(batch)]
-            for model in models:
-                found = table.get((model, batch))
-                row.append("" if found is None else _cell(found).split(" ±")[0])
-            rows.append(row)
         title = f"{mode}, {dtype}, {kind} ({hardware}), images/sec"
-        lines = tabulate(
-            rows, ["batch", *models], tablefmt="simple", stralign="right", disable_numparse=True
-        ).splitlines()
-        out.append((title, lines))
+        chunks: list[list[str]] = [[]]
+        for model in models:
+            wider = _grid(table, batches, [*chunks[-1], model])
+            if chunks[-1] and max(map(len, wider)) > width:
+                chunks.append([])
+            chunks[-1].append(model)
+        out += [(title, _grid(table, batches, chunk)) for chunk in chunks]
     return out
+
+
+def _grid(
+    table: dict[tuple[str, int], CaseResult], batches: list[int], models: list[str]
+) -> list[str]:
+    rows = []
+    for batch in batches:
+        row: list[str] = [str(batch)]
+        for model in models:
+            found = table.get((model, batch))
+            row.append("" if found is None else _cell(found).split(" ±")[0])
+        rows.append(row)
+    return tabulate(
+        rows, ["batch", *models], tablefmt="simple", stralign="right", disable_numparse=True
+    ).splitlines()
 
 
 def verdict_counts(results: Iterable[CaseResult]) -> dict[str, int]:

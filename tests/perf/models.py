@@ -81,7 +81,10 @@ QUICK: tuple[Case, ...] = (
     Case("squeezenet1.1", "inference", 1, 224),
     Case("inception-bn", "inference", 1, 64),
     Case("inception-bn", "inference", 8, 64),
+    Case("inception-bn", "training", 8, 64),
+    Case("inceptionv3", "inference", 1, 299),
     Case("resnet50_v1", "inference", 1, 64),
+    Case("resnet50_v1", "inference", 8, 64),
     Case("alexnet", "inference", 8, 64),
     Case("vgg16", "inference", 1, 32),
 )

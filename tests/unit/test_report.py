@@ -110,7 +110,7 @@ def test_render_table_wide() -> None:
     assert "123.5 ±1.0%" in row  # median ± half the relative IQR
     assert "127.4" in row
     assert "-3.1%" in row
-    assert "pass" in row and "inference" in row and "float32" in row
+    assert "pass" in row and "infer" in row and "float32" in row
     regressed = next(line for line in lines if "regressed" in line)
     assert "-25.0%" in regressed and "26.7" in regressed
     assert "alexnet [nchw]" in text  # the name= part of the key
@@ -133,28 +133,37 @@ def test_render_table_sorted_by_device_mode_dtype_model_batch() -> None:
     assert resnet[0].split()[2] == "1" and resnet[1].split()[2] == "32"
 
 
-def test_render_table_narrow_drops_columns_from_the_right() -> None:
+def test_render_table_narrow_drops_the_least_important_columns() -> None:
     wide = render_table(results(), width=200)
+    full = max(map(len, wide))
+    assert render_table(results(), width=full) == wide
+    lines = render_table(results(), width=full - 1)
+    assert lines[0].split() == [
+        "case",
+        "device",
+        "batch",
+        "img/s",
+        "baseline",
+        "change",
+        "verdict",
+        "mode",
+    ]
     lines = render_table(results(), width=60)
     assert all(len(line) <= 60 for line in lines)
-    # As many columns as fit: the sixth ("change") would make the lines 68 wide.
-    assert lines[0].split() == ["case", "device", "batch", "img/s", "baseline"]
-    # Every row is still there, cut from the right, never wrapped.
-    assert len(lines) == len(wide)
-    for short, long in zip(lines, wide):
-        assert long.startswith(short)
-    assert render_table(results(), width=68)[0].split()[-1] == "change"
+    assert lines[0].split() == ["case", "img/s", "baseline", "change", "verdict"]
+    assert len(lines) == len(wide)  # every row still there, never wrapped
+    assert any("regressed" in line for line in lines)
 
 
-def test_render_table_too_narrow_keeps_four_columns() -> None:
+def test_render_table_too_narrow_keeps_the_verdict_columns() -> None:
     lines = render_table(results(), width=10)
-    assert lines[0].split() == ["case", "device", "batch", "img/s"]
+    assert lines[0].split() == ["case", "img/s", "baseline", "change", "verdict"]
     assert max(len(line) for line in lines) > 10
 
 
 def test_render_table_without_verdicts() -> None:
     lines = render_table([case(verdict=None)], width=200)
-    assert lines[2].split()[-5:] == ["-", "-", "-", "inference", "float32"]
+    assert lines[2].split()[-5:] == ["-", "-", "-", "infer", "float32"]
 
 
 def test_render_grids() -> None:
@@ -261,3 +270,15 @@ def test_baseline_record_of_oom_case() -> None:
     assert rec["rel_iqr"] == 0.0
     assert rec["block_images_per_sec"] == []
     assert rec["dirty"] is False
+
+
+def test_render_grids_split_to_fit_the_width() -> None:
+    models = [f"model_with_a_long_name_{i}" for i in range(6)]
+    cases = [case(m, b, rate=100.0 + b) for m in models for b in (1, 8)]
+    (whole,) = render_grids(cases, width=1000)
+    parts = render_grids(cases, width=80)
+    assert len(parts) > 1
+    assert all(max(map(len, lines)) <= 80 for _, lines in parts)
+    headers = [lines[0].split()[1:] for _, lines in parts]
+    assert [m for h in headers for m in h] == models  # every model once, in order
+    assert {title for title, _ in parts} == {whole[0]}
