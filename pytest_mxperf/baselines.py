@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_mxperf.stats import median
+
 SCHEMA = 1
 RUNS_KEPT = 5
 _SHA = re.compile(r"^[0-9a-f]{7,64}$")
@@ -140,7 +142,7 @@ def store(
     cases: Mapping[str, dict[str, Any]],
 ) -> Path:
     """Merge ``cases`` into ``<root>/<hardware>/<sha>.json``: re-measured cases are replaced
-    (keeping the last few run medians as a noise record), the others stay."""
+    (keeping the last few run medians as a noise record, see `_with_runs`), the others stay."""
     check_hardware_key(hardware)
     sha = str(commit.get("sha") or "")
     if not _SHA.match(sha):
@@ -153,12 +155,7 @@ def store(
             old = load(path).cases  # raises for a corrupt file: never overwrite it
         merged = dict(old)
         for key, case in cases.items():
-            case = dict(case)
-            previous = old.get(key, {})
-            runs = [r for r in previous.get("runs", []) if r is not None]
-            runs.append(case.get("images_per_sec"))
-            case["runs"] = runs[-RUNS_KEPT:]
-            merged[key] = case
+            merged[key] = _with_runs(dict(case), old.get(key, {}))
         data = {
             "schema": SCHEMA,
             "hardware": hardware,
@@ -167,6 +164,22 @@ def store(
         }
         write_json_atomic(path, data)
     return path
+
+
+def _with_runs(case: dict[str, Any], previous: dict[str, Any]) -> dict[str, Any]:
+    """Keep the last few run medians of a case re-measured at the same commit on the same
+    software, environment and threads; the stored images/sec is their median (repeated
+    updates sample the same quantity), and their spread is the case's between-run noise."""
+    same_setup = all(previous.get(k) == case.get(k) for k in ("software", "environment", "threads"))
+    runs = [r for r in previous.get("runs", []) if r is not None] if same_setup else []
+    latest = case.get("images_per_sec")
+    if latest is not None:
+        runs.append(latest)
+    case["runs"] = runs[-RUNS_KEPT:]
+    if latest is not None and len(case["runs"]) > 1:
+        case["last_images_per_sec"] = latest
+        case["images_per_sec"] = median(case["runs"])
+    return case
 
 
 @dataclass

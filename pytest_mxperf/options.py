@@ -132,10 +132,10 @@ SPECS: tuple[Spec, ...] = (
     Spec(
         "tolerance",
         _fraction,
-        0.15,
+        0.20,
         "Smallest relative throughput drop against the baseline "
         "that can count as a regression; the case's measured noise can widen it. "
-        "Default: 0.15.",
+        "Default: 0.20.",
         "FRACTION",
     ),
     Spec(
@@ -187,7 +187,7 @@ class Settings:
     min_time: float = 1.0
     max_time: float = 5.0
     warmup_time: float = 10.0
-    tolerance: float = 0.15
+    tolerance: float = 0.20
     confirm: int = 2
     baseline_dir: str = "baselines"
     machine: str | None = None

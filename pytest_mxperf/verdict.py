@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pytest_mxperf.markers import Expectation
+from pytest_mxperf.stats import rel_spread
 
 PASS = "pass"
 IMPROVED = "improved"
@@ -95,7 +96,7 @@ class Verdict:
 
 @dataclass(frozen=True)
 class Policy:
-    tolerance: float = 0.15
+    tolerance: float = 0.20
     strict: bool = False
     update: bool = False
 
@@ -105,14 +106,15 @@ def _fmt(rate: float | None) -> str:
 
 
 def noise_of(result: CaseResult, baseline_case: dict[str, Any] | None) -> float:
-    """The relative noise of a comparison: the largest of the spreads we have measured."""
+    """The relative noise of a comparison: the largest of the block spreads (IQR / median) of
+    the current run and of the baseline, and half the range of the baseline's repeated run
+    medians (so the threshold, twice the noise, spans that whole range)."""
     parts = [result.rel_iqr]
     if baseline_case:
         parts.append(float(baseline_case.get("rel_iqr", 0.0)))
         runs = [float(r) for r in baseline_case.get("runs", []) if r]
         if len(runs) >= 2:
-            mid = sorted(runs)[len(runs) // 2]
-            parts.append((max(runs) - min(runs)) / mid)
+            parts.append(rel_spread(runs) / 2)
     return max(parts)
 
 

@@ -81,7 +81,7 @@ def test_slower_model_fails_with_message(suite: pytest.Pytester, commit: Callabl
     result.stdout.fnmatch_lines(
         [
             "*alpha/inference/float32/bs8/cpu: 285.7 img/s vs baseline 400.0 img/s (-28.6%), "
-            "tolerance 15.0% (noise 0.0%); baseline commit "
+            "tolerance 20.0% (noise 0.0%); baseline commit "
             f"{base_sha[:10]} (*, 3 commit(s) before HEAD) on cpu-*",
             "*measured 3 times (img/s: 285.7, 285.7, 285.7); judged the best*",
             "*changed since the baseline: nothing recorded*",
@@ -149,8 +149,9 @@ def test_update_merges_with_existing_cases(suite: pytest.Pytester) -> None:
     suite.runpytest("--mxperf", "--mxperf-update", "--mxperf-allow-dirty", "-k", "alpha")
     data = json.loads(stored(suite)[0].read_text())
     alpha = data["cases"]["alpha/inference/float32/bs8/cpu"]
-    assert alpha["images_per_sec"] == pytest.approx(500)
     assert alpha["runs"] == pytest.approx([400, 500])
+    assert alpha["images_per_sec"] == pytest.approx(450)  # the median of the runs
+    assert alpha["last_images_per_sec"] == pytest.approx(500)
     assert data["cases"]["beta/inference/float32/bs8/cpu"]["images_per_sec"] == pytest.approx(200)
 
 

@@ -62,11 +62,20 @@ def test_restore_merges_and_keeps_run_history(tmp_path: Path) -> None:
     for rate in (11.0, 12.0, 13.0, 14.0, 15.0, 16.0):
         store(tmp_path, HW, commit(SHA_A), {"x": rec(rate, note=rate)})
     cases = load(tmp_path / HW / f"{SHA_A}.json").cases
-    assert cases["x"]["images_per_sec"] == 16.0
+    assert cases["x"]["images_per_sec"] == 14.0  # median of the runs kept
+    assert cases["x"]["last_images_per_sec"] == 16.0
     assert cases["x"]["note"] == 16.0  # replaced, not merged field by field
     assert cases["x"]["runs"] == [12.0, 13.0, 14.0, 15.0, 16.0]
     assert len(cases["x"]["runs"]) == RUNS_KEPT == 5
     assert cases["y"] == {**rec(20.0), "runs": [20.0]}  # not re-measured: untouched
+
+
+def test_run_history_restarts_when_the_setup_changes(tmp_path: Path) -> None:
+    store(tmp_path, HW, commit(SHA_A), {"x": {**rec(10.0), "threads": {"omp_threads": 1}}})
+    store(tmp_path, HW, commit(SHA_A), {"x": {**rec(12.0), "threads": {"omp_threads": 1}}})
+    store(tmp_path, HW, commit(SHA_A), {"x": {**rec(30.0), "threads": {"omp_threads": 2}}})
+    case = load(tmp_path / HW / f"{SHA_A}.json").cases["x"]
+    assert case["runs"] == [30.0] and case["images_per_sec"] == 30.0
 
 
 def test_restore_updates_the_commit_record(tmp_path: Path) -> None:

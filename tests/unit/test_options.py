@@ -29,7 +29,7 @@ def test_defaults() -> None:
     s = settings()
     assert s == Settings(enabled=True)
     assert s.ctx == ()
-    assert s.tolerance == 0.15
+    assert s.tolerance == 0.20
     assert s.min_time == 1.0
     assert s.max_time == 5.0
     assert s.confirm == 2
