@@ -74,7 +74,11 @@ class MxperfState:
         state = "dirty" if commit.get("dirty") else "clean" if commit.get("dirty") is False else "?"
         lines = [
             f"mxperf: hardware {s.machine or run.cpu_key} (cpu)"
-            + "".join(f", gpu {g['index']}: {g['name']}" for g in run.gpus),
+            + "".join(
+                f", gpu {i}: {g['name']}"
+                + (f" (nvidia-smi index {g['index']})" if g["index"] != str(i) else "")
+                for i, g in enumerate(run.gpus)
+            ),
             f"mxperf: commit {str(commit.get('sha') or 'unknown')[:10]} "
             f"({commit.get('branch') or 'detached'}, {state}, from {commit.get('source')})",
             f"mxperf: baselines {run.baseline_root} "
@@ -155,6 +159,13 @@ class MxperfState:
                 f"{n} {status}" for status, n in report.verdict_counts(results).items()
             )
             tr.write_line(f"mxperf verdicts: {counts}")
+            stored = sorted(k for k, refs in self.run.baselines["refs"].items() if refs)
+            for hardware in sorted({r.hardware for r in results} - set(stored)):
+                if stored:
+                    tr.write_line(
+                        f"mxperf: no baselines for hardware {hardware}; stored for: "
+                        f"{', '.join(stored)} (see --mxperf-machine)"
+                    )
         for line in self.written:
             tr.write_line(f"mxperf: baseline written: {line}")
         for line in self.skipped_update:

@@ -248,7 +248,12 @@ def test_hardware_mismatch_names_stored_keys(suite: pytest.Pytester) -> None:
     suite.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
     result = suite.runpytest("--mxperf", "--mxperf-machine", "ci-runner-a")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["*mxperf verdicts: 2 new*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*mxperf verdicts: 2 new*",
+            "*mxperf: no baselines for hardware ci-runner-a; stored for: cpu-* (see --mxperf-machine)*",
+        ]
+    )
     strict = suite.runpytest("--mxperf", "--mxperf-machine", "ci-runner-a", "--mxperf-strict")
     strict.stdout.fnmatch_lines(
         ["*no baseline for hardware ci-runner-a (stored for: cpu-*; see --mxperf-machine)*"]

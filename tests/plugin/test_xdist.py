@@ -157,3 +157,51 @@ def test_real_model_under_xdist_matches_serial(
     assert {c["verdict"]["status"] for c in p.values()} <= {"pass", "improved", "unstable"}
     assert_no_overlap(p)
     assert par.stdout.str().count("mxperf: throughput") == 1
+
+
+FAKE_SMI = """#!/bin/sh
+echo "0, GPU-aaaa1111-0000-0000-0000-000000000000, Tesla V100-SXM2-16GB"
+echo "1, GPU-bbbb2222-0000-0000-0000-000000000000, Tesla V100-SXM2-16GB"
+echo "2, GPU-cccc3333-0000-0000-0000-000000000000, Tesla T4"
+"""
+
+
+def test_gpu_mapping_per_worker_with_fake_devices(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fake nvidia-smi on PATH and CUDA_VISIBLE_DEVICES=2,0: two visible GPUs, in that order.
+    Worker gwN measures on visible GPU N mod 2 and keys its cases by that GPU's model."""
+    bin_dir = pytester.mkdir("fakebin")
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(FAKE_SMI)
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,0")
+    pytester.makeconftest(
+        "import pytest\nfrom pytest_mxperf.testing import FakeBackend\n"
+        "@pytest.fixture(scope='session')\ndef mxperf_backend():\n    return FakeBackend(gpus=2)\n"
+    )
+    pytester.makepyfile(
+        """
+        import os
+        import pytest
+        from pytest_mxperf.testing import FakeModel
+
+        @pytest.mark.parametrize("m", ["a", "b", "c", "d"])
+        def test_gpu(mxperf, mx_ctx, m):
+            r = mxperf.inference(FakeModel(10.0), batch_size=1, ctx=mx_ctx, model=m)
+            worker = int(os.environ["PYTEST_XDIST_WORKER"][2:])
+            assert r.device == f"gpu({worker % 2})"
+            expected = ["gpu-tesla-t4-x1", "gpu-tesla-v100-sxm2-16gb-x1"][worker % 2]
+            assert r.hardware == expected
+        """
+    )
+    result = pytester.runpytest("-n", "3", "--mxperf", "--mxperf-ctx", "gpu")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(
+        [
+            "*mxperf: hardware cpu-*, gpu 0: Tesla T4 (nvidia-smi index 2), "
+            "gpu 1: Tesla V100-SXM2-16GB (nvidia-smi index 0)*",
+            "*mxperf: xdist GPU mapping gw0 -> GPU 0, gw1 -> GPU 1, gw2 -> GPU 0*",
+        ]
+    )
