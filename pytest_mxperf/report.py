@@ -29,11 +29,11 @@ def _cell(result: CaseResult) -> str:
 
 
 def render_table(results: Sequence[CaseResult], width: int = 120) -> list[str]:
-    """One row per case: model, device, batch, img/s (median ± half the relative IQR),
+    """One row per case: model, device, batch size (bs), img/s (median ± half the relative IQR),
     baseline, change, verdict, mode (infer/train/fwd+bwd) and dtype. Where the lines would be
-    wider than ``width``, dtype, device, mode and batch are dropped in that order; rows are
+    wider than ``width``, dtype, device, mode and bs are dropped in that order; rows are
     never wrapped."""
-    headers = ["case", "device", "batch", "img/s", "baseline", "change", "verdict", "mode", "dtype"]
+    headers = ["case", "device", "bs", "img/s", "baseline", "change", "verdict", "mode", "dtype"]
     rows = []
     for r in sorted(results, key=lambda r: (r.device_kind, r.mode, r.dtype, r.model, r.batch_size)):
         v = r.verdict or {}
@@ -53,7 +53,7 @@ def render_table(results: Sequence[CaseResult], width: int = 120) -> list[str]:
             ]
         )
     keep = list(range(len(headers)))
-    for drop in (None, "dtype", "device", "mode", "batch"):
+    for drop in (None, "dtype", "device", "mode", "bs"):
         if drop is not None:
             keep.remove(headers.index(drop))
         lines = tabulate(

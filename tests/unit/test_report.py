@@ -96,7 +96,7 @@ def test_render_table_wide() -> None:
     assert header == [
         "case",
         "device",
-        "batch",
+        "bs",
         "img/s",
         "baseline",
         "change",
@@ -141,7 +141,7 @@ def test_render_table_narrow_drops_the_least_important_columns() -> None:
     assert lines[0].split() == [
         "case",
         "device",
-        "batch",
+        "bs",
         "img/s",
         "baseline",
         "change",
