@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Generator
 from pathlib import Path
@@ -320,8 +321,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if state is not None:
         del config.stash[STATE_KEY]
         config.pluginmanager.unregister(state)
-        import shutil
-
         if not state.is_worker:
             shutil.rmtree(state.run.lock_dir, ignore_errors=True)
 
