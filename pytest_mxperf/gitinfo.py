@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import os
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -61,8 +62,8 @@ def _iso(ts: int) -> str:
 def detect(path: str | Path, env: Mapping[str, str], exclude: tuple[str, ...] = ()) -> CommitInfo:
     """Commit facts for ``path``: CI variables for sha/branch, git for the rest.
 
-    :param exclude: paths (relative to the repository root) ignored by the dirty check, such as
-        the baseline directory that ``--mxperf-update`` writes into.
+    :param exclude: paths (absolute, or relative to the repository root) ignored by the dirty
+        check, such as the baseline directory that ``--mxperf-update`` writes into.
     """
     sha = branch = None
     source = "git"
@@ -96,7 +97,10 @@ def _detect(
             branch = None  # detached HEAD
     try:
         args = ["--porcelain", "--untracked-files=no", "--", "."]
-        args += [f":(exclude){p}" for p in exclude]
+        for path in exclude:
+            rel = os.path.relpath(path, root) if os.path.isabs(path) else path
+            if not rel.startswith(".."):  # outside the repository: nothing to exclude
+                args.append(f":(exclude){rel}")
         dirty: bool | None = bool(repo.git.status(*args).strip())
     except Exception:
         dirty = None

@@ -42,14 +42,7 @@ class RunInfo:
         root = Path(settings.baseline_dir)
         if not root.is_absolute():
             root = rootdir / root
-        exclude: tuple[str, ...] = ()
-        commit = gitinfo.detect(rootdir, env)
-        if commit.repo_root:
-            try:
-                exclude = (os.path.relpath(root, commit.repo_root),)
-            except ValueError:
-                exclude = ()
-            commit = gitinfo.detect(rootdir, env, exclude=exclude)
+        commit = gitinfo.detect(rootdir, env, exclude=(str(root),))
         explicit = None
         if settings.compare:
             explicit = gitinfo.rev_parse(commit.repo_root, settings.compare) or settings.compare
