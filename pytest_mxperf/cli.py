@@ -191,8 +191,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     compare.add_argument(
         "--tolerance",
         type=float,
-        default=0.20,
-        help="smallest drop that counts as a regression (default 0.20)",
+        default=Policy.tolerance,
+        help=f"smallest drop that counts as a regression (default {Policy.tolerance:.2f})",
     )
     args = parser.parse_args(argv)
     root = Path(args.dir)

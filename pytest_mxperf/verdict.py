@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pytest_mxperf.markers import Expectation
+from pytest_mxperf.options import Settings
 from pytest_mxperf.stats import rel_spread
 
 PASS = "pass"
@@ -96,7 +97,7 @@ class Verdict:
 
 @dataclass(frozen=True)
 class Policy:
-    tolerance: float = 0.20
+    tolerance: float = Settings.tolerance  # one default: --mxperf-tolerance's
     strict: bool = False
     update: bool = False
 
