@@ -7,28 +7,17 @@ callable) into a step function on synthetic device-resident data, benchmark_scor
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
 import platform
 import re
 import time
 import warnings
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-MODES = ("inference", "training", "forward_backward")
-_OOM_PATTERNS = ("out of memory", "bad_alloc", "memory allocation failed", "cudamalloc")
-
-
-def looks_like_oom(exc: BaseException, error_type: type[BaseException]) -> bool:
-    """Whether ``exc`` is an out-of-memory failure (a result, as in the published tables)."""
-    if isinstance(exc, MemoryError):
-        return True
-    text = str(exc).lower()
-    return isinstance(exc, error_type) and any(p in text for p in _OOM_PATTERNS)
+from pytest_mxperf import mxmodels
+from pytest_mxperf.protocol import Prepared, PrepareSpec, looks_like_oom
 
 
 class MXNetUnavailable(RuntimeError):
@@ -69,27 +58,6 @@ def _missing_library(exc: BaseException) -> MXNetUnavailable:
         "driver, the CUDA 11.2 runtime, cuDNN 8 and NCCL 2 on the loader path (LD_LIBRARY_PATH); "
         "on a machine without them install the CPU build: pip install 'pytest-mxperf[cpu]'"
     )
-
-
-@dataclass
-class Prepared:
-    """A ready-to-time step and what the engine needs to know about it."""
-
-    step: Callable[[], object]
-    items_per_step: int
-    check: Callable[[], str | None] = lambda: None
-    info: dict[str, Any] = field(default_factory=dict)
-
-
-def _finite_message(label: str, arrays: list[Any]) -> str | None:
-    import numpy as np
-
-    for arr in arrays:
-        values = arr.asnumpy() if hasattr(arr, "asnumpy") else np.asarray(arr)
-        if not np.isfinite(values.astype("float64")).all():
-            bad = int((~np.isfinite(values.astype("float64"))).sum())
-            return f"{label} contains NaN/inf ({bad} of {values.size} values)"
-    return None
 
 
 class MXNetBackend:
@@ -139,56 +107,17 @@ class MXNetBackend:
         return record
 
     # models ----------------------------------------------------------------------------------
-    def prepare(
-        self,
-        model: Any,
-        *,
-        mode: str,
-        batch_size: int,
-        ctx: Any,
-        dtype: str = "float32",
-        input_shape: tuple[int, ...] = (3, 224, 224),
-        items_per_call: int | None = None,
-        loss: Any = None,
-        optimizer: Any = "sgd",
-        optimizer_params: dict[str, Any] | None = None,
-        num_classes: int | None = None,
-        data_name: str = "data",
-        hybridize: bool = True,
-    ) -> Prepared:
+    def prepare(self, model: Any, spec: PrepareSpec) -> Prepared:
+        """Turn a Gluon block, a Symbol, an exported model prefix or a callable into a step."""
         mx = self.mx
-        if mode not in MODES:
-            raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
         if isinstance(model, mx.sym.Symbol):
-            return self._prepare_symbol(
-                model,
-                mode,
-                batch_size,
-                ctx,
-                dtype,
-                tuple(input_shape),
-                optimizer,
-                optimizer_params,
-                data_name,
-            )
+            return mxmodels.prepare_symbol(mx, model, spec)
         if isinstance(model, (str, os.PathLike)):
-            model = self.load_exported(model, ctx, data_name)
+            model = self.load_exported(model, spec.ctx, spec.data_name)
         if isinstance(model, mx.gluon.Block):
-            return self._prepare_gluon(
-                model,
-                mode,
-                batch_size,
-                ctx,
-                dtype,
-                tuple(input_shape),
-                loss,
-                optimizer,
-                optimizer_params,
-                num_classes,
-                hybridize,
-            )
+            return mxmodels.prepare_gluon(mx, model, spec)
         if callable(model):
-            if items_per_call is None:
+            if spec.items_per_call is None:
                 raise ValueError("a plain callable needs items_per_call= (images per call)")
             last: dict[str, Any] = {}
 
@@ -197,9 +126,11 @@ class MXNetBackend:
 
             def check() -> str | None:
                 out = last.get("out")
-                return _finite_message("the callable's result", [out]) if _is_nd(out) else None
+                if mxmodels.is_nd(out):
+                    return mxmodels.finite_message("the callable's result", [out])
+                return None
 
-            return Prepared(call, int(items_per_call), check, info={"form": "callable"})
+            return Prepared(call, int(spec.items_per_call), check, info={"form": "callable"})
         raise TypeError(
             f"cannot benchmark a {type(model).__name__}: pass a Gluon Block, an mx.sym.Symbol, "
             "an exported model prefix or a callable with items_per_call="
@@ -218,193 +149,10 @@ class MXNetBackend:
         if not params:
             raise FileNotFoundError(f"exported model: no {text}-NNNN.params next to {sym_file}")
         mx = self.mx
-        with _warnings_quiet():
+        with mxmodels.warnings_quiet():
             return mx.gluon.SymbolBlock.imports(
                 str(sym_file), [data_name], str(params[-1]), ctx=ctx
             )
-
-    def _data(self, shape: tuple[int, ...], ctx: Any, dtype: str) -> Any:
-        return self.mx.nd.random.uniform(-1, 1, shape=shape, ctx=ctx).astype(dtype)
-
-    def _labels(self, batch: int, classes: int, ctx: Any, dtype: str) -> Any:
-        import numpy as np
-
-        rng = np.random.RandomState(0)
-        return self.mx.nd.array(rng.randint(0, classes, size=(batch,)), ctx=ctx, dtype=dtype)
-
-    def _optimizer_params(
-        self, optimizer: Any, params: dict[str, Any] | None, dtype: str
-    ) -> dict[str, Any] | None:
-        """SGD defaults as in train_imagenet (lr 0.01, momentum 0.9 for sgd/nag); an
-        Optimizer instance carries its own settings."""
-        if not isinstance(optimizer, str):
-            return None
-        merged: dict[str, Any] = {"learning_rate": 0.01}
-        if optimizer.lower() in ("sgd", "nag"):
-            merged["momentum"] = 0.9
-        if dtype == "float16":
-            merged["multi_precision"] = True  # fp32 master weights, as train_imagenet does
-        merged.update(params or {})
-        return merged
-
-    def _prepare_gluon(
-        self,
-        net: Any,
-        mode: str,
-        batch: int,
-        ctx: Any,
-        dtype: str,
-        shape: tuple[int, ...],
-        loss: Any,
-        optimizer: Any,
-        optimizer_params: dict[str, Any] | None,
-        num_classes: int | None,
-        hybridize: bool,
-    ) -> Prepared:
-        mx = self.mx
-        autograd = mx.autograd
-        params = net.collect_params()
-        for p in params.values():
-            try:
-                p.list_ctx()
-            except RuntimeError:  # not initialized yet
-                p.initialize(ctx=ctx, default_init=mx.init.Xavier(magnitude=2))
-        params.reset_ctx(ctx)
-        if dtype != "float32":
-            net.cast(dtype)
-        x = self._data((batch, *shape), ctx, dtype)
-        hybrid = hybridize and isinstance(net, mx.gluon.HybridBlock)
-        if hybrid:
-            net.hybridize(static_alloc=True, static_shape=True)
-        last: dict[str, Any] = {}
-        info = {"form": "gluon-hybrid" if hybrid else "gluon-imperative", "input": [batch, *shape]}
-
-        if mode == "inference":
-
-            def infer() -> None:
-                last["out"] = net(x)
-
-            def check() -> str | None:
-                return _finite_message("model output", _outputs(last.get("out")))
-
-            return Prepared(infer, batch, check, info=info)
-
-        out = net(x)  # deferred init + output shape for the labels
-        classes = num_classes or int(_outputs(out)[0].shape[-1])
-        y = self._labels(batch, classes, ctx, dtype)
-        loss_fn = loss or mx.gluon.loss.SoftmaxCrossEntropyLoss()
-        trainer = None
-        if mode == "training":
-            trainer = mx.gluon.Trainer(
-                params,
-                optimizer,
-                self._optimizer_params(optimizer, optimizer_params, dtype),
-                kvstore=None,
-            )
-
-        def train() -> None:
-            with autograd.record():
-                out = net(x)
-                value = loss_fn(out, y)
-            value.backward()
-            if trainer is not None:
-                trainer.step(batch)
-            last["out"], last["loss"] = out, value
-
-        def check_train() -> str | None:
-            return _finite_message("training loss", [last["loss"]]) or _finite_message(
-                "model output", _outputs(last.get("out"))
-            )
-
-        return Prepared(train, batch, check_train, info=info)
-
-    def _prepare_symbol(
-        self,
-        sym: Any,
-        mode: str,
-        batch: int,
-        ctx: Any,
-        dtype: str,
-        shape: tuple[int, ...],
-        optimizer: Any,
-        optimizer_params: dict[str, Any] | None,
-        data_name: str,
-    ) -> Prepared:
-        """Bind like benchmark_score: a Module, Xavier(magnitude=2) params, data on the device."""
-        mx = self.mx
-        args = sym.list_arguments()
-        if data_name not in args:
-            raise ValueError(f"the symbol has no input named {data_name!r} (arguments: {args[:5]})")
-        labels = [a for a in args if a.endswith("_label")]
-        training = mode != "inference"
-        if training and not labels:
-            sym = mx.sym.SoftmaxOutput(sym, name="softmax")  # a loss head to train against
-            labels = ["softmax_label"]
-        data_desc = mx.io.DataDesc(data_name, (batch, *shape), dtype=dtype)
-        _, out_shapes, _ = sym.infer_shape(**{data_name: (batch, *shape)})
-        classes = int(out_shapes[0][-1]) if out_shapes and out_shapes[0] else 1
-        mod = mx.mod.Module(
-            symbol=sym, context=ctx, data_names=[data_name], label_names=labels or None
-        )
-        label_shapes = [(name, (batch,)) for name in labels] if labels else None
-        with _warnings_quiet():
-            mod.bind(
-                data_shapes=[data_desc],
-                label_shapes=label_shapes,
-                for_training=training,
-                inputs_need_grad=False,
-            )
-            mod.init_params(initializer=mx.init.Xavier(magnitude=2.0))
-        if mode == "training":
-            mod.init_optimizer(
-                kvstore=None,
-                optimizer=optimizer,
-                optimizer_params=self._optimizer_params(optimizer, optimizer_params, dtype),
-            )
-        data = [self._data((batch, *shape), ctx, dtype)]
-        label = [self._labels(batch, classes, ctx, "float32") for _ in labels]
-        db = mx.io.DataBatch(data, label)
-        info = {"form": "symbol-module", "input": [batch, *shape]}
-
-        if mode == "inference":
-
-            def step() -> None:
-                mod.forward(db, is_train=False)
-        elif mode == "training":
-
-            def step() -> None:
-                mod.forward(db, is_train=True)
-                mod.backward()
-                mod.update()
-        else:
-
-            def step() -> None:
-                mod.forward_backward(db)
-
-        def check() -> str | None:
-            return _finite_message("model output", mod.get_outputs())
-
-        return Prepared(step, batch, check, info=info)
-
-
-def _is_nd(value: Any) -> bool:
-    return hasattr(value, "asnumpy") and hasattr(value, "wait_to_read")
-
-
-def _outputs(out: Any) -> list[Any]:
-    if out is None:
-        return []
-    if isinstance(out, (list, tuple)):
-        return [o for item in out for o in _outputs(item)]
-    return [out]
-
-
-@contextlib.contextmanager
-def _warnings_quiet() -> Iterator[None]:
-    """MXNet warns about harmless label-shape mismatches on bind; keep -W error runs clean."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        yield
 
 
 def cuda_versions() -> dict[str, Any]:

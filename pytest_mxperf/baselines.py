@@ -8,19 +8,23 @@ lost file. A file that cannot be read is reported by name and never overwritten.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import os
 import re
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_mxperf import locks
 from pytest_mxperf.stats import median
 
 SCHEMA = 1
+#: What a stored file records of its commit: no paths, user or host names.
+STORED_COMMIT_FIELDS = ("sha", "date", "branch", "dirty", "source", "shallow")
 RUNS_KEPT = 5
 _SHA = re.compile(r"^[0-9a-f]{7,64}$")
 _HW = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -30,12 +34,82 @@ class BaselineError(Exception):
     """A baseline file that cannot be used; the message names the file."""
 
 
+def _num(value: Any, where: str, *, positive: bool = False, optional: bool = False) -> Any:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise BaselineError(f"{where} must be a finite number, got {value!r}")
+    if value < 0 or (positive and value == 0):
+        raise BaselineError(f"{where} must be {'> 0' if positive else '>= 0'}, got {value!r}")
+    return float(value)
+
+
+def _obj(value: Any, where: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise BaselineError(f"{where} must be an object, got {value!r}")
+    return dict(value)
+
+
+@dataclass(frozen=True)
+class StoredCase:
+    """One case of a baseline file, type-checked at load so a bad field is reported by name
+    and never reaches a verdict. ``record`` keeps every stored field for writing back."""
+
+    images_per_sec: float | None
+    rel_iqr: float
+    runs: tuple[float, ...]
+    status: str
+    threads: dict[str, Any]
+    software: dict[str, Any]
+    environment: dict[str, Any]
+    dirty: bool
+    record: dict[str, Any] = field(compare=False, repr=False)
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str) -> StoredCase:
+        if not isinstance(data, dict):
+            raise BaselineError(f"{where} is not an object")
+        runs = data.get("runs", [])
+        if not isinstance(runs, list):
+            raise BaselineError(f"{where}: 'runs' must be a list of numbers, got {runs!r}")
+        status = data.get("status", "ok")
+        if status not in ("ok", "oom"):
+            raise BaselineError(f"{where}: 'status' must be 'ok' or 'oom', got {status!r}")
+        dirty = data.get("dirty", False)
+        if not isinstance(dirty, bool):
+            raise BaselineError(f"{where}: 'dirty' must be true or false, got {dirty!r}")
+        return cls(
+            images_per_sec=_num(
+                data.get("images_per_sec"),
+                f"{where}: 'images_per_sec'",
+                positive=True,
+                optional=True,
+            ),
+            rel_iqr=_num(data.get("rel_iqr", 0.0), f"{where}: 'rel_iqr'"),
+            # None and 0 mark runs without a figure (out of memory) in older files: skipped.
+            runs=tuple(
+                _num(r, f"{where}: 'runs'", positive=True) for r in runs if r not in (None, 0)
+            ),
+            status=status,
+            threads=_obj(data.get("threads"), f"{where}: 'threads'"),
+            software=_obj(data.get("software"), f"{where}: 'software'"),
+            environment=_obj(data.get("environment"), f"{where}: 'environment'"),
+            dirty=dirty,
+            record=dict(data),
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.record)
+
+
 @dataclass
 class BaselineFile:
     path: Path
     hardware: str
     commit: dict[str, Any]
-    cases: dict[str, dict[str, Any]]
+    cases: dict[str, StoredCase]
 
     @property
     def sha(self) -> str:
@@ -76,16 +150,11 @@ def load(path: Path) -> BaselineFile:
     commit = data.get("commit")
     if not isinstance(cases, dict) or not isinstance(commit, dict):
         raise BaselineError(f"baseline file {path} lacks 'cases' or 'commit' objects")
-    for key, case in cases.items():
-        rate = case.get("images_per_sec") if isinstance(case, dict) else "bad"
-        if rate is not None and (
-            isinstance(rate, bool)
-            or not isinstance(rate, (int, float))
-            or not math.isfinite(rate)
-            or rate <= 0
-        ):
-            raise BaselineError(f"baseline file {path}: case {key!r} has a bad images_per_sec")
-    return BaselineFile(path, str(data.get("hardware", path.parent.name)), commit, cases)
+    typed = {
+        str(key): StoredCase.from_dict(case, f"baseline file {path}: case {key!r}")
+        for key, case in cases.items()
+    }
+    return BaselineFile(path, str(data.get("hardware", path.parent.name)), commit, typed)
 
 
 def hardware_keys(root: Path) -> list[str]:
@@ -102,20 +171,11 @@ def commit_files(root: Path, hardware: str) -> dict[str, Path]:
     return {p.stem: p for p in sorted(folder.glob("*.json")) if _SHA.match(p.stem)}
 
 
-@contextlib.contextmanager
-def _locked(folder: Path) -> Iterator[None]:
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / ".lock", "a+") as fh:
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - Windows: atomic rename still protects files
-            yield
-            return
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+def _lock_path(folder: Path) -> Path:
+    """The write lock of a hardware directory lives in the temporary directory, never in the
+    baseline directory (whose files get committed)."""
+    digest = hashlib.sha1(str(folder.resolve()).encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / "pytest-mxperf-locks" / f"baselines-{digest}.lock"
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -149,17 +209,19 @@ def store(
         raise BaselineError(f"cannot store a baseline without a git commit sha (got {sha!r})")
     folder = root / hardware
     path = folder / f"{sha}.json"
-    with _locked(folder):
+    folder.mkdir(parents=True, exist_ok=True)
+    with locks.exclusive(_lock_path(folder)):
         old: dict[str, dict[str, Any]] = {}
         if path.exists():
-            old = load(path).cases  # raises for a corrupt file: never overwrite it
+            # raises for a corrupt file: never overwrite it
+            old = {k: c.as_dict() for k, c in load(path).cases.items()}
         merged = dict(old)
         for key, case in cases.items():
             merged[key] = _with_runs(dict(case), old.get(key, {}))
         data = {
             "schema": SCHEMA,
             "hardware": hardware,
-            "commit": dict(commit),
+            "commit": {k: v for k, v in commit.items() if k in STORED_COMMIT_FIELDS},
             "cases": merged,
         }
         write_json_atomic(path, data)
@@ -180,93 +242,3 @@ def _with_runs(case: dict[str, Any], previous: dict[str, Any]) -> dict[str, Any]
         case["last_images_per_sec"] = latest
         case["images_per_sec"] = median(case["runs"])
     return case
-
-
-@dataclass
-class Resolution:
-    """Per hardware key, the baseline chosen for every case key, and what went wrong."""
-
-    refs: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"refs": self.refs, "warnings": self.warnings, "errors": self.errors}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Resolution:
-        return cls(dict(data["refs"]), list(data["warnings"]), list(data["errors"]))
-
-
-def _ref(
-    f: BaselineFile, root: Path, case: dict[str, Any], how: str, distance: int | None
-) -> dict[str, Any]:
-    try:
-        rel = str(f.path.relative_to(root))
-    except ValueError:
-        rel = str(f.path)
-    return {"case": case, "commit": f.commit, "file": rel, "how": how, "distance": distance}
-
-
-def resolve(
-    root: Path,
-    ancestors: dict[str, int] | None,
-    *,
-    shallow: bool = False,
-    explicit: str | None = None,
-    explicit_label: str | None = None,
-) -> Resolution:
-    """Choose each case's baseline, for every hardware key stored under ``root``.
-
-    - ``explicit`` (a full or abbreviated sha): that commit's file, for every case it holds.
-    - with git history: the nearest ancestor of HEAD holding the case (ties: newer date, then
-      the later commit in topological order);
-      files of commits that are not ancestors are ignored.
-    - without history (no repository), or for cases no ancestor holds in a shallow clone: the
-      newest file by commit date holding the case, with a warning.
-    """
-    res = Resolution()
-    for hardware in hardware_keys(root):
-        files: list[BaselineFile] = []
-        for _sha, path in commit_files(root, hardware).items():
-            try:
-                files.append(load(path))
-            except BaselineError as exc:
-                res.errors.append(str(exc))
-        refs: dict[str, dict[str, Any]] = {}
-        if explicit is not None:
-            chosen = [f for f in files if f.sha.startswith(explicit) or explicit.startswith(f.sha)]
-            for f in chosen[:1]:
-                for key, case in f.cases.items():
-                    refs[key] = _ref(f, root, case, f"explicit revision {explicit_label}", None)
-            res.refs[hardware] = refs
-            continue
-        fallback_used = False
-        if ancestors is not None:
-            topo = {sha: i for i, sha in enumerate(ancestors)}
-            ranked = sorted(
-                (f for f in files if f.sha in ancestors),
-                key=lambda f: (ancestors[f.sha], _neg_date(f.date), topo[f.sha]),
-            )
-            for f in ranked:
-                for key, case in f.cases.items():
-                    refs.setdefault(key, _ref(f, root, case, "nearest ancestor", ancestors[f.sha]))
-        if ancestors is None or shallow:
-            for f in sorted(files, key=lambda f: _neg_date(f.date)):
-                for key, case in f.cases.items():
-                    if key not in refs:
-                        refs[key] = _ref(f, root, case, "newest by commit date", None)
-                        fallback_used = True
-        if fallback_used:
-            why = "no git history" if ancestors is None else "shallow clone"
-            res.warnings.append(
-                f"{why}: baselines for {hardware} chosen as the newest by commit date, "
-                "not the nearest ancestor"
-            )
-        res.refs[hardware] = refs
-    return res
-
-
-def _neg_date(date: str) -> tuple[int, str]:
-    # Sort newest first without parsing: ISO dates in UTC compare as strings.
-    return (0, "".join(chr(0x10FFFF - ord(c)) for c in date)) if date else (1, "")

@@ -16,12 +16,12 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from tabulate import tabulate
 
 from pytest_mxperf import baselines, gitinfo
-from pytest_mxperf.verdict import REGRESSED, CaseResult, Policy, judge
+from pytest_mxperf.records import Outcome
+from pytest_mxperf.verdict import Policy, compare_rates, stored_noise
 
 
 class CliError(Exception):
@@ -62,7 +62,7 @@ def _pick(root: Path, hardware: str, rev: str | None) -> baselines.BaselineFile:
     return matches[0]
 
 
-def _rate(value: Any) -> str:
+def _rate(value: float | None) -> str:
     return "OOM" if value is None else f"{float(value):.1f}"
 
 
@@ -106,9 +106,9 @@ def cmd_show(root: Path, args: argparse.Namespace) -> int:
     rows = [
         [
             key,
-            _rate(c.get("images_per_sec")),
-            f"{float(c.get('rel_iqr') or 0):.1%}",
-            (c.get("software") or {}).get("mxnet", "-"),
+            _rate(c.images_per_sec),
+            f"{c.rel_iqr:.1%}",
+            c.software.get("mxnet", "-"),
         ]
         for key, c in sorted(f.cases.items())
     ]
@@ -123,23 +123,22 @@ def cmd_compare(root: Path, args: argparse.Namespace) -> int:
     rows, regressed = [], 0
     for key in sorted(set(old.cases) | set(new.cases)):
         before, after = old.cases.get(key), new.cases.get(key)
+        old_rate = None if before is None else before.images_per_sec
         if after is None:
-            rows.append([key, _rate((before or {}).get("images_per_sec")), "-", "-", "gone"])
+            rows.append([key, _rate(old_rate), "-", "-", "gone"])
             continue
-        result = _as_result(key, hardware, after)
-        ref = None if before is None else {"case": before, "commit": old.commit, "how": "OLD"}
-        verdict = judge(result, ref, [], policy)
-        regressed += verdict.status == REGRESSED
-        change = "-" if verdict.change is None else f"{verdict.change:+.1%}"
-        rows.append(
-            [
-                key,
-                _rate((before or {}).get("images_per_sec")),
-                _rate(after.get("images_per_sec")),
-                change,
-                verdict.status,
-            ]
-        )
+        rate = after.images_per_sec
+        change, status = "-", "new"
+        if before is not None and old_rate is None:
+            status = "oom" if rate is None else Outcome.IMPROVED.value
+        elif before is not None and old_rate is not None and rate is None:
+            status = Outcome.REGRESSED.value  # out of memory where OLD ran
+        elif old_rate is not None and rate is not None:
+            noise = stored_noise(after.rel_iqr, before)
+            outcome, _, _ = compare_rates(rate, old_rate, noise, after.rel_iqr, policy)
+            change, status = f"{rate / old_rate - 1:+.1%}", outcome.value
+        regressed += status == Outcome.REGRESSED.value
+        rows.append([key, _rate(old_rate), _rate(rate), change, status])
     print(f"{hardware}: {old.sha[:10]} ({old.date[:10]}) -> {new.sha[:10]} ({new.date[:10]})")
     print(
         tabulate(
@@ -149,30 +148,6 @@ def cmd_compare(root: Path, args: argparse.Namespace) -> int:
     if regressed:
         print(f"{regressed} case(s) regressed")
     return 1 if regressed else 0
-
-
-def _as_result(key: str, hardware: str, case: dict[str, Any]) -> CaseResult:
-    rate = case.get("images_per_sec")
-    return CaseResult(
-        key=key,
-        model=str(case.get("model", key.split("/")[0])),
-        mode=str(case.get("mode", "")),
-        dtype=str(case.get("dtype", "")),
-        batch_size=int(case.get("batch_size", 0)),
-        device=str(case.get("device_kind", "")),
-        device_kind=str(case.get("device_kind", "")),
-        hardware=hardware,
-        status=str(case.get("status", "ok")),
-        measurement=None
-        if rate is None
-        else {
-            "images_per_sec": rate,
-            "rel_iqr": case.get("rel_iqr") or 0.0,
-        },
-        software=case.get("software") or {},
-        environment=case.get("environment") or {},
-        threads=case.get("threads") or {},
-    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

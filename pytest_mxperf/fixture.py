@@ -2,39 +2,26 @@
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_mxperf import fingerprint
+from pytest_mxperf import fingerprint, locks
+from pytest_mxperf.explain import judge
 from pytest_mxperf.markers import MarkerSpec
-from pytest_mxperf.measure import MeasureConfig, Measurement, measure
+from pytest_mxperf.measure import MeasureConfig, Measurement
 from pytest_mxperf.options import Settings
-from pytest_mxperf.session import RunInfo
-from pytest_mxperf.verdict import ERROR, NAN, OOM, REGRESSED, CaseResult, Policy, judge
+from pytest_mxperf.protocol import Backend, PrepareSpec
+from pytest_mxperf.records import CaseKey, CaseResult, Outcome
+from pytest_mxperf.runinfo import RunInfo
+from pytest_mxperf.runner import run_case
+from pytest_mxperf.verdict import Policy, decide
 
 FP16_CPU_REASON = (
     "float16 on CPU: MXNet 1.9 has no float16 GEMM on CPU (benchmark_score skips it too)"
 )
-
-
-@contextlib.contextmanager
-def device_lock(lock_dir: str, name: str) -> Iterator[None]:
-    """Hold an exclusive cross-process lock: two benchmarks never measure on the same device
-    (all CPU cases share one lock; each GPU has its own)."""
-    os.makedirs(lock_dir, exist_ok=True)
-    with open(Path(lock_dir) / f"{name}.lock", "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 class MxPerf:
@@ -50,7 +37,7 @@ class MxPerf:
         item: pytest.Item,
         settings: Settings,
         run: RunInfo,
-        backend: Any,
+        backend: Backend,
         marker: MarkerSpec,
         default_ctx: Any,
         seen: dict[str, str],
@@ -110,64 +97,47 @@ class MxPerf:
         name: str | None = None,
         ctx: Any = None,
         dtype: str = "float32",
-        **kwargs: Any,
+        **options: Any,
     ) -> CaseResult:
-        label = self._label(model)
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-        if dtype not in ("float32", "float16"):
-            raise ValueError(f"dtype must be float32 or float16, got {dtype!r}")
         backend = self._backend
         ctx = self._default_ctx if ctx is None else ctx
+        spec = PrepareSpec.from_options(
+            mode=mode, batch_size=batch_size, ctx=ctx, dtype=dtype, options=options
+        )
         kind, index = backend.describe(ctx)
         if dtype == "float16" and kind == "cpu":
             pytest.skip(FP16_CPU_REASON)
-        key = "/".join([label, mode, dtype, f"bs{batch_size}", kind] + ([name] if name else []))
-        if key in self._seen:
+        key = CaseKey(self._label(model), mode, dtype, batch_size, kind, name)
+        text = str(key)
+        if text in self._seen:
             pytest.fail(
-                f"mxperf: case key {key!r} is measured twice in this run (first by "
-                f"{self._seen[key]}); pass name= to tell the cases apart",
+                f"mxperf: case key {text!r} is measured twice in this run (first by "
+                f"{self._seen[text]}); pass name= to tell the cases apart",
                 pytrace=False,
             )
-        self._seen[key] = self._item.nodeid
-        hardware = self._run.hardware_for(kind, index, self._settings.machine)
+        self._seen[text] = self._item.nodeid
         result = CaseResult(
             key=key,
-            model=label,
-            mode=mode,
-            dtype=dtype,
-            batch_size=batch_size,
             device=f"{kind}({index})",
-            device_kind=kind,
-            hardware=hardware,
+            hardware=self._run.hardware_for(kind, index),
             threads=fingerprint.threads_in_force(os.environ),
             environment=fingerprint.perf_environment(os.environ),
             nodeid=self._item.nodeid,
             worker=os.environ.get("PYTEST_XDIST_WORKER"),
         )
-        lock = "cpu" if kind == "cpu" else f"gpu{index}"
-        with device_lock(self._run.lock_dir, lock):
+        with locks.device_lock(self._run.lock_dir, "cpu" if kind == "cpu" else f"gpu{index}"):
             start = time.time()
-            result = self._measure(result, net, ctx, kwargs)
+            self._measure(result, net, spec)
             result.window = [start, time.time()]
         self.results.append(result)
         return result
 
-    def _measure(
-        self, result: CaseResult, net: Any, ctx: Any, kwargs: dict[str, Any]
-    ) -> CaseResult:
-        backend = self._backend
-        settings = self._settings
-        config = MeasureConfig(
-            min_time=settings.min_time, max_time=settings.max_time, warmup_time=settings.warmup_time
-        )
-        result.software = backend.software()
-        baseline = self._run.baseline_for(result.hardware, result.key)
-        elsewhere = [
-            hw
-            for hw, refs in self._run.baselines["refs"].items()
-            if result.key in refs and hw != result.hardware
-        ]
+    def _measure(self, result: CaseResult, net: Any, spec: PrepareSpec) -> None:
+        settings, run = self._settings, self._run
+        result.software = self._backend.software()
+        ref = run.baseline_for(result.hardware, str(result.key))
         expectations = self._marker.matching(
             model=result.model,
             mode=result.mode,
@@ -178,49 +148,22 @@ class MxPerf:
         policy = Policy(
             tolerance=settings.tolerance, strict=settings.strict, update=settings.update
         )
-        prepared = None
-        try:
-            prepared = backend.prepare(
-                net,
-                mode=result.mode,
-                batch_size=result.batch_size,
-                ctx=ctx,
-                dtype=result.dtype,
-                **kwargs,
-            )
-            best: Measurement | None = None
-            for _ in range(1 + settings.confirm):
-                m = measure(
-                    prepared.step,
-                    items_per_step=prepared.items_per_step,
-                    sync=backend.sync,
-                    clock=backend.clock,
-                    config=config,
-                )
-                result.attempts.append(m.items_per_sec)
-                if best is None or m.items_per_sec > best.items_per_sec:
-                    best = m
-                result.measurement = best.as_dict()
-                result.measurement["extra"] = dict(prepared.info)
-                result.verdict = judge(result, baseline, expectations, policy, elsewhere).as_dict()
-                if result.verdict["status"] != REGRESSED and not settings.update:
-                    break  # only a suspected regression is worth re-measuring
-            problem = prepared.check()
-            if problem:
-                result.status, result.error = NAN, problem
-        except Exception as exc:
-            if not backend.is_oom(exc):
-                if isinstance(exc, (TypeError, ValueError, FileNotFoundError)):
-                    raise
-                result.status, result.error = ERROR, f"{type(exc).__name__}: {exc}"
-            else:
-                result.status, result.measurement = OOM, None
-                result.error = str(exc).strip().splitlines()[-1][:300]
-        finally:
-            del prepared  # free the model and its buffers before the next case
-            with contextlib.suppress(Exception):
-                backend.sync()  # surface nothing more from a failed case into the next one
-        if result.status == ERROR:
-            result.measurement = None
-        result.verdict = judge(result, baseline, expectations, policy, elsewhere).as_dict()
-        return result
+
+        def again(best: Measurement) -> bool:
+            # Update mode always takes every attempt (the baseline is a best-of-N); otherwise
+            # only a suspected regression is worth re-measuring.
+            if settings.update:
+                return True
+            result.measurement = best
+            return decide(result, ref, expectations, policy).outcome == Outcome.REGRESSED
+
+        config = MeasureConfig(
+            min_time=settings.min_time, max_time=settings.max_time, warmup_time=settings.warmup_time
+        )
+        outcome = run_case(
+            self._backend, net, spec, config, attempts=1 + settings.confirm, again=again
+        )
+        result.status, result.measurement = outcome.status, outcome.measurement
+        result.attempts, result.error = outcome.attempts, outcome.error
+        elsewhere = run.baselines.elsewhere(result.hardware, str(result.key))
+        result.verdict = judge(result, ref, expectations, policy, elsewhere)

@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_mxperf.records import DTYPES, MODES
+
 MARKER_DOC = (
     "mxperf(expect=None, *, hardware='*', tolerance=None, model=None, mode=None, dtype=None): "
     "an MXNet throughput benchmark. expect maps batch size -> expected images/sec (or model -> "
@@ -26,8 +28,6 @@ MARKER_DOC = (
 )
 
 ALLOWED = frozenset({"expect", "hardware", "tolerance", "model", "mode", "dtype"})
-MODES = ("inference", "training", "forward_backward")
-DTYPES = ("float32", "float16")
 
 
 class MarkerError(ValueError):

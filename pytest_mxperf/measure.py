@@ -11,6 +11,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
+from pytest_mxperf.options import DEFAULTS
 from pytest_mxperf.stats import median, quantile, rel_iqr
 
 Clock = Callable[[], float]
@@ -22,9 +23,9 @@ Sync = Callable[[], object]
 class MeasureConfig:
     """How long and how carefully to measure one case."""
 
-    min_time: float = 1.0
-    max_time: float = 5.0
-    warmup_time: float = 10.0
+    min_time: float = DEFAULTS["min_time"]
+    max_time: float = DEFAULTS["max_time"]
+    warmup_time: float = DEFAULTS["warmup_time"]
     block_time: float = 0.2
     min_blocks: int = 5
     max_blocks: int = 60

@@ -87,6 +87,35 @@ class Spec:
     def env(self) -> str:
         return "PYTEST_MXPERF_" + self.name.upper()
 
+    @property
+    def full_help(self) -> str:
+        """The help text with the default written from the spec itself."""
+        default = self.default
+        if default in (None, ()):
+            return self.help
+        shown = ",".join(default) if isinstance(default, tuple) else default
+        return f"{self.help} Default: {shown}."
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A boolean command-line switch (no ini/env: a run's mode is chosen per invocation)."""
+
+    name: str
+    help: str
+
+    @property
+    def flag(self) -> str:
+        return "--mxperf" if self.name == "enabled" else "--mxperf-" + self.name.replace("_", "-")
+
+
+FLAGS: tuple[Flag, ...] = (
+    Flag("enabled", "Run MXNet benchmarks, compare them with stored baselines, print a table."),
+    Flag("update", "Store this run's results as the baseline of HEAD for this hardware."),
+    Flag("allow_dirty", "Let --mxperf-update store results measured on a dirty working tree."),
+    Flag("strict", "Fail cases that have no baseline or are too noisy to judge."),
+)
+
 
 SPECS: tuple[Spec, ...] = (
     Spec(
@@ -102,7 +131,7 @@ SPECS: tuple[Spec, ...] = (
         _positive_int,
         None,
         "OpenMP threads for MXNet (sets OMP_NUM_THREADS and "
-        "MXNET_OMP_MAX_THREADS before MXNet is imported). Default: MXNet's own choice.",
+        "MXNET_OMP_MAX_THREADS before MXNet is imported).",
         "N",
     ),
     Spec("json", _text, None, "Write every measured case to this JSON file.", "PATH"),
@@ -110,7 +139,7 @@ SPECS: tuple[Spec, ...] = (
         "min_time",
         _positive_float,
         1.0,
-        "Measure each case for at least this many seconds of timed blocks. Default: 1.0.",
+        "Measure each case for at least this many seconds of timed blocks.",
         "SECONDS",
     ),
     Spec(
@@ -118,7 +147,7 @@ SPECS: tuple[Spec, ...] = (
         _positive_float,
         5.0,
         "Soft time budget for the timed blocks of one case "
-        "(at least 5 blocks are always measured). Default: 5.0.",
+        "(at least 5 blocks are always measured).",
         "SECONDS",
     ),
     Spec(
@@ -126,7 +155,7 @@ SPECS: tuple[Spec, ...] = (
         _positive_float,
         10.0,
         "Longest warm-up of one case before measuring "
-        "anyway (warm-up stops earlier once throughput is steady). Default: 10.",
+        "anyway (warm-up stops earlier once throughput is steady).",
         "SECONDS",
     ),
     Spec(
@@ -134,8 +163,7 @@ SPECS: tuple[Spec, ...] = (
         _fraction,
         0.20,
         "Smallest relative throughput drop against the baseline "
-        "that can count as a regression; the case's measured noise can widen it. "
-        "Default: 0.20.",
+        "that can count as a regression; the case's measured noise can widen it.",
         "FRACTION",
     ),
     Spec(
@@ -143,14 +171,14 @@ SPECS: tuple[Spec, ...] = (
         _nonneg_int,
         2,
         "Re-measure a case that looks regressed up to N more "
-        "times before calling it a regression (the best attempt is judged). Default: 2.",
+        "times before calling it a regression (the best attempt is judged).",
         "N",
     ),
     Spec(
         "baseline_dir",
         _text,
         "baselines",
-        "Directory of stored baselines, relative to the rootdir. Default: baselines.",
+        "Directory of stored baselines, relative to the rootdir.",
         "DIR",
     ),
     Spec(
@@ -171,6 +199,8 @@ SPECS: tuple[Spec, ...] = (
     ),
 )
 SPECS_BY_NAME = {spec.name: spec for spec in SPECS}
+#: The one place defaults live; `Settings`, `MeasureConfig` and the help text read them here.
+DEFAULTS: dict[str, Any] = {spec.name: spec.default for spec in SPECS}
 
 
 @dataclass(frozen=True)
@@ -181,17 +211,17 @@ class Settings:
     update: bool = False
     allow_dirty: bool = False
     strict: bool = False
-    ctx: tuple[str, ...] = ()
-    threads: int | None = None
-    json: str | None = None
-    min_time: float = 1.0
-    max_time: float = 5.0
-    warmup_time: float = 10.0
-    tolerance: float = 0.20
-    confirm: int = 2
-    baseline_dir: str = "baselines"
-    machine: str | None = None
-    compare: str | None = None
+    ctx: tuple[str, ...] = DEFAULTS["ctx"]
+    threads: int | None = DEFAULTS["threads"]
+    json: str | None = DEFAULTS["json"]
+    min_time: float = DEFAULTS["min_time"]
+    max_time: float = DEFAULTS["max_time"]
+    warmup_time: float = DEFAULTS["warmup_time"]
+    tolerance: float = DEFAULTS["tolerance"]
+    confirm: int = DEFAULTS["confirm"]
+    baseline_dir: str = DEFAULTS["baseline_dir"]
+    machine: str | None = DEFAULTS["machine"]
+    compare: str | None = DEFAULTS["compare"]
 
     def as_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

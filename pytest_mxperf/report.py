@@ -7,7 +7,10 @@ from typing import Any
 
 from tabulate import tabulate
 
-from pytest_mxperf.verdict import CaseResult
+from pytest_mxperf import fingerprint
+from pytest_mxperf.options import Settings
+from pytest_mxperf.records import CaseResult, Status
+from pytest_mxperf.runinfo import RunInfo
 
 REPORT_SCHEMA = 1
 MODE_SHORT = {"inference": "infer", "training": "train", "forward_backward": "fwd+bwd"}
@@ -20,10 +23,10 @@ def _rate(value: float | None) -> str:
 
 
 def _cell(result: CaseResult) -> str:
-    if result.status == "oom":
+    if result.status == Status.OOM:
         return "OOM"
-    if result.status in ("nan", "error"):
-        return result.status.upper()
+    if result.status in (Status.NAN, Status.ERROR):
+        return str(result.status.value).upper()
     rate = result.images_per_sec
     return f"{_rate(rate)} ±{result.rel_iqr / 2:.1%}" if rate is not None else "-"
 
@@ -36,18 +39,17 @@ def render_table(results: Sequence[CaseResult], width: int = 120) -> list[str]:
     headers = ["case", "device", "bs", "img/s", "baseline", "change", "verdict", "mode", "dtype"]
     rows = []
     for r in sorted(results, key=lambda r: (r.device_kind, r.mode, r.dtype, r.model, r.batch_size)):
-        v = r.verdict or {}
-        change = v.get("change")
-        name = r.key.split("/")[5] if r.key.count("/") > 4 else ""
+        v = r.verdict
+        change = None if v is None else v.change
         rows.append(
             [
-                r.model + (f" [{name}]" if name else ""),
+                r.key.label,
                 r.device,
                 r.batch_size,
                 _cell(r),
-                _rate(v.get("baseline_images_per_sec")),
+                _rate(None if v is None else v.baseline_images_per_sec),
                 "-" if change is None else f"{change:+.1%}",
-                v.get("status", "-"),
+                "-" if v is None else v.status,
                 MODE_SHORT.get(r.mode, r.mode),
                 r.dtype,
             ]
@@ -110,14 +112,14 @@ def _grid(
 def verdict_counts(results: Iterable[CaseResult]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for r in results:
-        status = (r.verdict or {}).get("status", "-")
+        status = "-" if r.verdict is None else r.verdict.status
         counts[status] = counts.get(status, 0) + 1
     return dict(sorted(counts.items()))
 
 
 def to_json(
     results: Sequence[CaseResult],
-    run: Mapping[str, Any],
+    run: RunInfo,
     settings: Mapping[str, Any],
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
@@ -125,35 +127,70 @@ def to_json(
     return {
         "schema": REPORT_SCHEMA,
         "run": {
-            "commit": run.get("commit"),
-            "cpu_hardware": run.get("cpu_key"),
-            "gpus": run.get("gpus"),
-            "started": run.get("started"),
-            "baseline_root": run.get("baseline_root"),
+            "commit": run.commit.as_dict(),
+            "cpu_hardware": run.machine or run.cpu_key,
+            "gpus": run.gpus,
+            "started": run.started,
+            "baseline_root": run.baseline_root,
         },
         "settings": dict(settings),
-        "cases": [r.as_dict() for r in sorted(results, key=lambda r: r.key)],
+        "cases": [r.as_dict() for r in sorted(results, key=lambda r: str(r.key))],
         **(dict(extra) if extra else {}),
     }
 
 
-def baseline_record(result: CaseResult, commit: Mapping[str, Any]) -> dict[str, Any]:
-    """What a baseline file keeps of a case: summary, samples, and the stack it ran on."""
-    m = result.measurement or {}
-    return {
-        "model": result.model,
-        "mode": result.mode,
-        "dtype": result.dtype,
-        "batch_size": result.batch_size,
-        "device_kind": result.device_kind,
-        "status": result.status,
-        "images_per_sec": result.images_per_sec,
-        "iqr": m.get("iqr"),
-        "rel_iqr": m.get("rel_iqr", 0.0),
-        "block_images_per_sec": m.get("block_images_per_sec", []),
-        "warmup_steps": m.get("warmup_steps"),
-        "threads": result.threads,
-        "software": result.software,
-        "environment": result.environment,
-        "dirty": bool(commit.get("dirty")),
-    }
+def header_lines(
+    run: RunInfo, settings: Settings, threads: Mapping[str, Any], workers: int
+) -> list[str]:
+    """The ``mxperf:`` lines of pytest's report header: hardware, commit, baselines, threads."""
+    commit = run.commit
+    state = "dirty" if commit.dirty else "clean" if commit.dirty is False else "?"
+    lines = [
+        f"mxperf: hardware {run.machine or run.cpu_key} (cpu)"
+        + "".join(
+            f", gpu {i}: {g['name']}"
+            + (f" (nvidia-smi index {g['index']})" if g["index"] != str(i) else "")
+            for i, g in enumerate(run.gpus)
+        ),
+        f"mxperf: commit {commit.short} "
+        f"({commit.branch or 'detached'}, {state}, from {commit.source})",
+        f"mxperf: baselines {run.baseline_root} "
+        f"({run.baselines.count()} case(s) resolved"
+        + (f", compared with {settings.compare}" if settings.compare else "")
+        + ")",
+        f"mxperf: threads {threads['omp_threads']} OpenMP thread(s) ({threads['source']})",
+    ]
+    if workers and run.gpus:
+        mapping = ", ".join(
+            f"gw{i} -> GPU {fingerprint.gpu_for_worker(f'gw{i}', len(run.gpus))}"
+            for i in range(workers)
+        )
+        lines.append(f"mxperf: xdist GPU mapping {mapping}")
+    if workers:
+        lines.append("mxperf: xdist: CPU benchmarks take turns (one cross-process lock)")
+    lines += [f"mxperf: warning: {w}" for w in run.baselines.warnings]
+    lines += [f"mxperf: error: {e}" for e in run.baselines.errors]
+    return lines
+
+
+def results_sections(
+    results: Sequence[CaseResult], stored_keys: Sequence[str], width: int
+) -> list[tuple[str | None, list[str]]]:
+    """The summary's result sections as ``(separator title or None, lines)``: the table, the
+    grids, the verdict counts and hardware keys that have no baselines here."""
+    if not results:
+        return []
+    sections: list[tuple[str | None, list[str]]] = [
+        ("mxperf: throughput (images/sec, median ± half IQR)", render_table(results, width))
+    ]
+    sections += [(f"mxperf grid: {title}", lines) for title, lines in render_grids(results, width)]
+    counts = ", ".join(f"{n} {status}" for status, n in verdict_counts(results).items())
+    tail = [f"mxperf verdicts: {counts}"]
+    for hardware in sorted({r.hardware for r in results} - set(stored_keys)):
+        if stored_keys:
+            tail.append(
+                f"mxperf: no baselines for hardware {hardware}; stored for: "
+                f"{', '.join(stored_keys)} (see --mxperf-machine)"
+            )
+    sections.append((None, tail))
+    return sections

@@ -1,82 +1,21 @@
-"""Run facts computed once per run (on the xdist controller) and the results collected from it."""
+"""The run's state while pytest runs: settings, run facts, results collected from every test
+report (with or without xdist), and what happens at the end (store, JSON, summary)."""
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
-import tempfile
-import uuid
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_mxperf import baselines, fingerprint, gitinfo
+from pytest_mxperf import baselines, fingerprint, report
 from pytest_mxperf.options import Settings
-from pytest_mxperf.verdict import CaseResult
+from pytest_mxperf.records import CaseResult
+from pytest_mxperf.runinfo import RunInfo
+from pytest_mxperf.updating import StoreReport, store_results
 
-
-@dataclass
-class RunInfo:
-    """What every process of a run must agree on: commit, hardware, baselines in use."""
-
-    run_id: str
-    started: str
-    rootdir: str
-    baseline_root: str
-    commit: dict[str, Any]
-    cpu_key: str
-    gpus: list[dict[str, str]]
-    baselines: dict[str, Any]
-    lock_dir: str
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RunInfo:
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__})
-
-    @classmethod
-    def detect(cls, settings: Settings, rootdir: Path, env: Mapping[str, str]) -> RunInfo:
-        root = Path(settings.baseline_dir)
-        if not root.is_absolute():
-            root = rootdir / root
-        commit = gitinfo.detect(rootdir, env, exclude=(str(root),))
-        explicit = None
-        if settings.compare:
-            explicit = gitinfo.rev_parse(commit.repo_root, settings.compare) or settings.compare
-        ancestors = gitinfo.ancestry(commit.repo_root, commit.sha)
-        resolution = baselines.resolve(
-            root,
-            ancestors,
-            shallow=commit.shallow,
-            explicit=explicit,
-            explicit_label=settings.compare,
-        )
-        run_id = uuid.uuid4().hex[:12]
-        lock_dir = os.path.join(tempfile.gettempdir(), f"pytest-mxperf-{run_id}")
-        return cls(
-            run_id=run_id,
-            started=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            rootdir=str(rootdir),
-            baseline_root=str(root),
-            commit=commit.as_dict(),
-            cpu_key=fingerprint.cpu_key(),
-            gpus=fingerprint.visible_gpus(env),
-            baselines=resolution.as_dict(),
-            lock_dir=lock_dir,
-        )
-
-    def hardware_for(self, kind: str, gpu_index: int, machine: str | None) -> str:
-        name = None
-        if kind == "gpu" and self.gpus:
-            name = self.gpus[gpu_index % len(self.gpus)]["name"]
-        return fingerprint.hardware_key(kind, machine=machine, cpu=self.cpu_key, gpu_name=name)
-
-    def baseline_for(self, hardware: str, key: str) -> dict[str, Any] | None:
-        ref = self.baselines["refs"].get(hardware, {}).get(key)
-        return dict(ref) if ref else None
+#: The name results travel under on ``report.user_properties``.
+PROPERTY = "mxperf"
 
 
 @dataclass
@@ -92,7 +31,81 @@ class Collected:
         for other in self.results:
             if other.key == result.key:
                 self.duplicates.append(
-                    f"case key {result.key!r} measured twice: {other.nodeid} and {result.nodeid}"
+                    f"case key {str(result.key)!r} measured twice: {other.nodeid} and "
+                    f"{result.nodeid}"
                 )
         self.results.append(result)
         return result
+
+
+class MxperfSession:
+    """One per run, in ``config.stash``; the plugin's hooks delegate to it."""
+
+    def __init__(self, settings: Settings, run: RunInfo, *, is_worker: bool) -> None:
+        self.settings = settings
+        self.run = run
+        self.is_worker = is_worker
+        self.collected = Collected()
+        #: case key -> node id of the test that measured it (duplicate keys are an error).
+        self.seen: dict[str, str] = {}
+        self.errors: list[str] = []
+        self.stored = StoreReport()
+
+    def failures(
+        self, results: list[CaseResult], properties: list[tuple[str, object]]
+    ) -> list[str]:
+        """Put each case on the test's ``user_properties``; return the failure messages."""
+        failures = []
+        for result in results:
+            properties.append((PROPERTY, result.as_dict()))
+            if result.verdict is not None and result.verdict.failed:
+                failures.append("mxperf: " + result.verdict.message)
+        return failures
+
+    def collect(self, properties: list[tuple[str, object]]) -> None:
+        for name, value in properties:
+            if name == PROPERTY and isinstance(value, dict):
+                self.collected.add(value)
+
+    def header(self, workers: int) -> list[str]:
+        threads = fingerprint.threads_in_force(os.environ)
+        return report.header_lines(self.run, self.settings, threads, workers)
+
+    def finish(self, interrupted: bool) -> bool:
+        """Store baselines and write the JSON report; True when the run must fail."""
+        s = self.settings
+        self.errors += self.collected.duplicates
+        if s.strict:
+            self.errors += self.run.baselines.errors
+        if s.update and interrupted:
+            self.errors.append("run interrupted: baselines not updated (stored files unchanged)")
+        elif s.update:
+            self.stored = store_results(
+                self.collected.results, self.run.commit, Path(self.run.baseline_root)
+            )
+            self.errors += self.stored.errors
+        if s.json:
+            extra = {"errors": self.errors, "crashed": self.collected.crashed}
+            data = report.to_json(self.collected.results, self.run, s.as_dict(), extra)
+            baselines.write_json_atomic(Path(s.json), data)
+        return bool(self.errors)
+
+    def summary(self, width: int) -> list[tuple[str, str | None, dict[str, bool]]]:
+        """What the terminal summary prints: ``(kind, text, markup)`` with kind ``sep`` (a
+        separator line titled ``text``) or ``line``."""
+        out: list[tuple[str, str | None, dict[str, bool]]] = []
+        stored = self.run.baselines.stored_keys()
+        for title, lines in report.results_sections(self.collected.results, stored, width):
+            if title is not None:
+                out.append(("sep", title, {}))
+            out += [("line", line, {}) for line in lines]
+        out += [("line", f"mxperf: baseline written: {w}", {}) for w in self.stored.written]
+        out += [("line", f"mxperf: not stored as baseline: {w}", {}) for w in self.stored.skipped]
+        red = {"red": True}
+        out += [("line", f"mxperf: worker crashed: {c}", red) for c in self.collected.crashed]
+        if self.settings.json:
+            out.append(("line", f"mxperf: JSON report written to {self.settings.json}", {}))
+        if self.errors:
+            out.append(("sep", f"mxperf: {len(self.errors)} error(s)", {"red": True, "bold": True}))
+            out += [("line", e, red) for e in self.errors]
+        return out

@@ -17,11 +17,15 @@ and tests never depend on the speed of the machine.
 
 from __future__ import annotations
 
+import os
 import random
+import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from pytest_mxperf.backend import Prepared, looks_like_oom
+from pytest_mxperf.measure import Measurement
+from pytest_mxperf.protocol import Prepared, PrepareSpec, looks_like_oom
 
 #: MXNet's message when cudaMalloc fails (src/storage/pooled_storage_manager.h).
 OOM_MESSAGE = (
@@ -30,6 +34,22 @@ OOM_MESSAGE = (
 
 
 CALLABLE_SECONDS = 0.001
+
+
+def measurement_of(images_per_sec: float, rel_iqr: float = 0.0) -> Measurement:
+    """A `Measurement` of three blocks whose median is ``images_per_sec`` and whose relative
+    IQR is ``rel_iqr``: for tests of verdicts and reports that need exact figures."""
+    rates = [images_per_sec * (1 - rel_iqr), images_per_sec, images_per_sec * (1 + rel_iqr)]
+    return Measurement(
+        items_per_step=1,
+        steps_per_block=1,
+        block_seconds=tuple(1 / r for r in rates),
+        warmup_steps=12,
+        warmup_seconds=0.5,
+        warmup_steady=True,
+        first_step_seconds=0.1,
+        sync_seconds=1e-5,
+    )
 
 
 class MXNetError(Exception):
@@ -56,7 +76,8 @@ class FakeContext:
 
 
 class FakeBackend:
-    """Implements the back-end interface of `pytest_mxperf.backend.MXNetBackend`."""
+    """A `pytest_mxperf.protocol.Backend` on a virtual clock: every step of a `FakeModel`
+    advances it by ``batch_size / images_per_sec`` seconds."""
 
     def __init__(self, gpus: int = 0, software: dict[str, Any] | None = None) -> None:
         self.now = 0.0
@@ -86,16 +107,8 @@ class FakeBackend:
     def software(self) -> dict[str, Any]:
         return dict(self._software)
 
-    def prepare(
-        self,
-        model: Any,
-        *,
-        mode: str,
-        batch_size: int,
-        ctx: Any,
-        items_per_call: int | None = None,
-        **_: Any,
-    ) -> Prepared:
+    def prepare(self, model: Any, spec: PrepareSpec) -> Prepared:
+        mode, batch_size, items_per_call = spec.mode, spec.batch_size, spec.items_per_call
         if not isinstance(model, FakeModel):
             if callable(model) and items_per_call:
 
@@ -122,3 +135,70 @@ class FakeBackend:
             return "model output contains NaN/inf (8 of 8 values)" if model.nan else None
 
         return Prepared(step, batch_size * (items_per_call or 1), check, info={"form": "fake"})
+
+
+# git repositories for tests and scripts ----------------------------------------------------
+#: A fixed identity, so tests and scripts commit anywhere (no global git config needed).
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "mxperf test",
+    "GIT_AUTHOR_EMAIL": "test@example.invalid",
+    "GIT_COMMITTER_NAME": "mxperf test",
+    "GIT_COMMITTER_EMAIL": "test@example.invalid",
+}
+
+
+def git(path: Path, *args: str) -> str:
+    """Run git in ``path`` with a fixed identity; return stdout."""
+    env = {**os.environ, **GIT_ENV}
+    for name in ("GITHUB_SHA", "CI_COMMIT_SHA", "PYTEST_MXPERF_COMMIT", "GIT_COMMIT"):
+        env.pop(name, None)
+    done = subprocess.run(
+        ["git", *args], cwd=path, env=env, capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
+#: A real-MXNet benchmark suite for regression tests and scripts/aa_check.py: a tiny model-zoo
+#: net in two cases. `steady` never changes. `target` runs the same net through a plain callable
+#: whose work per batch can be raised by construction: MXPERF_EXTRA_WORK=0.4 adds a second
+#: forward pass on 2 of every 5 calls (7 passes per 5 batches: 40% more work per batch).
+REAL_SUITE = """
+import itertools
+import os
+import pytest
+
+MODEL = os.environ.get("MXPERF_TEST_MODEL", "resnet18_v1")
+SIZE = int(os.environ.get("MXPERF_TEST_SIZE", "32"))
+BATCH = 10
+
+
+def build():
+    from mxnet.gluon.model_zoo import vision
+
+    return vision.get_model(MODEL, classes=10)
+
+
+@pytest.mark.parametrize("which", ["target", "steady"])
+def test_infer(mxperf, which):
+    shape = (3, SIZE, SIZE)
+    label = f"{MODEL}-{which}"
+    if which == "steady":
+        mxperf.inference(build(), batch_size=BATCH, input_shape=shape, model=label)
+        return
+    import mxnet as mx
+
+    net = build()
+    net.initialize(mx.init.Xavier(magnitude=2))
+    net.hybridize(static_alloc=True, static_shape=True)
+    x = mx.nd.random.uniform(-1, 1, shape=(BATCH, *shape))
+    extra = round(float(os.environ.get("MXPERF_EXTRA_WORK", "0")) * 5)
+    calls = itertools.count()
+
+    def step():
+        out = net(x)
+        if next(calls) % 5 < extra:
+            out = net(x)
+        return out
+
+    mxperf.callable(step, items_per_call=BATCH, model=label)
+"""

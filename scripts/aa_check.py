@@ -1,7 +1,7 @@
 """A/A and slowdown check on real MXNet: how often identical runs fail, how often slow ones pass.
 
 Makes a git repository in a temporary directory with a one-test suite (a tiny model-zoo net,
-see ``REAL_SUITE`` in the repository's conftest.py), stores its baseline with
+see ``REAL_SUITE`` in `pytest_mxperf.testing`), stores its baseline with
 ``pytest --mxperf --mxperf-update``, then runs ``pytest --mxperf`` again ``--runs`` times for
 each slowdown (0 = identical runs) as separate processes, and prints every change and verdict.
 
@@ -17,12 +17,12 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from conftest import GIT_ENV, REAL_SUITE
+from pytest_mxperf.testing import GIT_ENV, REAL_SUITE
 
 
-def run(cwd: Path, env: dict[str, str], *args: str) -> dict:
+def run(cwd: Path, env: dict[str, str], *args: str) -> dict[str, Any]:
     report = cwd / "report.json"
     report.unlink(missing_ok=True)
     done = subprocess.run(

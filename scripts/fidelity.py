@@ -3,8 +3,8 @@
 For resnet18_v1 (random weights) on the CPU, in inference and in training, this alternates in one
 process, round after round:
 
-* plugin: ``MXNetBackend().prepare(...)`` then ``measure(...)``, exactly as the ``mxperf``
-  fixture does, reporting ``Measurement.items_per_sec`` (median img/s over timed blocks);
+* plugin: `pytest_mxperf.runner.run_case` (prepare, warm up, measure, check), exactly as the
+  ``mxperf`` fixture does, reporting ``Measurement.items_per_sec`` (median img/s over blocks);
 * reference: an independent benchmark_score-style loop on its own net instance: 5 dry-run
   batches, then N batches timed with ``time.time()``, waiting for every batch, img/s = N*batch/s.
 
@@ -200,33 +200,28 @@ class Reference:
 
 
 class Plugin:
-    """The plugin's own path: MXNetBackend().prepare(...) then measure(...)."""
+    """The plugin's own path: `pytest_mxperf.runner.run_case` (prepare, warm up, measure,
+    check), as the ``mxperf`` fixture calls it, on a fresh net each round."""
 
     def __init__(
         self, mx: Any, mode: str, batch: int, size: int, ctx: Any, cfg: MeasureConfig
     ) -> None:
         from pytest_mxperf.backend import MXNetBackend
+        from pytest_mxperf.protocol import PrepareSpec
 
+        self.mx = mx
         self.backend = MXNetBackend()
-        self.prepared = self.backend.prepare(
-            build_net(mx), mode=mode, batch_size=batch, ctx=ctx, input_shape=(3, size, size)
-        )
+        self.spec = PrepareSpec(mode=mode, batch_size=batch, ctx=ctx, input_shape=(3, size, size))
         self.config = cfg
 
     def score(self) -> PluginRun:
         """img/s as the plugin reports it, and how the timed blocks went."""
-        from pytest_mxperf.measure import measure
+        from pytest_mxperf.runner import run_case
 
-        m = measure(
-            self.prepared.step,
-            items_per_step=self.prepared.items_per_step,
-            sync=self.backend.sync,
-            clock=self.backend.clock,
-            config=self.config,
-        )
-        problem = self.prepared.check()
-        if problem:
-            raise RuntimeError(f"plugin step produced bad numbers: {problem}")
+        run = run_case(self.backend, build_net(self.mx), self.spec, self.config)
+        m = run.measurement
+        if m is None or run.error:
+            raise RuntimeError(f"plugin step failed or produced bad numbers: {run.error}")
         batches = len(m.block_seconds) * m.steps_per_block
         seconds = sum(m.block_seconds)
         return PluginRun(

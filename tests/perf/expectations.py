@@ -3,7 +3,7 @@
 ``expectations.csv`` beside this file holds the images/sec that the Apache MXNet performance
 documentation (faq/perf.md) published for MXNet 1.2.0.rc1. This module loads it into
 :class:`PublishedFigure` records, checking every row, and parses the markdown form of the same
-tables (``shared/published-tables.md``) so a test can check that the two agree cell for cell.
+tables (``published-tables.md`` beside this file, copied from MXNet's docs) so a test can check that the two agree cell for cell.
 """
 
 from __future__ import annotations

@@ -8,8 +8,9 @@ from types import ModuleType
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-PUBLISHED_MARKDOWN = REPO_ROOT.parent / "shared" / "published-tables.md"
+#: A copy of MXNet's published benchmark tables (as written in MXNet's performance docs), kept
+#: in the repository so the check runs in every clone.
+PUBLISHED_MARKDOWN = Path(__file__).resolve().parent / "published-tables.md"
 
 HEADER = "table,hardware,mode,dtype,model,batch_size,images_per_sec\n"
 GOOD_ROW = "v100-inference-fp32,gpu-*v100*-x1,inference,float32,resnet50_v1,32,1076.81\n"
@@ -26,8 +27,6 @@ expectations = _load_module()
 
 @pytest.fixture(scope="module")
 def published_markdown() -> str:
-    if not PUBLISHED_MARKDOWN.is_file():
-        pytest.skip(f"published tables not found at {PUBLISHED_MARKDOWN}")
     return PUBLISHED_MARKDOWN.read_text(encoding="utf-8")
 
 

@@ -41,9 +41,7 @@ def marks_for(case: Case) -> list[pytest.MarkDecorator]:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "case" in metafunc.fixturenames:
         cases = full() if metafunc.config.getoption("suite") == "full" else QUICK
-        metafunc.parametrize(
-            "case", [pytest.param(c, marks=marks_for(c), id=c.id) for c in cases]
-        )
+        metafunc.parametrize("case", [pytest.param(c, marks=marks_for(c), id=c.id) for c in cases])
 
 
 def test_throughput(mxperf: Any, mx_ctx: Any, case: Case) -> None:

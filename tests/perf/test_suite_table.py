@@ -18,7 +18,10 @@ HERE = "cpu-amd-epyc-2c"
 def expected(case: Case, hardware: str) -> list[float]:
     spec = merge(parse_marker(m.args, m.kwargs) for m in (d.mark for d in marks_for(case)))
     found = spec.matching(
-        model=case.label, mode=case.mode, dtype=case.dtype, batch_size=case.batch_size,
+        model=case.label,
+        mode=case.mode,
+        dtype=case.dtype,
+        batch_size=case.batch_size,
         hardware=hardware,
     )
     return [e.images_per_sec for e in found]

@@ -9,8 +9,8 @@ from typing import Callable
 
 import pytest
 
-from conftest import git
 from pytest_mxperf import cli
+from pytest_mxperf.testing import git
 
 SUITE = """
 import pathlib
@@ -68,7 +68,9 @@ def test_update_then_identical_rerun_passes(suite: pytest.Pytester) -> None:
     assert again.ret == pytest.ExitCode.OK
 
 
-def test_slower_model_fails_with_message(suite: pytest.Pytester, commit: Callable) -> None:
+def test_slower_model_fails_with_message(
+    suite: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
     base_sha = git(suite.path, "rev-parse", "HEAD")
     suite.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
     commit("store baseline")
@@ -92,7 +94,7 @@ def test_slower_model_fails_with_message(suite: pytest.Pytester, commit: Callabl
 
 
 def test_message_names_software_and_environment_changes(
-    suite: pytest.Pytester, commit: Callable, monkeypatch: pytest.MonkeyPatch
+    suite: pytest.Pytester, commit: Callable[[str], str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     suite.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
     commit("baseline")
@@ -155,7 +157,9 @@ def test_update_merges_with_existing_cases(suite: pytest.Pytester) -> None:
     assert data["cases"]["beta/inference/float32/bs8/cpu"]["images_per_sec"] == pytest.approx(200)
 
 
-def test_regression_does_not_fail_in_update_mode(suite: pytest.Pytester, commit: Callable) -> None:
+def test_regression_does_not_fail_in_update_mode(
+    suite: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
     suite.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
     commit("baseline")
     write_speeds(suite, alpha=100, beta=200)
@@ -357,7 +361,9 @@ def test_too_noisy_cases_are_not_stored(
     commit("suite")
     result = fake_pytester.runpytest("--mxperf", "--mxperf-update")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["*not stored as baseline: noisy/inference/float32/bs8/cpu (block spread *%, too noisy)*"])
+    result.stdout.fnmatch_lines(
+        ["*not stored as baseline: noisy/inference/float32/bs8/cpu (block spread *%, too noisy)*"]
+    )
     (path,) = (fake_pytester.path / "baselines").rglob("*.json")
     assert list(json.loads(path.read_text())["cases"]) == ["calm/inference/float32/bs8/cpu"]
 
@@ -367,9 +373,7 @@ def test_ctrl_c_during_update_stores_nothing(suite: pytest.Pytester) -> None:
     (before,) = stored(suite)
     text = before.read_text()
     write_speeds(suite, alpha=1, beta=1)
-    suite.makepyfile(
-        test_zz_interrupt="def test_stop():\n    raise KeyboardInterrupt\n"
-    )
+    suite.makepyfile(test_zz_interrupt="def test_stop():\n    raise KeyboardInterrupt\n")
     # A subprocess: an in-process run would pass the interrupt on to this session.
     result = suite.runpytest_subprocess("--mxperf", "--mxperf-update", "--mxperf-allow-dirty")
     assert result.ret == pytest.ExitCode.INTERRUPTED

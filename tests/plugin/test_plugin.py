@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -26,8 +27,9 @@ def test_not_a_benchmark():
 """
 
 
-def _report(pytester: pytest.Pytester, name: str = "report.json") -> dict:
-    return json.loads((pytester.path / name).read_text())
+def _report(pytester: pytest.Pytester, name: str = "report.json") -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((pytester.path / name).read_text())
+    return data
 
 
 def test_benchmarks_skip_without_mxperf(fake_pytester: pytest.Pytester) -> None:
@@ -94,7 +96,7 @@ def test_measures_and_prints_table_and_json(fake_pytester: pytest.Pytester) -> N
 def test_results_on_user_properties(fake_pytester: pytest.Pytester) -> None:
     fake_pytester.makepyfile(TOY)
     rec = fake_pytester.inline_run("--mxperf")
-    props = [
+    props: list[Any] = [
         dict(r.user_properties)["mxperf"]
         for r in rec.getreports("pytest_runtest_logreport")
         if r.when == "call" and r.user_properties
@@ -330,7 +332,7 @@ def test_key_defaults_to_marker_model_then_test_name(fake_pytester: pytest.Pytes
             assert mxperf.inference(FakeModel(10.0), batch_size=1).model == "from-marker"
         @pytest.mark.parametrize("b", [1, 2])
         def test_resnet(mxperf, b):
-            assert mxperf.inference(FakeModel(10.0), batch_size=b).key == f"resnet/inference/float32/bs{b}/cpu"
+            assert str(mxperf.inference(FakeModel(10.0), batch_size=b).key) == f"resnet/inference/float32/bs{b}/cpu"
         """
     )
     fake_pytester.runpytest("--mxperf").assert_outcomes(passed=3)
@@ -397,7 +399,7 @@ def test_gpu_cases_run_on_fake_gpu(pytester: pytest.Pytester) -> None:
             assert r.hardware.startswith("gpu-") and r.hardware.endswith("-x1")
         def test_fp16(mxperf, mx_ctx):
             r = mxperf.inference(FakeModel(10.0), batch_size=1, ctx=mx_ctx, dtype="float16", model="h")
-            assert r.key == "h/inference/float16/bs1/gpu"
+            assert str(r.key) == "h/inference/float16/bs1/gpu"
         """
     )
     pytester.runpytest("--mxperf", "--mxperf-ctx", "gpu").assert_outcomes(passed=2)
@@ -428,3 +430,44 @@ def test_plugin_import_is_light() -> None:
     code = "import pytest_mxperf.plugin, sys; print('mxnet' in sys.modules, 'git' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_hardware_key_hook_names_the_machine(fake_pytester: pytest.Pytester) -> None:
+    fake_pytester.makeconftest(
+        """
+        import pytest
+        from pytest_mxperf.testing import FakeBackend
+
+        @pytest.fixture(scope="session")
+        def mxperf_backend():
+            return FakeBackend(gpus=1)
+
+        def pytest_mxperf_hardware_key(config, detected):
+            assert detected.startswith("cpu-")
+            return "ci-runner-a"
+        """
+    )
+    fake_pytester.makepyfile(
+        """
+        import pytest
+        from pytest_mxperf.testing import FakeModel
+        @pytest.mark.parametrize("kind", ["cpu", "gpu"])
+        def test_toy(mxperf, mxperf_backend, kind):
+            ctx = mxperf_backend.context(kind, 0)
+            mxperf.inference(FakeModel(10.0), batch_size=1, model=f"toy-{kind}", ctx=ctx)
+        """
+    )
+    result = fake_pytester.runpytest("--mxperf", "--mxperf-json", "report.json")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["mxperf: hardware ci-runner-a (cpu)*"])
+    hardware = {c["model"]: c["hardware"] for c in _report(fake_pytester)["cases"]}
+    assert hardware == {"toy-cpu": "ci-runner-a", "toy-gpu": "ci-runner-a-gpu-x1"}
+    # The option wins over the hook; a bad name from either is a usage error.
+    again = fake_pytester.runpytest("--mxperf", "--mxperf-machine", "flag-name")
+    again.stdout.fnmatch_lines(["mxperf: hardware flag-name (cpu)*"])
+    fake_pytester.makeconftest(
+        "def pytest_mxperf_hardware_key(config, detected):\n    return '../up'\n"
+    )
+    bad = fake_pytester.runpytest("--mxperf")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*invalid hardware key '../up'*"])

@@ -4,11 +4,11 @@ fail, a model made slower by construction does (each run is its own process, as 
 from __future__ import annotations
 
 import json
-from typing import Callable
+from typing import Any, Callable
 
 import pytest
 
-from conftest import REAL_SUITE
+from pytest_mxperf.testing import REAL_SUITE
 
 pytest.importorskip("mxnet")
 
@@ -23,7 +23,7 @@ def real_suite(fake_pytester: pytest.Pytester, commit: Callable[[str], str]) -> 
     return fake_pytester
 
 
-def _cases(pytester: pytest.Pytester) -> dict:
+def _cases(pytester: pytest.Pytester) -> dict[str, Any]:
     data = json.loads((pytester.path / "report.json").read_text())
     return {c["key"]: c for c in data["cases"]}
 
@@ -43,17 +43,14 @@ def test_ten_identical_reruns_never_fail(real_suite: pytest.Pytester) -> None:
     assert len(changes) == RERUNS
 
 
-def test_slower_model_fails_others_pass(real_suite: pytest.Pytester) -> None:
+def test_slower_model_fails_others_pass(
+    real_suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     real_suite.runpytest_subprocess("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
-    # Twice the work per batch for the target case only (see REAL_SUITE).
-    real_suite.monkeypatch = None  # type: ignore[attr-defined]
-    import os
-
-    os.environ["MXPERF_EXTRA_WORK"] = "1.0"
-    try:
-        result = real_suite.runpytest_subprocess("--mxperf", "--mxperf-json", "report.json")
-    finally:
-        del os.environ["MXPERF_EXTRA_WORK"]
+    # Twice the work per batch for the target case only (see REAL_SUITE); the subprocess
+    # inherits this environment.
+    monkeypatch.setenv("MXPERF_EXTRA_WORK", "1.0")
+    result = real_suite.runpytest_subprocess("--mxperf", "--mxperf-json", "report.json")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import pytest
 
-from conftest import REAL_SUITE
+from pytest_mxperf.testing import REAL_SUITE
 
 pytest.importorskip("xdist")
 
@@ -27,11 +27,11 @@ def test_plain(i):
 """
 
 
-def cases(path: Path) -> dict:
+def cases(path: Path) -> dict[str, Any]:
     return {c["key"]: c for c in json.loads(path.read_text())["cases"]}
 
 
-def assert_no_overlap(found: dict) -> None:
+def assert_no_overlap(found: dict[str, Any]) -> None:
     windows = sorted(tuple(c["window"]) for c in found.values() if c["device_kind"] == "cpu")
     for (_, end), (start, _) in zip(windows, windows[1:]):
         assert start >= end, f"CPU benchmark windows overlap: {windows}"
@@ -77,6 +77,7 @@ def test_xdist_update_writes_once(
 def test_xdist_workers_get_run_facts_from_controller(fake_pytester: pytest.Pytester) -> None:
     fake_pytester.makepyfile(
         """
+        import os
         import pytest
         from pytest_mxperf.plugin import STATE_KEY
 
@@ -84,11 +85,18 @@ def test_xdist_workers_get_run_facts_from_controller(fake_pytester: pytest.Pytes
         def test_run(request, i):
             state = request.config.stash[STATE_KEY]
             assert state.is_worker
-            print("RUN", state.run.run_id, state.run.commit["sha"])
+            worker = os.environ["PYTEST_XDIST_WORKER"]
+            with open(f"facts-{i}.txt", "w") as fh:
+                fh.write(f"{worker} {state.run.run_id} {state.run.commit.sha}")
         """
     )
-    result = fake_pytester.runpytest("-n", "2", "--mxperf", "-s", "-v")
+    result = fake_pytester.runpytest_subprocess("-n", "2", "--mxperf")
     result.assert_outcomes(passed=4)
+    facts = [(fake_pytester.path / f"facts-{i}.txt").read_text().split() for i in range(4)]
+    assert {worker for worker, _, _ in facts} == {"gw0", "gw1"}
+    # Both workers carry the controller's facts: one run id, made once; no commit here.
+    assert len({run_id for _, run_id, _ in facts}) == 1
+    assert {sha for _, _, sha in facts} == {"None"}
 
 
 def test_duplicate_keys_across_workers_fail_the_run(fake_pytester: pytest.Pytester) -> None:
@@ -153,7 +161,11 @@ def test_real_model_under_xdist_matches_serial(
     )
     par.assert_outcomes(passed=5)
     s, p = cases(fake_pytester.path / "s.json"), cases(fake_pytester.path / "p.json")
-    assert set(s) == set(p) == {f"resnet18_v1-{w}/inference/float32/bs10/cpu" for w in ("target", "steady")}
+    assert (
+        set(s)
+        == set(p)
+        == {f"resnet18_v1-{w}/inference/float32/bs10/cpu" for w in ("target", "steady")}
+    )
     assert {c["verdict"]["status"] for c in p.values()} <= {"pass", "improved", "unstable"}
     assert_no_overlap(p)
     assert par.stdout.str().count("mxperf: throughput") == 1

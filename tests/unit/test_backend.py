@@ -13,6 +13,7 @@ from mxnet.gluon.model_zoo import vision  # noqa: E402
 
 from pytest_mxperf.backend import MXNetBackend  # noqa: E402
 from pytest_mxperf.measure import MeasureConfig, measure  # noqa: E402
+from pytest_mxperf.protocol import Backend, PrepareSpec  # noqa: E402
 
 QUICK = MeasureConfig(
     min_time=0.05, max_time=0.2, warmup_time=0.3, warmup_min_time=0.0, block_time=0.02, min_blocks=3
@@ -22,7 +23,13 @@ SHAPE = (3, 32, 32)
 
 @pytest.fixture(scope="module")
 def backend() -> MXNetBackend:
-    return MXNetBackend()
+    checked: Backend = MXNetBackend()  # mypy checks the class against the Protocol
+    assert isinstance(checked, MXNetBackend)
+    return checked
+
+
+def prep(backend: MXNetBackend, model: Any, **spec: Any) -> Any:
+    return backend.prepare(model, PrepareSpec(**spec))
 
 
 def tiny() -> Any:
@@ -30,7 +37,7 @@ def tiny() -> Any:
 
 
 def run(backend: MXNetBackend, net: Any, mode: str, **kw: Any) -> tuple[Any, float]:
-    prepared = backend.prepare(net, mode=mode, batch_size=4, ctx=mx.cpu(), input_shape=SHAPE, **kw)
+    prepared = prep(backend, net, mode=mode, batch_size=4, ctx=mx.cpu(), input_shape=SHAPE, **kw)
     m = measure(
         prepared.step,
         items_per_step=prepared.items_per_step,
@@ -54,7 +61,7 @@ def test_hybrid_block(backend: MXNetBackend, mode: str) -> None:
 def test_training_updates_weights_and_forward_backward_does_not(backend: MXNetBackend) -> None:
     for mode, changes in (("training", True), ("forward_backward", False)):
         net = tiny()
-        prepared = backend.prepare(net, mode=mode, batch_size=2, ctx=mx.cpu(), input_shape=SHAPE)
+        prepared = prep(backend, net, mode=mode, batch_size=2, ctx=mx.cpu(), input_shape=SHAPE)
         weight = net.collect_params()[sorted(net.collect_params())[0]]
         before = weight.data().asnumpy().copy()
         for _ in range(2):
@@ -82,7 +89,7 @@ def test_custom_loss_and_optimizer(backend: MXNetBackend) -> None:
     assert rate > 0 and calls
 
 
-class Imperative(mx.gluon.Block):
+class Imperative(mx.gluon.Block):  # type: ignore[misc,name-defined]
     def __init__(self) -> None:
         super().__init__()
         with self.name_scope():
@@ -116,7 +123,7 @@ def test_symbol_bound_like_benchmark_score(
 def test_symbol_without_data_input_is_rejected(backend: MXNetBackend) -> None:
     sym = mx.sym.FullyConnected(mx.sym.var("pixels"), num_hidden=3)
     with pytest.raises(ValueError, match="no input named 'data'"):
-        backend.prepare(sym, mode="inference", batch_size=1, ctx=mx.cpu(), input_shape=(4,))
+        prep(backend, sym, mode="inference", batch_size=1, ctx=mx.cpu(), input_shape=(4,))
 
 
 @pytest.mark.parametrize("mode", ["inference", "training"])
@@ -133,10 +140,10 @@ def test_exported_model_files(backend: MXNetBackend, tmp_path: Path, mode: str) 
 
 def test_exported_model_missing_files(backend: MXNetBackend, tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="does not exist"):
-        backend.prepare(str(tmp_path / "nope"), mode="inference", batch_size=1, ctx=mx.cpu())
+        prep(backend, str(tmp_path / "nope"), mode="inference", batch_size=1, ctx=mx.cpu())
     (tmp_path / "half-symbol.json").write_text(tiny()(mx.sym.var("data")).tojson())
     with pytest.raises(FileNotFoundError, match=r"NNNN\.params"):
-        backend.prepare(str(tmp_path / "half"), mode="inference", batch_size=1, ctx=mx.cpu())
+        prep(backend, str(tmp_path / "half"), mode="inference", batch_size=1, ctx=mx.cpu())
 
 
 def test_plain_callable(backend: MXNetBackend) -> None:
@@ -144,22 +151,22 @@ def test_plain_callable(backend: MXNetBackend) -> None:
     prepared, rate = run(backend, lambda: mx.nd.dot(a, a), "inference", items_per_call=5)
     assert prepared.items_per_step == 5 and rate > 0
     with pytest.raises(ValueError, match="items_per_call"):
-        backend.prepare(lambda: None, mode="inference", batch_size=1, ctx=mx.cpu())
+        prep(backend, lambda: None, mode="inference", batch_size=1, ctx=mx.cpu())
 
 
 def test_unsupported_object(backend: MXNetBackend) -> None:
     with pytest.raises(TypeError, match="cannot benchmark a int"):
-        backend.prepare(3, mode="inference", batch_size=1, ctx=mx.cpu())
+        prep(backend, 3, mode="inference", batch_size=1, ctx=mx.cpu())
 
 
-class NaNNet(mx.gluon.HybridBlock):
+class NaNNet(mx.gluon.HybridBlock):  # type: ignore[misc,name-defined]
     def hybrid_forward(self, F: Any, x: Any) -> Any:
         return F.log(F.zeros_like(x) - 1)
 
 
 def test_nan_output_is_reported(backend: MXNetBackend) -> None:
-    prepared = backend.prepare(
-        NaNNet(), mode="inference", batch_size=2, ctx=mx.cpu(), input_shape=(3,)
+    prepared = prep(
+        backend, NaNNet(), mode="inference", batch_size=2, ctx=mx.cpu(), input_shape=(3,)
     )
     prepared.step()
     backend.sync()

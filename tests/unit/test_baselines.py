@@ -16,13 +16,12 @@ from pytest_mxperf.baselines import (
     RUNS_KEPT,
     SCHEMA,
     BaselineError,
-    Resolution,
     commit_files,
     hardware_keys,
     load,
-    resolve,
     store,
 )
+from pytest_mxperf.resolution import Resolution, resolve
 
 HW = "cpu-amd-epyc-2c"
 SHA_A = "a" * 40
@@ -54,7 +53,9 @@ def test_store_then_load(tmp_path: Path) -> None:
     assert f.hardware == HW
     assert f.sha == SHA_A
     assert f.date == "2024-01-01T00:00:00+00:00"
-    assert f.cases == {"m/inference/float32/bs1/cpu": {**rec(10.0), "runs": [10.0]}}
+    assert {k: c.as_dict() for k, c in f.cases.items()} == {
+        "m/inference/float32/bs1/cpu": {**rec(10.0), "runs": [10.0]}
+    }
 
 
 def test_restore_merges_and_keeps_run_history(tmp_path: Path) -> None:
@@ -62,12 +63,12 @@ def test_restore_merges_and_keeps_run_history(tmp_path: Path) -> None:
     for rate in (11.0, 12.0, 13.0, 14.0, 15.0, 16.0):
         store(tmp_path, HW, commit(SHA_A), {"x": rec(rate, note=rate)})
     cases = load(tmp_path / HW / f"{SHA_A}.json").cases
-    assert cases["x"]["images_per_sec"] == 14.0  # median of the runs kept
-    assert cases["x"]["last_images_per_sec"] == 16.0
-    assert cases["x"]["note"] == 16.0  # replaced, not merged field by field
-    assert cases["x"]["runs"] == [12.0, 13.0, 14.0, 15.0, 16.0]
-    assert len(cases["x"]["runs"]) == RUNS_KEPT == 5
-    assert cases["y"] == {**rec(20.0), "runs": [20.0]}  # not re-measured: untouched
+    assert cases["x"].record["images_per_sec"] == 14.0  # median of the runs kept
+    assert cases["x"].record["last_images_per_sec"] == 16.0
+    assert cases["x"].record["note"] == 16.0  # replaced, not merged field by field
+    assert cases["x"].record["runs"] == [12.0, 13.0, 14.0, 15.0, 16.0]
+    assert len(cases["x"].record["runs"]) == RUNS_KEPT == 5
+    assert cases["y"].as_dict() == {**rec(20.0), "runs": [20.0]}  # not re-measured: untouched
 
 
 def test_run_history_restarts_when_the_setup_changes(tmp_path: Path) -> None:
@@ -75,7 +76,7 @@ def test_run_history_restarts_when_the_setup_changes(tmp_path: Path) -> None:
     store(tmp_path, HW, commit(SHA_A), {"x": {**rec(12.0), "threads": {"omp_threads": 1}}})
     store(tmp_path, HW, commit(SHA_A), {"x": {**rec(30.0), "threads": {"omp_threads": 2}}})
     case = load(tmp_path / HW / f"{SHA_A}.json").cases["x"]
-    assert case["runs"] == [30.0] and case["images_per_sec"] == 30.0
+    assert case.runs == (30.0,) and case.images_per_sec == 30.0
 
 
 def test_restore_updates_the_commit_record(tmp_path: Path) -> None:
@@ -89,7 +90,7 @@ def test_restore_updates_the_commit_record(tmp_path: Path) -> None:
 def test_oom_runs_are_not_kept_as_history(tmp_path: Path) -> None:
     store(tmp_path, HW, commit(SHA_A), {"x": rec(None)})
     store(tmp_path, HW, commit(SHA_A), {"x": rec(10.0)})
-    assert load(tmp_path / HW / f"{SHA_A}.json").cases["x"]["runs"] == [10.0]
+    assert load(tmp_path / HW / f"{SHA_A}.json").cases["x"].record["runs"] == [10.0]
 
 
 def _interrupt(*args: Any, **kwargs: Any) -> None:
@@ -101,22 +102,22 @@ def test_interrupted_write_leaves_old_file_intact(
 ) -> None:
     path = store(tmp_path, HW, commit(SHA_A), {"x": rec(10.0)})
     before = path.read_bytes()
-    monkeypatch.setattr(baselines.os, "replace", _interrupt)
+    monkeypatch.setattr(os, "replace", _interrupt)
     with pytest.raises(KeyboardInterrupt):
         store(tmp_path, HW, commit(SHA_A), {"x": rec(99.0), "y": rec(1.0)})
     monkeypatch.undo()
     assert path.read_bytes() == before
     leftovers = sorted(p.name for p in (tmp_path / HW).iterdir())
-    assert leftovers == [".lock", f"{SHA_A}.json"]
+    assert leftovers == [f"{SHA_A}.json"]  # no temp file, and no lock file to commit
 
 
 def test_interrupted_first_write_leaves_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(baselines.os, "replace", _interrupt)
+    monkeypatch.setattr(os, "replace", _interrupt)
     with pytest.raises(KeyboardInterrupt):
         store(tmp_path, HW, commit(SHA_A), {"x": rec(10.0)})
-    assert [p.name for p in (tmp_path / HW).iterdir()] == [".lock"]
+    assert [p.name for p in (tmp_path / HW).iterdir()] == []
 
 
 def write(tmp_path: Path, text: str, sha: str = SHA_A) -> Path:
@@ -143,13 +144,18 @@ def good(**overrides: Any) -> dict[str, Any]:
         (json.dumps(good(commit=None)), "lacks 'cases' or 'commit'"),
         (
             json.dumps(good(cases={"x": {"images_per_sec": -1}})),
-            "case 'x' has a bad images_per_sec",
+            "case 'x': 'images_per_sec' must be > 0",
         ),
-        (json.dumps(good(cases={"x": {"images_per_sec": "9"}})), "case 'x' has a bad"),
-        (json.dumps(good(cases={"x": {"images_per_sec": True}})), "case 'x' has a bad"),
-        (json.dumps(good(cases={"x": {"images_per_sec": 0}})), "case 'x' has a bad"),
+        (json.dumps(good(cases={"x": {"images_per_sec": "9"}})), "must be a finite number"),
+        (json.dumps(good(cases={"x": {"images_per_sec": True}})), "must be a finite number"),
+        (json.dumps(good(cases={"x": {"images_per_sec": 0}})), "'images_per_sec' must be > 0"),
+        (json.dumps(good(cases={"x": {"images_per_sec": 9, "rel_iqr": "low"}})), "'rel_iqr'"),
+        (json.dumps(good(cases={"x": {"images_per_sec": 9, "runs": "x"}})), "'runs' must be"),
+        (json.dumps(good(cases={"x": {"images_per_sec": 9, "runs": [1, "a"]}})), "'runs'"),
+        (json.dumps(good(cases={"x": {"images_per_sec": 9, "software": []}})), "'software'"),
+        (json.dumps(good(cases={"x": {"images_per_sec": 9, "status": "meh"}})), "'status'"),
         ('{"schema": 1, "commit": {}, "cases": {"x": {"images_per_sec": NaN}}}', "case 'x'"),
-        (json.dumps(good(cases={"x": 5.0})), "case 'x' has a bad images_per_sec"),
+        (json.dumps(good(cases={"x": 5.0})), "case 'x' is not an object"),
     ],
 )
 def test_load_rejects_bad_files_naming_them(tmp_path: Path, content: str, needle: str) -> None:
@@ -173,7 +179,7 @@ def test_load_missing_file(tmp_path: Path) -> None:
 
 def test_load_accepts_oom_cases(tmp_path: Path) -> None:
     path = write(tmp_path, json.dumps(good(cases={"x": {"images_per_sec": None}})))
-    assert load(path).cases["x"]["images_per_sec"] is None
+    assert load(path).cases["x"].record["images_per_sec"] is None
 
 
 def test_store_over_a_corrupt_file_raises_and_leaves_it(tmp_path: Path) -> None:
@@ -249,10 +255,9 @@ def root(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def chosen(res: Resolution, hw: str = HW) -> dict[str, tuple[float, str, int | None]]:
+def chosen(res: Resolution, hw: str = HW) -> dict[str, tuple[float | None, str, int | None]]:
     return {
-        key: (ref["case"]["images_per_sec"], ref["how"], ref["distance"])
-        for key, ref in res.refs[hw].items()
+        key: (ref.case.images_per_sec, ref.how, ref.distance) for key, ref in res.refs[hw].items()
     }
 
 
@@ -266,8 +271,8 @@ def test_resolve_nearest_ancestor(root: Path) -> None:
     assert "w" not in res.refs[HW]  # only the non-ancestor D holds it
     assert res.warnings == [] and res.errors == []
     ref = res.refs[HW]["x"]
-    assert ref["commit"]["sha"] == SHA_B
-    assert ref["file"] == f"{HW}/{SHA_B}.json"
+    assert ref.commit["sha"] == SHA_B
+    assert ref.file == f"{HW}/{SHA_B}.json"
 
 
 def test_resolve_ties_broken_by_newer_date(root: Path) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -47,7 +48,7 @@ class FakeClock:
         self.now += self._sync_seconds
 
 
-def run(fake: FakeClock, items: int = 8, **config: float) -> Measurement:
+def run(fake: FakeClock, items: int = 8, **config: Any) -> Measurement:
     cfg = MeasureConfig(**{"block_time": BLOCK, **config})
     return measure(
         fake.step, items_per_step=items, sync=fake.sync, clock=fake, config=cfg, wall_clock=fake
@@ -84,7 +85,7 @@ def test_first_step_is_timed_apart_and_excluded() -> None:
 def test_warmup_waits_until_two_windows_agree() -> None:
     # Steps start 9x slow and settle geometrically (caches, autotune) towards STEP.
     def durations(fake: FakeClock) -> float:
-        return STEP * (1 + 8 * 0.5 ** (fake.steps / 4))
+        return float(STEP * (1 + 8 * 0.5 ** (fake.steps / 4)))
 
     fake = FakeClock(durations)
     m = run(fake, warmup_min_time=0.0)

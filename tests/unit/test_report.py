@@ -7,15 +7,19 @@ from typing import Any
 
 import pytest
 
+from pytest_mxperf.gitinfo import CommitInfo
+from pytest_mxperf.records import CaseKey, CaseResult, Outcome, Status, Verdict
 from pytest_mxperf.report import (
     REPORT_SCHEMA,
-    baseline_record,
     render_grids,
     render_table,
     to_json,
     verdict_counts,
 )
-from pytest_mxperf.verdict import CaseResult
+from pytest_mxperf.resolution import Resolution
+from pytest_mxperf.runinfo import RunInfo
+from pytest_mxperf.testing import measurement_of
+from pytest_mxperf.updating import baseline_record
 
 CPU = "cpu-amd-epyc-7r13-processor-2c"
 GPU = "gpu-tesla-v100-sxm2-16gb-x1"
@@ -34,32 +38,21 @@ def case(
     name: str | None = None,
     verdict: dict[str, Any] | None = None,
 ) -> CaseResult:
-    key = "/".join([model, mode, dtype, f"bs{batch}", kind] + ([name] if name else []))
-    measurement = None
-    if rate is not None:
-        measurement = {
-            "images_per_sec": rate,
-            "rel_iqr": rel_iqr,
-            "iqr": rate * rel_iqr,
-            "block_images_per_sec": [rate * 0.99, rate, rate * 1.01],
-            "warmup_steps": 12,
-        }
     return CaseResult(
-        key=key,
-        model=model,
-        mode=mode,
-        dtype=dtype,
-        batch_size=batch,
+        key=CaseKey(model, mode, dtype, batch, kind, name),
         device=f"{kind}(0)",
-        device_kind=kind,
         hardware=CPU if kind == "cpu" else GPU,
-        status=status,
-        measurement=measurement,
+        status=Status(status),
+        measurement=None if rate is None else measurement_of(rate, rel_iqr),
         threads={"omp_threads": 1},
         software={"mxnet": "1.9.1"},
         environment={"OMP_NUM_THREADS": "1"},
-        verdict=verdict,
+        verdict=None if verdict is None else _verdict(verdict),
     )
+
+
+def _verdict(data: dict[str, Any]) -> Verdict:
+    return Verdict(Outcome(data.pop("status")), False, **data)
 
 
 def results() -> list[CaseResult]:
@@ -212,18 +205,23 @@ def test_verdict_counts() -> None:
 
 def test_to_json_contains_every_case() -> None:
     rs = results()
-    run = {
-        "commit": {"sha": "a" * 40},
-        "cpu_key": CPU,
-        "gpus": [],
-        "started": "2024-01-01T00:00:00+00:00",
-        "baseline_root": "baselines",
-        "ignored": 1,
-    }
+    commit = CommitInfo("a" * 40, None, None, None, "git")
+    run = RunInfo(
+        run_id="r",
+        started="2024-01-01T00:00:00+00:00",
+        rootdir=".",
+        baseline_root="baselines",
+        commit=commit,
+        cpu_key=CPU,
+        machine=None,
+        gpus=[],
+        baselines=Resolution(),
+        lock_dir="/tmp/x",
+    )
     data = to_json(rs, run, {"tolerance": 0.15}, {"warnings": ["w"]})
     assert data["schema"] == REPORT_SCHEMA
     assert data["run"] == {
-        "commit": {"sha": "a" * 40},
+        "commit": commit.as_dict(),
         "cpu_hardware": CPU,
         "gpus": [],
         "started": "2024-01-01T00:00:00+00:00",
@@ -232,18 +230,18 @@ def test_to_json_contains_every_case() -> None:
     assert data["settings"] == {"tolerance": 0.15}
     assert data["warnings"] == ["w"]
     keys = [c["key"] for c in data["cases"]]
-    assert keys == sorted(r.key for r in rs)
+    assert keys == sorted(str(r.key) for r in rs)
     by_key = {c["key"]: c for c in data["cases"]}
     assert by_key["vgg16/inference/float32/bs256/gpu"]["status"] == "oom"
     assert by_key["resnet50_v1/inference/float32/bs32/cpu"]["verdict"]["change"] == -0.031
     # Plain JSON, and CaseResult comes back from it.
     again = json.loads(json.dumps(data, allow_nan=False))
-    assert [CaseResult.from_dict(c) for c in again["cases"]] == sorted(rs, key=lambda r: r.key)
+    assert [CaseResult.from_dict(c) for c in again["cases"]] == sorted(rs, key=lambda r: str(r.key))
 
 
 def test_baseline_record() -> None:
     r = case("resnet50_v1", 32, rate=123.0, rel_iqr=0.04)
-    rec = baseline_record(r, {"sha": "a" * 40, "dirty": True})
+    rec = baseline_record(r, CommitInfo("a" * 40, None, None, True, "git"))
     assert rec == {
         "model": "resnet50_v1",
         "mode": "inference",
@@ -251,10 +249,10 @@ def test_baseline_record() -> None:
         "batch_size": 32,
         "device_kind": "cpu",
         "status": "ok",
-        "images_per_sec": 123.0,
+        "images_per_sec": pytest.approx(123.0),
         "iqr": pytest.approx(123.0 * 0.04),
-        "rel_iqr": 0.04,
-        "block_images_per_sec": [123.0 * 0.99, 123.0, 123.0 * 1.01],
+        "rel_iqr": pytest.approx(0.04),
+        "block_images_per_sec": pytest.approx([123.0 * 0.96, 123.0, 123.0 * 1.04]),
         "warmup_steps": 12,
         "threads": {"omp_threads": 1},
         "software": {"mxnet": "1.9.1"},
@@ -264,7 +262,9 @@ def test_baseline_record() -> None:
 
 
 def test_baseline_record_of_oom_case() -> None:
-    rec = baseline_record(case(rate=None, status="oom"), {"sha": "a" * 40})
+    rec = baseline_record(
+        case(rate=None, status="oom"), CommitInfo("a" * 40, None, None, None, "git")
+    )
     assert rec["status"] == "oom"
     assert rec["images_per_sec"] is None
     assert rec["rel_iqr"] == 0.0

@@ -6,23 +6,16 @@ from typing import Any
 
 import pytest
 
+from pytest_mxperf.explain import diff_stack, judge
 from pytest_mxperf.markers import Expectation
-from pytest_mxperf.verdict import (
-    BELOW,
-    ERROR,
-    IMPROVED,
-    NAN,
-    NEW,
-    OOM,
-    PASS,
-    REGRESSED,
-    UNSTABLE,
-    CaseResult,
-    Policy,
-    diff_stack,
-    judge,
-    noise_of,
-)
+from pytest_mxperf.records import CaseKey, CaseResult, Outcome, Status
+from pytest_mxperf.resolution import BaselineRef
+from pytest_mxperf.testing import measurement_of
+from pytest_mxperf.verdict import Policy, noise_of
+
+PASS, IMPROVED, REGRESSED = Outcome.PASS, Outcome.IMPROVED, Outcome.REGRESSED
+UNSTABLE, NEW, BELOW = Outcome.UNSTABLE, Outcome.NEW, Outcome.BELOW
+OOM, NAN, ERROR = Outcome.OOM, Outcome.NAN, Outcome.ERROR
 
 HW = "cpu-amd-epyc-2c"
 KEY = "resnet50_v1/inference/float32/bs32/cpu"
@@ -44,16 +37,11 @@ def result(
     threads: dict[str, Any] | None = None,
 ) -> CaseResult:
     return CaseResult(
-        key=KEY,
-        model="resnet50_v1",
-        mode="inference",
-        dtype="float32",
-        batch_size=32,
+        key=CaseKey.parse(KEY),
         device="cpu(0)",
-        device_kind="cpu",
         hardware=HW,
-        status=status,
-        measurement=None if rate is None else {"images_per_sec": rate, "rel_iqr": rel_iqr},
+        status=Status(status),
+        measurement=None if rate is None else measurement_of(rate, rel_iqr),
         attempts=attempts if attempts is not None else ([] if rate is None else [rate]),
         threads=threads if threads is not None else {"omp_threads": 1},
         software=software if software is not None else {"mxnet": "1.9.1", "numpy": "1.23.5"},
@@ -70,7 +58,7 @@ def baseline(
     distance: int | None = 3,
     how: str = "nearest ancestor",
     **case: Any,
-) -> dict[str, Any]:
+) -> BaselineRef:
     record = {
         "images_per_sec": rate,
         "rel_iqr": rel_iqr,
@@ -80,13 +68,15 @@ def baseline(
         "environment": {"OMP_NUM_THREADS": "1"},
         **case,
     }
-    return {
-        "case": record,
-        "commit": {"sha": BASE_SHA, "date": "2024-05-06T07:08:09+00:00"},
-        "distance": distance,
-        "how": how,
-        "file": f"{HW}/{BASE_SHA}.json",
-    }
+    return BaselineRef.from_dict(
+        {
+            "case": record,
+            "commit": {"sha": BASE_SHA, "date": "2024-05-06T07:08:09+00:00"},
+            "distance": distance,
+            "how": how,
+            "file": f"{HW}/{BASE_SHA}.json",
+        }
+    )
 
 
 def expect(rate: float, tolerance: float | None = None, hardware: str = "cpu-*") -> Expectation:
@@ -319,11 +309,11 @@ def test_verdict_as_dict() -> None:
 
 
 def test_noise_of() -> None:
-    assert noise_of(result(rel_iqr=0.03), None) == 0.03
-    assert noise_of(result(rel_iqr=0.03), baseline(rel_iqr=0.05)["case"]) == 0.05
-    runs = baseline(runs=[95.0, 105.0, 100.0, 0.0])["case"]  # zero runs ignored
+    assert noise_of(result(rel_iqr=0.03), None) == pytest.approx(0.03)
+    assert noise_of(result(rel_iqr=0.03), baseline(rel_iqr=0.05)) == 0.05
+    runs = baseline(runs=[95.0, 105.0, 100.0, 0.0])  # zero runs ignored
     assert noise_of(result(rel_iqr=0.0), runs) == pytest.approx(0.05)  # half the 10% range
-    assert noise_of(result(rel_iqr=0.0), baseline(runs=[100.0])["case"]) == 0.01  # one run: no range
+    assert noise_of(result(rel_iqr=0.0), baseline(runs=[100.0])) == 0.01  # one run: no range
 
 
 def test_diff_stack() -> None:
@@ -339,8 +329,8 @@ def test_diff_stack() -> None:
 
 def test_case_result_round_trip() -> None:
     r = result(80.0, attempts=[70.0, 80.0])
-    r.verdict = judge(r, baseline(100.0), [], DEFAULT).as_dict()
+    r.verdict = judge(r, baseline(100.0), [], DEFAULT)
     assert CaseResult.from_dict({**r.as_dict(), "unknown": 1}) == r
-    assert r.images_per_sec == 80.0 and r.rel_iqr == 0.01
+    assert r.images_per_sec == 80.0 and r.rel_iqr == pytest.approx(0.01)
     assert result(None, status="oom").images_per_sec is None
     assert result(None, status="oom").rel_iqr == 0.0

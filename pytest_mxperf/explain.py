@@ -1,0 +1,128 @@
+"""The message a user reads for a verdict: short at the top (case, change, threshold), the
+evidence below (attempts, what changed). Written from a decided `Verdict`, never deciding."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pytest_mxperf.markers import Expectation
+from pytest_mxperf.records import CaseResult, Outcome, Verdict
+from pytest_mxperf.resolution import BaselineRef
+from pytest_mxperf.verdict import Policy, decide, failed_expectation
+
+
+def fmt_rate(rate: float | None) -> str:
+    return "OOM" if rate is None else f"{rate:.1f} img/s"
+
+
+def diff_stack(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """What changed between two software/environment records, as ``name: old -> new``."""
+    lines = []
+    for name in sorted(set(old) | set(new)):
+        a, b = old.get(name), new.get(name)
+        if a != b:
+            lines.append(f"{name}: {'unset' if a is None else a} -> {'unset' if b is None else b}")
+    return lines
+
+
+def what_changed(result: CaseResult, ref: BaselineRef) -> list[str]:
+    """Software, environment and thread differences between the baseline and this run."""
+    base = ref.case
+    changed = diff_stack(base.software, result.software) + diff_stack(
+        base.environment, result.environment
+    )
+    if base.threads != result.threads:
+        changed += diff_stack(base.threads, result.threads)
+    return changed
+
+
+def where(ref: BaselineRef, hardware: str) -> str:
+    """``baseline commit <sha> (<date>, N commit(s) before HEAD) on <hardware>``."""
+    commit = ref.commit
+    between = (
+        f"{ref.distance} commit(s) before HEAD"
+        if ref.distance is not None
+        else f"chosen as {ref.how or 'newest by date'}"
+    )
+    return (
+        f"baseline commit {str(commit.get('sha', '?'))[:10]} "
+        f"({commit.get('date', 'unknown date')}, {between}) on {hardware}"
+    )
+
+
+def explain(
+    result: CaseResult,
+    verdict: Verdict,
+    ref: BaselineRef | None,
+    expectations: Sequence[Expectation],
+    policy: Policy,
+    elsewhere: Sequence[str] = (),
+) -> str:
+    """The message of ``verdict`` for ``result``."""
+    key, rate, out = str(result.key), result.images_per_sec, verdict.outcome
+    if out in (Outcome.NAN, Outcome.ERROR):
+        return f"{key}: {result.error}"
+    if rate is None:  # out of memory
+        if out == Outcome.REGRESSED and ref is not None:
+            return (
+                f"{key}: out of memory at batch size {result.batch_size}, the baseline measured "
+                f"{fmt_rate(ref.case.images_per_sec)}; {where(ref, result.hardware)}"
+            )
+        return f"{key}: out of memory at batch size {result.batch_size}"
+    if out == Outcome.BELOW:
+        exp = failed_expectation(rate, expectations, policy)
+        assert exp is not None
+        tol = policy.tolerance if exp.tolerance is None else exp.tolerance
+        return (
+            f"{key}: measured {fmt_rate(rate)} is below the expected "
+            f"{fmt_rate(exp.images_per_sec)} (tolerance {tol:.0%}, floor "
+            f"{fmt_rate(exp.floor(policy.tolerance))}) on hardware {result.hardware} "
+            f"(marker hardware={exp.hardware!r})"
+        )
+    if ref is None:
+        msg = f"{key}: no baseline for hardware {result.hardware}"
+        if elsewhere:
+            msg += f" (stored for: {', '.join(sorted(elsewhere))}; see --mxperf-machine)"
+        return msg
+    if ref.case.images_per_sec is None:
+        return (
+            f"{key}: runs now ({fmt_rate(rate)}); the baseline ran out of memory; "
+            f"{where(ref, result.hardware)}"
+        )
+    assert verdict.change is not None and verdict.threshold is not None
+    head = (
+        f"{key}: {fmt_rate(rate)} vs baseline {fmt_rate(ref.case.images_per_sec)} "
+        f"({verdict.change:+.1%}), tolerance {verdict.threshold:.1%} "
+        f"(noise {verdict.noise or 0:.1%})"
+    )
+    if out == Outcome.UNSTABLE:
+        return (
+            f"{head}: too noisy to judge (block spread {result.rel_iqr:.1%}); "
+            f"{where(ref, result.hardware)}"
+        )
+    if out == Outcome.REGRESSED:
+        lines = [f"{head}; {where(ref, result.hardware)}"]
+        if len(result.attempts) > 1:
+            tries = ", ".join(f"{a:.1f}" for a in result.attempts)
+            lines.append(f"measured {len(result.attempts)} times (img/s: {tries}); judged the best")
+        changed = what_changed(result, ref)
+        lines.append(
+            "changed since the baseline: " + ("; ".join(changed) if changed else "nothing recorded")
+        )
+        return "\n".join(lines)
+    if out == Outcome.IMPROVED:
+        return f"{head}: faster than the baseline; run with --mxperf-update to store it"
+    return head
+
+
+def judge(
+    result: CaseResult,
+    ref: BaselineRef | None,
+    expectations: Sequence[Expectation],
+    policy: Policy,
+    elsewhere: Sequence[str] = (),
+) -> Verdict:
+    """Decide, then explain: the verdict with its message."""
+    verdict = decide(result, ref, expectations, policy)
+    return verdict.explained(explain(result, verdict, ref, expectations, policy, elsewhere))

@@ -1,0 +1,185 @@
+"""Steps on synthetic device-resident data for Gluon blocks and Symbols, benchmark_score style.
+
+Part of the MXNet back end: every function takes the imported ``mx`` module, so nothing here
+imports MXNet by itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+from pytest_mxperf.protocol import Prepared, PrepareSpec
+
+
+@contextlib.contextmanager
+def warnings_quiet() -> Iterator[None]:
+    """MXNet warns about harmless label-shape mismatches on bind; keep -W error runs clean."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        yield
+
+
+def is_nd(value: Any) -> bool:
+    return hasattr(value, "asnumpy") and hasattr(value, "wait_to_read")
+
+
+def outputs(out: Any) -> list[Any]:
+    """The arrays of a model output, flattened out of nested lists and tuples."""
+    if out is None:
+        return []
+    if isinstance(out, (list, tuple)):
+        return [o for item in out for o in outputs(item)]
+    return [out]
+
+
+def finite_message(label: str, arrays: list[Any]) -> str | None:
+    """``None`` when every value is finite, else what is wrong (NaN/inf count)."""
+    import numpy as np
+
+    for arr in arrays:
+        values = arr.asnumpy() if hasattr(arr, "asnumpy") else np.asarray(arr)
+        if not np.isfinite(values.astype("float64")).all():
+            bad = int((~np.isfinite(values.astype("float64"))).sum())
+            return f"{label} contains NaN/inf ({bad} of {values.size} values)"
+    return None
+
+
+def _data(mx: Any, shape: tuple[int, ...], ctx: Any, dtype: str) -> Any:
+    return mx.nd.random.uniform(-1, 1, shape=shape, ctx=ctx).astype(dtype)
+
+
+def _labels(mx: Any, batch: int, classes: int, ctx: Any, dtype: str) -> Any:
+    import numpy as np
+
+    rng = np.random.RandomState(0)
+    return mx.nd.array(rng.randint(0, classes, size=(batch,)), ctx=ctx, dtype=dtype)
+
+
+def optimizer_params(spec: PrepareSpec) -> dict[str, Any] | None:
+    """SGD defaults as in train_imagenet (lr 0.01, momentum 0.9 for sgd/nag); an Optimizer
+    instance carries its own settings."""
+    if not isinstance(spec.optimizer, str):
+        return None
+    merged: dict[str, Any] = {"learning_rate": 0.01}
+    if spec.optimizer.lower() in ("sgd", "nag"):
+        merged["momentum"] = 0.9
+    if spec.dtype == "float16":
+        merged["multi_precision"] = True  # fp32 master weights, as train_imagenet does
+    merged.update(spec.optimizer_params or {})
+    return merged
+
+
+def prepare_gluon(mx: Any, net: Any, spec: PrepareSpec) -> Prepared:
+    """A Gluon block: initialized with Xavier(magnitude=2) where needed, hybridized with static
+    allocation when it is a HybridBlock, on one batch of random data resident on the device."""
+    autograd = mx.autograd
+    ctx, batch = spec.ctx, spec.batch_size
+    params = net.collect_params()
+    for p in params.values():
+        try:
+            p.list_ctx()
+        except RuntimeError:  # not initialized yet
+            p.initialize(ctx=ctx, default_init=mx.init.Xavier(magnitude=2))
+    params.reset_ctx(ctx)
+    if spec.dtype != "float32":
+        net.cast(spec.dtype)
+    x = _data(mx, (batch, *spec.input_shape), ctx, spec.dtype)
+    hybrid = spec.hybridize and isinstance(net, mx.gluon.HybridBlock)
+    if hybrid:
+        net.hybridize(static_alloc=True, static_shape=True)
+    last: dict[str, Any] = {}
+    info = {
+        "form": "gluon-hybrid" if hybrid else "gluon-imperative",
+        "input": [batch, *spec.input_shape],
+    }
+
+    if spec.mode == "inference":
+
+        def infer() -> None:
+            last["out"] = net(x)
+
+        def check() -> str | None:
+            return finite_message("model output", outputs(last.get("out")))
+
+        return Prepared(infer, batch, check, info=info)
+
+    out = net(x)  # deferred init + output shape for the labels
+    classes = spec.num_classes or int(outputs(out)[0].shape[-1])
+    y = _labels(mx, batch, classes, ctx, spec.dtype)
+    loss_fn = spec.loss or mx.gluon.loss.SoftmaxCrossEntropyLoss()
+    trainer = None
+    if spec.mode == "training":
+        trainer = mx.gluon.Trainer(params, spec.optimizer, optimizer_params(spec), kvstore=None)
+
+    def train() -> None:
+        with autograd.record():
+            out = net(x)
+            value = loss_fn(out, y)
+        value.backward()
+        if trainer is not None:
+            trainer.step(batch)
+        last["out"], last["loss"] = out, value
+
+    def check_train() -> str | None:
+        return finite_message("training loss", [last["loss"]]) or finite_message(
+            "model output", outputs(last.get("out"))
+        )
+
+    return Prepared(train, batch, check_train, info=info)
+
+
+def prepare_symbol(mx: Any, sym: Any, spec: PrepareSpec) -> Prepared:
+    """Bind like benchmark_score: a Module, Xavier(magnitude=2) params, data on the device."""
+    ctx, batch, shape, data_name = spec.ctx, spec.batch_size, spec.input_shape, spec.data_name
+    args = sym.list_arguments()
+    if data_name not in args:
+        raise ValueError(f"the symbol has no input named {data_name!r} (arguments: {args[:5]})")
+    labels = [a for a in args if a.endswith("_label")]
+    training = spec.mode != "inference"
+    if training and not labels:
+        sym = mx.sym.SoftmaxOutput(sym, name="softmax")  # a loss head to train against
+        labels = ["softmax_label"]
+    data_desc = mx.io.DataDesc(data_name, (batch, *shape), dtype=spec.dtype)
+    _, out_shapes, _ = sym.infer_shape(**{data_name: (batch, *shape)})
+    classes = int(out_shapes[0][-1]) if out_shapes and out_shapes[0] else 1
+    mod = mx.mod.Module(symbol=sym, context=ctx, data_names=[data_name], label_names=labels or None)
+    label_shapes = [(name, (batch,)) for name in labels] if labels else None
+    with warnings_quiet():
+        mod.bind(
+            data_shapes=[data_desc],
+            label_shapes=label_shapes,
+            for_training=training,
+            inputs_need_grad=False,
+        )
+        mod.init_params(initializer=mx.init.Xavier(magnitude=2.0))
+    if spec.mode == "training":
+        mod.init_optimizer(
+            kvstore=None, optimizer=spec.optimizer, optimizer_params=optimizer_params(spec)
+        )
+    data = [_data(mx, (batch, *shape), ctx, spec.dtype)]
+    label = [_labels(mx, batch, classes, ctx, "float32") for _ in labels]
+    db = mx.io.DataBatch(data, label)
+    info = {"form": "symbol-module", "input": [batch, *shape]}
+
+    if spec.mode == "inference":
+
+        def step() -> None:
+            mod.forward(db, is_train=False)
+    elif spec.mode == "training":
+
+        def step() -> None:
+            mod.forward(db, is_train=True)
+            mod.backward()
+            mod.update()
+    else:
+
+        def step() -> None:
+            mod.forward_backward(db)
+
+    def check() -> str | None:
+        return finite_message("model output", mod.get_outputs())
+
+    return Prepared(step, batch, check, info=info)

@@ -1,0 +1,108 @@
+"""What a measuring back end is: the `Backend` protocol, the `PrepareSpec` it is handed and the
+`Prepared` step it returns. The MXNet back end and the fake one both satisfy it (checked by mypy).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, Protocol
+
+from pytest_mxperf.records import DTYPES, MODES
+
+_OOM_PATTERNS = (
+    "out of memory",
+    "bad_alloc",
+    "memory allocation failed",
+    "cudamalloc",
+    "failed to allocate cpu memory",
+)
+
+
+def looks_like_oom(exc: BaseException, error_type: type[BaseException]) -> bool:
+    """Whether ``exc`` is an out-of-memory failure (a result, as in the published tables)."""
+    if isinstance(exc, MemoryError):
+        return True
+    text = str(exc).lower()
+    return isinstance(exc, error_type) and any(p in text for p in _OOM_PATTERNS)
+
+
+@dataclass
+class Prepared:
+    """A ready-to-time step and what the engine needs to know about it."""
+
+    step: Callable[[], object]
+    items_per_step: int
+    check: Callable[[], str | None] = lambda: None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PrepareSpec:
+    """Everything a back end needs to turn a model into a timed step, besides the model."""
+
+    mode: str
+    batch_size: int
+    ctx: Any
+    dtype: str = "float32"
+    input_shape: tuple[int, ...] = (3, 224, 224)
+    items_per_call: int | None = None
+    loss: Any = None
+    optimizer: Any = "sgd"
+    optimizer_params: dict[str, Any] | None = None
+    num_classes: int | None = None
+    data_name: str = "data"
+    hybridize: bool = True
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"unknown mode {self.mode!r}; choose from {', '.join(MODES)}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be {' or '.join(DTYPES)}, got {self.dtype!r}")
+
+    @classmethod
+    def from_options(
+        cls, *, mode: str, batch_size: int, ctx: Any, dtype: str, options: dict[str, Any]
+    ) -> PrepareSpec:
+        """Build a spec from the keyword options of ``mxperf.inference(...)`` and friends;
+        an unknown option is a `TypeError` naming it (a typo never passes silently)."""
+        names = {f.name for f in fields(cls)} - {"mode", "batch_size", "ctx", "dtype"}
+        unknown = sorted(set(options) - names)
+        if unknown:
+            raise TypeError(
+                f"unknown option(s) {', '.join(unknown)}; allowed: "
+                f"model, name, ctx, dtype, {', '.join(sorted(names))}"
+            )
+        values = dict(options)
+        if "input_shape" in values:
+            values["input_shape"] = tuple(values["input_shape"])
+        return cls(mode=mode, batch_size=batch_size, ctx=ctx, dtype=dtype, **values)
+
+
+class Backend(Protocol):
+    """A measuring back end: devices, sync and clock, and models turned into timed steps."""
+
+    def clock(self) -> float:
+        """A monotonic clock in seconds."""
+        ...
+
+    def sync(self) -> None:
+        """Wait until the device has finished all queued work (``mx.nd.waitall``)."""
+        ...
+
+    def num_gpus(self) -> int: ...
+
+    def context(self, kind: str, index: int = 0) -> Any: ...
+
+    def describe(self, ctx: Any) -> tuple[str, int]:
+        """``(device kind, device index)`` of a context."""
+        ...
+
+    def is_oom(self, exc: BaseException) -> bool: ...
+
+    def software(self) -> dict[str, Any]:
+        """Versions of the stack the numbers depend on (recorded, not keyed)."""
+        ...
+
+    def prepare(self, model: Any, spec: PrepareSpec) -> Prepared:
+        """Turn ``model`` into a step on synthetic device-resident data."""
+        ...

@@ -1,0 +1,219 @@
+"""The typed records of a run: case keys, statuses, verdicts and case results.
+
+Dicts appear only where data leaves the process (``user_properties``, JSON, baseline files,
+``workerinput``): every record here has ``as_dict``/``from_dict`` for that edge and is typed
+everywhere else.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from pytest_mxperf.measure import Measurement
+from pytest_mxperf.options import DEVICE_KINDS
+
+MODES = ("inference", "training", "forward_backward")
+DTYPES = ("float32", "float16")
+__all__ = [
+    "DEVICE_KINDS",
+    "DTYPES",
+    "MODES",
+    "CaseKey",
+    "CaseResult",
+    "Outcome",
+    "Status",
+    "Verdict",
+]
+
+
+class Status(str, enum.Enum):
+    """How a case's measurement ended."""
+
+    OK = "ok"
+    OOM = "oom"
+    NAN = "nan"
+    ERROR = "error"
+
+
+class Outcome(str, enum.Enum):
+    """The verdict on a case (the ``verdict`` column)."""
+
+    PASS = "pass"
+    IMPROVED = "improved"
+    REGRESSED = "regressed"
+    UNSTABLE = "unstable"
+    NEW = "new"
+    BELOW = "below expectation"
+    OOM = "oom"
+    NAN = "nan"
+    ERROR = "error"
+
+
+@dataclass(frozen=True, order=True)
+class CaseKey:
+    """The stable identity of a case: never the pytest node id, which changes with parametrize
+    ids, file moves and xdist. ``side`` (a paired run's ``rev``/``head``) and ``world_size``
+    (data-parallel ranks or devices) are reserved for the paired and scaling modes."""
+
+    model: str
+    mode: str
+    dtype: str
+    batch_size: int
+    device_kind: str
+    name: str | None = None
+    world_size: int | None = None
+    side: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.model or "/" in self.model:
+            raise ValueError(f"a model label must be non-empty and hold no '/': {self.model!r}")
+        if self.name is not None and (not self.name or "/" in self.name):
+            raise ValueError(f"a case name must be non-empty and hold no '/': {self.name!r}")
+
+    def __str__(self) -> str:
+        parts = [self.model, self.mode, self.dtype, f"bs{self.batch_size}", self.device_kind]
+        if self.world_size is not None:
+            parts.append(f"x{self.world_size}")
+        if self.name:
+            parts.append(self.name)
+        return "/".join(parts)
+
+    @property
+    def label(self) -> str:
+        """The model label with the extra name, as tables show it."""
+        return self.model + (f" [{self.name}]" if self.name else "")
+
+    @classmethod
+    def parse(cls, text: str) -> CaseKey:
+        """The inverse of ``str(key)`` (without ``side``, which never reaches a stored key)."""
+        parts = text.split("/")
+        if len(parts) < 5 or not parts[3].startswith("bs") or not parts[3][2:].isdigit():
+            raise ValueError(f"not a case key: {text!r} (model/mode/dtype/bsN/device[/...])")
+        world: int | None = None
+        rest = parts[5:]
+        if rest and rest[0].startswith("x") and rest[0][1:].isdigit():
+            world, rest = int(rest[0][1:]), rest[1:]
+        if len(rest) > 1:
+            raise ValueError(f"not a case key: {text!r} (too many parts)")
+        return cls(
+            model=parts[0],
+            mode=parts[1],
+            dtype=parts[2],
+            batch_size=int(parts[3][2:]),
+            device_kind=parts[4],
+            name=rest[0] if rest else None,
+            world_size=world,
+        )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The decision on a case (numbers) and, once explained, the message a user reads."""
+
+    outcome: Outcome
+    failed: bool
+    message: str = ""
+    change: float | None = None
+    threshold: float | None = None
+    noise: float | None = None
+    baseline_images_per_sec: float | None = None
+    baseline_commit: str | None = None
+    expected: float | None = None
+
+    @property
+    def status(self) -> str:
+        """The outcome's text, as shown in tables and JSON."""
+        return self.outcome.value
+
+    def explained(self, message: str) -> Verdict:
+        return replace(self, message=message)
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["outcome"] = self.outcome.value
+        data["status"] = self.outcome.value  # the field name JSON readers know
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Verdict:
+        names = set(cls.__dataclass_fields__)
+        kwargs = {k: v for k, v in data.items() if k in names}
+        kwargs["outcome"] = Outcome(data.get("outcome", data.get("status")))
+        return cls(**kwargs)
+
+
+@dataclass
+class CaseResult:
+    """One measured case, as it travels on ``user_properties`` and into JSON and baselines."""
+
+    key: CaseKey
+    device: str
+    hardware: str
+    status: Status = Status.OK
+    measurement: Measurement | None = None
+    attempts: list[float] = field(default_factory=list)
+    threads: dict[str, Any] = field(default_factory=dict)
+    software: dict[str, Any] = field(default_factory=dict)
+    environment: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    nodeid: str = ""
+    #: Wall-clock (start, end) of the time this case held its device: build, warm-up, blocks.
+    window: list[float] = field(default_factory=list)
+    #: The xdist worker that measured the case (None in a serial run).
+    worker: str | None = None
+    verdict: Verdict | None = None
+
+    # the key's parts, as the tables and grids read them
+    @property
+    def model(self) -> str:
+        return self.key.model
+
+    @property
+    def mode(self) -> str:
+        return self.key.mode
+
+    @property
+    def dtype(self) -> str:
+        return self.key.dtype
+
+    @property
+    def batch_size(self) -> int:
+        return self.key.batch_size
+
+    @property
+    def device_kind(self) -> str:
+        return self.key.device_kind
+
+    @property
+    def images_per_sec(self) -> float | None:
+        """Median images/sec over the timed blocks (None for OOM/NaN/error)."""
+        return None if self.measurement is None else self.measurement.items_per_sec
+
+    @property
+    def rel_iqr(self) -> float:
+        return 0.0 if self.measurement is None else self.measurement.rel_iqr
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["key"] = str(self.key)
+        data["status"] = self.status.value
+        data["model"], data["mode"], data["dtype"] = self.model, self.mode, self.dtype
+        data["batch_size"], data["device_kind"] = self.batch_size, self.device_kind
+        data["name"] = self.key.name
+        data["measurement"] = None if self.measurement is None else self.measurement.as_dict()
+        data["verdict"] = None if self.verdict is None else self.verdict.as_dict()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CaseResult:
+        names = set(cls.__dataclass_fields__)
+        kwargs = {k: v for k, v in data.items() if k in names}
+        kwargs["key"] = CaseKey.parse(str(data["key"]))
+        kwargs["status"] = Status(data.get("status", "ok"))
+        m = data.get("measurement")
+        kwargs["measurement"] = None if m is None else Measurement.from_dict(m)
+        v = data.get("verdict")
+        kwargs["verdict"] = None if v is None else Verdict.from_dict(v)
+        return cls(**kwargs)

@@ -1,0 +1,94 @@
+"""Run facts computed once per run (on the xdist controller) and shipped to every worker."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import tempfile
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_mxperf import fingerprint, gitinfo
+from pytest_mxperf.gitinfo import CommitInfo
+from pytest_mxperf.options import Settings
+from pytest_mxperf.resolution import BaselineRef, Resolution, resolve
+
+
+@dataclass
+class RunInfo:
+    """What every process of a run must agree on: commit, hardware, baselines in use."""
+
+    run_id: str
+    started: str
+    rootdir: str
+    baseline_root: str
+    commit: CommitInfo
+    cpu_key: str
+    #: The machine name in force (``--mxperf-machine``, or a ``pytest_mxperf_hardware_key``
+    #: hook), replacing the detected CPU key; None to use detection.
+    machine: str | None
+    gpus: list[dict[str, str]]
+    baselines: Resolution
+    lock_dir: str
+
+    def as_dict(self) -> dict[str, Any]:
+        data = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        data["commit"] = self.commit.as_dict()
+        data["baselines"] = self.baselines.as_dict()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunInfo:
+        kwargs = {k: data[k] for k in cls.__dataclass_fields__}
+        kwargs["commit"] = CommitInfo.from_dict(data["commit"])
+        kwargs["baselines"] = Resolution.from_dict(data["baselines"])
+        return cls(**kwargs)
+
+    @classmethod
+    def detect(
+        cls,
+        settings: Settings,
+        rootdir: Path,
+        env: Mapping[str, str],
+        machine: str | None = None,
+    ) -> RunInfo:
+        root = Path(settings.baseline_dir)
+        if not root.is_absolute():
+            root = rootdir / root
+        commit = gitinfo.detect(rootdir, env, exclude=(str(root),))
+        explicit = None
+        if settings.compare:
+            explicit = gitinfo.rev_parse(commit.repo_root, settings.compare) or settings.compare
+        ancestors = gitinfo.ancestry(commit.repo_root, commit.sha)
+        resolution = resolve(
+            root,
+            ancestors,
+            shallow=commit.shallow,
+            explicit=explicit,
+            explicit_label=settings.compare,
+        )
+        run_id = uuid.uuid4().hex[:12]
+        return cls(
+            run_id=run_id,
+            started=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            rootdir=str(rootdir),
+            baseline_root=str(root),
+            commit=commit,
+            cpu_key=fingerprint.cpu_key(),
+            machine=machine,
+            gpus=fingerprint.visible_gpus(env),
+            baselines=resolution,
+            lock_dir=os.path.join(tempfile.gettempdir(), f"pytest-mxperf-{run_id}"),
+        )
+
+    def hardware_for(self, kind: str, gpu_index: int) -> str:
+        name = None
+        if kind == "gpu" and self.gpus:
+            name = self.gpus[gpu_index % len(self.gpus)]["name"]
+        return fingerprint.hardware_key(kind, machine=self.machine, cpu=self.cpu_key, gpu_name=name)
+
+    def baseline_for(self, hardware: str, key: str) -> BaselineRef | None:
+        return self.baselines.get(hardware, key)

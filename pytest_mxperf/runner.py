@@ -1,0 +1,82 @@
+"""Prepare, warm up, measure, check: one case, without pytest.
+
+The ``mxperf`` fixture, the scripts and the processes of a paired run all call `run_case`, so a
+case is measured the same way wherever it runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pytest_mxperf.measure import MeasureConfig, Measurement, measure
+from pytest_mxperf.protocol import Backend, PrepareSpec
+from pytest_mxperf.records import Status
+
+#: Exceptions that mean the call itself is wrong (bad arguments), not that the model failed:
+#: they propagate to the test as usage errors.
+USAGE_ERRORS = (TypeError, ValueError, FileNotFoundError)
+
+
+@dataclass
+class CaseRun:
+    """What measuring one case gave: the best attempt, every attempt's img/s, and how it ended."""
+
+    status: Status = Status.OK
+    measurement: Measurement | None = None
+    attempts: list[float] = field(default_factory=list)
+    error: str | None = None
+
+
+def run_case(
+    backend: Backend,
+    model: Any,
+    spec: PrepareSpec,
+    config: MeasureConfig,
+    *,
+    attempts: int = 1,
+    again: Callable[[Measurement], bool] = lambda m: False,
+) -> CaseRun:
+    """Measure ``model`` under ``spec``: up to ``attempts`` times while ``again(best so far)``
+    says so (a suspected regression is re-measured; the best attempt counts, as the baseline
+    was stored as the best of as many), then check the output for NaN/inf.
+
+    Out-of-memory is a result (`Status.OOM`); any other failure of the model is `Status.ERROR`
+    with its message; `USAGE_ERRORS` propagate.
+    """
+    run = CaseRun()
+    prepared = None
+    try:
+        prepared = backend.prepare(model, spec)
+        for i in range(attempts):
+            m = measure(
+                prepared.step,
+                items_per_step=prepared.items_per_step,
+                sync=backend.sync,
+                clock=backend.clock,
+                config=config,
+            )
+            run.attempts.append(m.items_per_sec)
+            if run.measurement is None or m.items_per_sec > run.measurement.items_per_sec:
+                run.measurement = replace(m, extra=dict(prepared.info))
+            if i + 1 < attempts and not again(run.measurement):
+                break
+        problem = prepared.check()
+        if problem:
+            run.status, run.error = Status.NAN, problem
+    except Exception as exc:
+        if backend.is_oom(exc):
+            run.status, run.measurement = Status.OOM, None
+            run.error = str(exc).strip().splitlines()[-1][:300]
+        elif isinstance(exc, USAGE_ERRORS):
+            raise
+        else:
+            run.status, run.measurement = Status.ERROR, None
+            run.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        del prepared  # free the model and its buffers before the next case
+        with contextlib.suppress(Exception):
+            backend.sync()  # surface nothing more from a failed case into the next one
+    return run

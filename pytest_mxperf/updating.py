@@ -1,0 +1,74 @@
+"""``--mxperf-update``: which results may become baselines, and storing them per hardware key."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_mxperf import baselines
+from pytest_mxperf.gitinfo import CommitInfo
+from pytest_mxperf.records import CaseResult, Status
+from pytest_mxperf.verdict import MAX_REL_IQR
+
+
+@dataclass
+class StoreReport:
+    """What an update wrote, what it left out and why, and what failed."""
+
+    written: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def why_not_stored(result: CaseResult) -> str | None:
+    """None when the result may be stored; else the reason it is left out (an error, NaN, or
+    blocks too noisy to be anybody's baseline)."""
+    if result.status not in (Status.OK, Status.OOM):
+        return str(result.status.value)
+    if result.rel_iqr > MAX_REL_IQR:
+        return f"block spread {result.rel_iqr:.0%}, too noisy"
+    return None
+
+
+def baseline_record(result: CaseResult, commit: CommitInfo) -> dict[str, Any]:
+    """What a baseline file keeps of a case: summary, samples, and the stack it ran on."""
+    m = result.measurement
+    return {
+        "model": result.model,
+        "mode": result.mode,
+        "dtype": result.dtype,
+        "batch_size": result.batch_size,
+        "device_kind": result.device_kind,
+        "status": result.status.value,
+        "images_per_sec": result.images_per_sec,
+        "iqr": None if m is None else m.iqr,
+        "rel_iqr": result.rel_iqr,
+        "block_images_per_sec": [] if m is None else m.block_rates,
+        "warmup_steps": None if m is None else m.warmup_steps,
+        "threads": result.threads,
+        "software": result.software,
+        "environment": result.environment,
+        "dirty": bool(commit.dirty),
+    }
+
+
+def store_results(results: Sequence[CaseResult], commit: CommitInfo, root: Path) -> StoreReport:
+    """Store every storable result as the baseline of ``commit``, one file per hardware key."""
+    report = StoreReport()
+    by_hw: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in results:
+        why = why_not_stored(r)
+        if why is not None:
+            report.skipped.append(f"{r.key} ({why})")
+            continue
+        by_hw.setdefault(r.hardware, {})[str(r.key)] = baseline_record(r, commit)
+    for hardware, cases in sorted(by_hw.items()):
+        try:
+            path = baselines.store(root, hardware, commit.as_dict(), cases)
+        except baselines.BaselineError as exc:
+            report.errors.append(f"baseline not written: {exc}")
+            continue
+        report.written.append(f"{path} ({len(cases)} case(s))")
+    return report
