@@ -52,6 +52,12 @@ def _obj(value: Any, where: str) -> dict[str, Any]:
     return dict(value)
 
 
+def _ids(value: Any, where: str) -> tuple[str | None, ...]:
+    if not isinstance(value, list) or not all(v is None or isinstance(v, str) for v in value):
+        raise BaselineError(f"{where}: 'machine_ids' must be a list of strings, got {value!r}")
+    return tuple(value)
+
+
 @dataclass(frozen=True)
 class StoredCase:
     """One case of a baseline file, type-checked at load so a bad field is reported by name
@@ -65,6 +71,8 @@ class StoredCase:
     software: dict[str, Any]
     environment: dict[str, Any]
     dirty: bool
+    #: The anonymous ids of the machines that measured the stored runs (None: not recorded).
+    machine_ids: tuple[str | None, ...]
     record: dict[str, Any] = field(compare=False, repr=False)
 
     @classmethod
@@ -97,6 +105,7 @@ class StoredCase:
             software=_obj(data.get("software"), f"{where}: 'software'"),
             environment=_obj(data.get("environment"), f"{where}: 'environment'"),
             dirty=dirty,
+            machine_ids=_ids(data.get("machine_ids", []), where),
             record=dict(data),
         )
 
@@ -233,11 +242,18 @@ def _with_runs(case: dict[str, Any], previous: dict[str, Any]) -> dict[str, Any]
     software, environment and threads; the stored images/sec is their median (repeated
     updates sample the same quantity), and their spread is the case's between-run noise."""
     same_setup = all(previous.get(k) == case.get(k) for k in ("software", "environment", "threads"))
-    runs = [r for r in previous.get("runs", []) if r is not None] if same_setup else []
-    latest = case.get("images_per_sec")
+    old_runs = list(previous.get("runs", [])) if same_setup else []
+    # machine_ids[i] is the anonymous id of the machine that measured runs[i] (None: unknown).
+    old_ids = list(previous.get("machine_ids", [])) if same_setup else []
+    old_ids = [None] * (len(old_runs) - len(old_ids)) + old_ids[-len(old_runs) :][: len(old_runs)]
+    pairs = [(r, i) for r, i in zip(old_runs, old_ids) if r is not None]
+    latest = case.pop("images_per_sec", None)
+    case["images_per_sec"] = latest
     if latest is not None:
-        runs.append(latest)
-    case["runs"] = runs[-RUNS_KEPT:]
+        pairs.append((latest, case.get("machine_id")))
+    pairs = pairs[-RUNS_KEPT:]
+    case["runs"] = [r for r, _ in pairs]
+    case["machine_ids"] = [i for _, i in pairs]
     if latest is not None and len(case["runs"]) > 1:
         case["last_images_per_sec"] = latest
         case["images_per_sec"] = median(case["runs"])

@@ -73,11 +73,11 @@ def explain(
     if out == Outcome.BELOW:
         exp = failed_expectation(rate, expectations, policy)
         assert exp is not None
-        tol = policy.tolerance if exp.tolerance is None else exp.tolerance
+        tol = policy.floor_tolerance if exp.tolerance is None else exp.tolerance
         return (
             f"{key}: measured {fmt_rate(rate)} is below the expected "
             f"{fmt_rate(exp.images_per_sec)} (tolerance {tol:.0%}, floor "
-            f"{fmt_rate(exp.floor(policy.tolerance))}) on hardware {result.hardware} "
+            f"{fmt_rate(exp.floor(policy.floor_tolerance))}) on hardware {result.hardware} "
             f"(marker hardware={exp.hardware!r})"
         )
     if ref is None:

@@ -7,6 +7,7 @@ GPU cases. Software versions and environment variables are recorded, not keyed.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import re
@@ -131,6 +132,23 @@ def gpu_for_worker(worker_id: str | None, n_visible: int) -> int:
         return int(worker_id[2:]) % n_visible
     except ValueError:
         return 0
+
+
+def machine_id(
+    paths: tuple[str, ...] = ("/etc/machine-id", "/var/lib/dbus/machine-id"),
+) -> str | None:
+    """An anonymous id of this machine (host or VM): a salted hash of the OS machine id, so
+    stored runs can say "measured on another machine" without storing the id, host or user
+    name. None where the OS has no machine id."""
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                raw = fh.read().strip()
+        except OSError:
+            continue
+        if raw:
+            return hashlib.sha256(f"pytest-mxperf:{raw}".encode()).hexdigest()[:12]
+    return None
 
 
 def perf_environment(env: Mapping[str, str]) -> dict[str, str]:

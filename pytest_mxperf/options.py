@@ -65,6 +65,15 @@ def _text(text: str) -> str:
     return text
 
 
+def _on_off(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("on", "true", "1", "yes"):
+        return True
+    if value in ("off", "false", "0", "no"):
+        return False
+    raise ValueError("must be on or off")
+
+
 @dataclass(frozen=True)
 class Spec:
     """One user-settable value: its flag, ini key, env variable, parser, default and help."""
@@ -94,6 +103,8 @@ class Spec:
         if default in (None, ()):
             return self.help
         shown = ",".join(default) if isinstance(default, tuple) else default
+        if isinstance(default, bool):
+            shown = "on" if default else "off"
         return f"{self.help} Default: {shown}."
 
 
@@ -161,9 +172,10 @@ SPECS: tuple[Spec, ...] = (
     Spec(
         "tolerance",
         _fraction,
-        0.20,
-        "Smallest relative throughput drop against the baseline "
-        "that can count as a regression; the case's measured noise can widen it.",
+        0.05,
+        "Smallest relative throughput drop against the stored baseline that can count as a "
+        "regression (twice the case's measured noise widens it); a paired run of the baseline "
+        "commit confirms it before the case fails (see --mxperf-arbitrate).",
         "FRACTION",
     ),
     Spec(
@@ -197,6 +209,65 @@ SPECS: tuple[Spec, ...] = (
         "instead of the nearest ancestor of HEAD.",
         "REV",
     ),
+    Spec(
+        "ab",
+        _text,
+        None,
+        "Paired mode: measure every selected case for the code at this git revision and for "
+        "the working tree, here, in alternating rounds, each side in its own process, and "
+        "judge the pair (no stored baseline involved).",
+        "REV",
+    ),
+    Spec(
+        "rounds",
+        _positive_int,
+        3,
+        "Rounds of a paired run (each round measures both sides once, order alternating); "
+        "more are added, up to --mxperf-max-rounds, while a case is undecided.",
+        "N",
+    ),
+    Spec(
+        "max_rounds",
+        _positive_int,
+        6,
+        "Most rounds a paired run may take for an undecided case.",
+        "N",
+    ),
+    Spec(
+        "min_effect",
+        _fraction,
+        0.05,
+        "Paired verdicts: a slowdown is a regression when it is certain (the confidence "
+        "interval of the ratio lies below 1) and a drop of at least this much is not ruled out.",
+        "FRACTION",
+    ),
+    Spec(
+        "arbitrate",
+        _on_off,
+        True,
+        "on: a case that looks regressed against its stored baseline is measured again paired "
+        "with the baseline commit's code (in a git worktree) before it fails; off: the stored "
+        "figure alone decides.",
+        "on|off",
+    ),
+    Spec(
+        "unconfirmed_tolerance",
+        _fraction,
+        0.20,
+        "Smallest drop that can fail a case when no paired run can confirm it (arbitration "
+        "off, or the baseline commit is not in this clone): sized for noisy shared runners.",
+        "FRACTION",
+    ),
+    Spec(
+        "env_command",
+        _text,
+        None,
+        "Build an environment per revision for paired runs: a command run in a new venv, "
+        "with {python}, {venv} and {wt} (the revision's worktree) substituted, e.g. "
+        "'{python} -m pip install -r {wt}/requirements.txt'. Without it both sides use this "
+        "environment, so a pair compares code only.",
+        "COMMAND",
+    ),
 )
 SPECS_BY_NAME = {spec.name: spec for spec in SPECS}
 #: The one place defaults live; `Settings`, `MeasureConfig` and the help text read them here.
@@ -222,6 +293,15 @@ class Settings:
     baseline_dir: str = DEFAULTS["baseline_dir"]
     machine: str | None = DEFAULTS["machine"]
     compare: str | None = DEFAULTS["compare"]
+    ab: str | None = DEFAULTS["ab"]
+    rounds: int = DEFAULTS["rounds"]
+    max_rounds: int = DEFAULTS["max_rounds"]
+    min_effect: float = DEFAULTS["min_effect"]
+    arbitrate: bool = DEFAULTS["arbitrate"]
+    unconfirmed_tolerance: float = DEFAULTS["unconfirmed_tolerance"]
+    env_command: str | None = DEFAULTS["env_command"]
+    #: Set in the processes of a paired run: write measured cases here instead of judging.
+    side_out: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -271,6 +351,10 @@ def resolve(
     if settings.min_time > settings.max_time:
         raise OptionError(
             f"mxperf: min_time ({settings.min_time}) is larger than max_time ({settings.max_time})"
+        )
+    if settings.rounds > settings.max_rounds:
+        raise OptionError(
+            f"mxperf: rounds ({settings.rounds}) is larger than max_rounds ({settings.max_rounds})"
         )
     return settings
 

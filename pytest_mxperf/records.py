@@ -46,6 +46,9 @@ class Outcome(str, enum.Enum):
     UNSTABLE = "unstable"
     NEW = "new"
     BELOW = "below expectation"
+    #: Looked regressed against a stored figure, but a paired run of the baseline commit's code
+    #: on this machine measured the same: the stored figure does not hold here.
+    MACHINE = "machine"
     OOM = "oom"
     NAN = "nan"
     ERROR = "error"
@@ -121,6 +124,9 @@ class Verdict:
     baseline_images_per_sec: float | None = None
     baseline_commit: str | None = None
     expected: float | None = None
+    #: Paired evidence: the confidence interval of HEAD/REV img/s, and the rounds it rests on.
+    interval: tuple[float, float] | None = None
+    rounds: int | None = None
 
     @property
     def status(self) -> str:
@@ -141,6 +147,9 @@ class Verdict:
         names = set(cls.__dataclass_fields__)
         kwargs = {k: v for k, v in data.items() if k in names}
         kwargs["outcome"] = Outcome(data.get("outcome", data.get("status")))
+        if kwargs.get("interval") is not None:
+            low, high = kwargs["interval"]
+            kwargs["interval"] = (float(low), float(high))
         return cls(**kwargs)
 
 

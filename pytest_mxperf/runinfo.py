@@ -33,6 +33,8 @@ class RunInfo:
     gpus: list[dict[str, str]]
     baselines: Resolution
     lock_dir: str
+    #: Anonymous id of this machine (`fingerprint.machine_id`), stored with every run.
+    machine_id: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         data = {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -82,6 +84,7 @@ class RunInfo:
             gpus=fingerprint.visible_gpus(env),
             baselines=resolution,
             lock_dir=os.path.join(tempfile.gettempdir(), f"pytest-mxperf-{run_id}"),
+            machine_id=fingerprint.machine_id(),
         )
 
     def hardware_for(self, kind: str, gpu_index: int) -> str:

@@ -81,7 +81,10 @@ class MxperfSession:
             self.errors.append("run interrupted: baselines not updated (stored files unchanged)")
         elif s.update:
             self.stored = store_results(
-                self.collected.results, self.run.commit, Path(self.run.baseline_root)
+                self.collected.results,
+                self.run.commit,
+                Path(self.run.baseline_root),
+                self.run.machine_id,
             )
             self.errors += self.stored.errors
         if s.json:

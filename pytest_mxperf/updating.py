@@ -32,7 +32,9 @@ def why_not_stored(result: CaseResult) -> str | None:
     return None
 
 
-def baseline_record(result: CaseResult, commit: CommitInfo) -> dict[str, Any]:
+def baseline_record(
+    result: CaseResult, commit: CommitInfo, machine_id: str | None = None
+) -> dict[str, Any]:
     """What a baseline file keeps of a case: summary, samples, and the stack it ran on."""
     m = result.measurement
     return {
@@ -51,10 +53,13 @@ def baseline_record(result: CaseResult, commit: CommitInfo) -> dict[str, Any]:
         "software": result.software,
         "environment": result.environment,
         "dirty": bool(commit.dirty),
+        "machine_id": machine_id,
     }
 
 
-def store_results(results: Sequence[CaseResult], commit: CommitInfo, root: Path) -> StoreReport:
+def store_results(
+    results: Sequence[CaseResult], commit: CommitInfo, root: Path, machine_id: str | None = None
+) -> StoreReport:
     """Store every storable result as the baseline of ``commit``, one file per hardware key."""
     report = StoreReport()
     by_hw: dict[str, dict[str, dict[str, Any]]] = {}
@@ -63,7 +68,7 @@ def store_results(results: Sequence[CaseResult], commit: CommitInfo, root: Path)
         if why is not None:
             report.skipped.append(f"{r.key} ({why})")
             continue
-        by_hw.setdefault(r.hardware, {})[str(r.key)] = baseline_record(r, commit)
+        by_hw.setdefault(r.hardware, {})[str(r.key)] = baseline_record(r, commit, machine_id)
     for hardware, cases in sorted(by_hw.items()):
         try:
             path = baselines.store(root, hardware, commit.as_dict(), cases)

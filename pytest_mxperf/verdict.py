@@ -28,9 +28,13 @@ MAX_THRESHOLD = 0.5
 
 @dataclass(frozen=True)
 class Policy:
+    """How strict a verdict is. ``tolerance`` is the floor of the threshold against a stored
+    baseline; ``floor_tolerance`` the default tolerance of a marker's expected figure."""
+
     tolerance: float = DEFAULTS["tolerance"]
     strict: bool = False
     update: bool = False
+    floor_tolerance: float = DEFAULTS["unconfirmed_tolerance"]
 
 
 def noise_of(result: CaseResult, ref: BaselineRef | None) -> float:
@@ -69,7 +73,7 @@ def failed_expectation(
     rate: float, expectations: Sequence[Expectation], policy: Policy
 ) -> Expectation | None:
     """The first expectation whose floor the measured rate is below."""
-    return next((e for e in expectations if rate < e.floor(policy.tolerance)), None)
+    return next((e for e in expectations if rate < e.floor(policy.floor_tolerance)), None)
 
 
 def decide(

@@ -54,7 +54,7 @@ def test_store_then_load(tmp_path: Path) -> None:
     assert f.sha == SHA_A
     assert f.date == "2024-01-01T00:00:00+00:00"
     assert {k: c.as_dict() for k, c in f.cases.items()} == {
-        "m/inference/float32/bs1/cpu": {**rec(10.0), "runs": [10.0]}
+        "m/inference/float32/bs1/cpu": {**rec(10.0), "runs": [10.0], "machine_ids": [None]}
     }
 
 
@@ -68,7 +68,11 @@ def test_restore_merges_and_keeps_run_history(tmp_path: Path) -> None:
     assert cases["x"].record["note"] == 16.0  # replaced, not merged field by field
     assert cases["x"].record["runs"] == [12.0, 13.0, 14.0, 15.0, 16.0]
     assert len(cases["x"].record["runs"]) == RUNS_KEPT == 5
-    assert cases["y"].as_dict() == {**rec(20.0), "runs": [20.0]}  # not re-measured: untouched
+    assert cases["y"].as_dict() == {
+        **rec(20.0),
+        "runs": [20.0],
+        "machine_ids": [None],
+    }  # not re-measured: untouched
 
 
 def test_run_history_restarts_when_the_setup_changes(tmp_path: Path) -> None:
@@ -364,3 +368,27 @@ def test_write_json_atomic_creates_the_folder(tmp_path: Path) -> None:
     baselines.write_json_atomic(path, {"b": 1, "a": [1, 2]})
     assert path.read_text() == '{\n  "a": [\n    1,\n    2\n  ],\n  "b": 1\n}\n'
     assert os.listdir(path.parent) == ["f.json"]
+
+
+def test_each_run_keeps_the_anonymous_id_of_its_machine(tmp_path: Path) -> None:
+    store(tmp_path, HW, commit(SHA_A), {"x": rec(10.0, machine_id="m1")})
+    store(tmp_path, HW, commit(SHA_A), {"x": rec(12.0, machine_id="m2")})
+    case = load(tmp_path / HW / f"{SHA_A}.json").cases["x"]
+    assert case.runs == (10.0, 12.0) and case.machine_ids == ("m1", "m2")
+
+
+def test_older_files_without_machine_ids_are_padded(tmp_path: Path) -> None:
+    path = tmp_path / HW / f"{SHA_A}.json"
+    path.parent.mkdir(parents=True)
+    old = {"images_per_sec": 10.0, "runs": [9.0, 10.0, 11.0], "status": "ok"}
+    path.write_text(json.dumps({"schema": 1, "commit": commit(SHA_A), "cases": {"x": old}}))
+    store(tmp_path, HW, commit(SHA_A), {"x": rec(12.0, machine_id="m1")})
+    case = load(path).cases["x"]
+    assert case.runs == (9.0, 10.0, 11.0, 12.0)
+    assert case.machine_ids == (None, None, None, "m1")
+
+
+def test_bad_machine_ids_are_named(tmp_path: Path) -> None:
+    path = write(tmp_path, json.dumps(good(cases={"x": {"images_per_sec": 1, "machine_ids": 3}})))
+    with pytest.raises(BaselineError, match="'machine_ids' must be a list"):
+        load(path)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from pytest_mxperf import fingerprint as fp
@@ -272,3 +274,14 @@ def test_apply_threads() -> None:
     assert env == {"OMP_NUM_THREADS": "3", "MXNET_OMP_MAX_THREADS": "3"}
     got = fp.threads_in_force(env, cpus=16, machine="x86_64")
     assert got["omp_threads"] == 3
+
+
+def test_machine_id_is_an_anonymous_stable_hash(tmp_path: Path) -> None:
+    raw = "0123456789abcdef0123456789abcdef"
+    (tmp_path / "machine-id").write_text(raw + "\n")
+    first = fp.machine_id((str(tmp_path / "missing"), str(tmp_path / "machine-id")))
+    assert first is not None and len(first) == 12 and raw not in first
+    assert first == fp.machine_id((str(tmp_path / "machine-id"),))
+    (tmp_path / "other").write_text("fedcba9876543210fedcba9876543210")
+    assert fp.machine_id((str(tmp_path / "other"),)) != first
+    assert fp.machine_id((str(tmp_path / "missing"),)) is None

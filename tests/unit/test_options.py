@@ -29,7 +29,8 @@ def test_defaults() -> None:
     s = settings()
     assert s == Settings(enabled=True)
     assert s.ctx == ()
-    assert s.tolerance == 0.20
+    assert s.tolerance == 0.05 and s.unconfirmed_tolerance == 0.20
+    assert (s.ab, s.rounds, s.max_rounds, s.min_effect, s.arbitrate) == (None, 3, 6, 0.05, True)
     assert s.min_time == 1.0
     assert s.max_time == 5.0
     assert s.confirm == 2
@@ -179,3 +180,26 @@ def test_settings_round_trip() -> None:
     assert data["ctx"] == ["cpu", "gpu"]
     assert Settings.from_dict(json.loads(json.dumps(data))) == s
     assert Settings.from_dict(Settings().as_dict()) == Settings()
+
+
+@pytest.mark.parametrize(("text", "value"), [("on", True), ("OFF", False), ("0", False)])
+def test_arbitrate_on_off(text: str, value: bool) -> None:
+    s = resolve({"arbitrate": text}, {}, lambda _: None, FLAGS)
+    assert s.arbitrate is value
+
+
+def test_arbitrate_rejects_other_words() -> None:
+    with pytest.raises(OptionError, match="--mxperf-arbitrate: must be on or off"):
+        resolve({"arbitrate": "sometimes"}, {}, lambda _: None, FLAGS)
+
+
+def test_rounds_above_max_rounds_is_refused() -> None:
+    with pytest.raises(OptionError, match="rounds \\(7\\) is larger than max_rounds \\(6\\)"):
+        resolve({"rounds": "7"}, {}, lambda _: None, FLAGS)
+
+
+def test_help_shows_the_spec_default() -> None:
+    from pytest_mxperf.options import SPECS_BY_NAME
+
+    assert SPECS_BY_NAME["tolerance"].full_help.endswith("Default: 0.05.")
+    assert SPECS_BY_NAME["arbitrate"].full_help.endswith("Default: on.")

@@ -258,6 +258,7 @@ def test_baseline_record() -> None:
         "software": {"mxnet": "1.9.1"},
         "environment": {"OMP_NUM_THREADS": "1"},
         "dirty": True,
+        "machine_id": None,
     }
 
 

@@ -20,9 +20,9 @@ OOM, NAN, ERROR = Outcome.OOM, Outcome.NAN, Outcome.ERROR
 HW = "cpu-amd-epyc-2c"
 KEY = "resnet50_v1/inference/float32/bs32/cpu"
 BASE_SHA = "0123456789abcdef0123456789abcdef01234567"
-DEFAULT = Policy(tolerance=0.15)  # explicit: these tests pin their own tolerance
-STRICT = Policy(tolerance=0.15, strict=True)
-UPDATE = Policy(tolerance=0.15, update=True)
+DEFAULT = Policy(tolerance=0.15, floor_tolerance=0.15)  # explicit: pinned tolerances
+STRICT = Policy(tolerance=0.15, strict=True, floor_tolerance=0.15)
+UPDATE = Policy(tolerance=0.15, update=True, floor_tolerance=0.15)
 
 
 def result(
