@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+import importlib.metadata
 import struct
 import sys
 import types
@@ -235,7 +237,7 @@ class Loader:
 def fresh(monkeypatch: pytest.MonkeyPatch, nvidia: Path) -> Loader:
     loader = Loader(broken=("libnccl.so.2",))
     monkeypatch.setattr(cuda, "_done", {})
-    monkeypatch.setattr(cuda.ctypes, "CDLL", loader)
+    monkeypatch.setattr(ctypes, "CDLL", loader)
     monkeypatch.setattr(cuda, "pip_library_dirs", lambda: sorted(nvidia.glob("*/lib")))
     monkeypatch.setattr(cuda, "required_sonames", lambda: cuda.MXNET_CU112_NEEDS)
     monkeypatch.setattr(cuda, "ldconfig_cache", dict)
@@ -247,7 +249,7 @@ def fresh(monkeypatch: pytest.MonkeyPatch, nvidia: Path) -> Loader:
 def test_preload_loads_globally_in_order_and_is_idempotent(fresh: Loader) -> None:
     report = cuda.preload()
     assert report.used == "pip"
-    assert {mode for _, mode in fresh.calls} == {cuda.ctypes.RTLD_GLOBAL}
+    assert {mode for _, mode in fresh.calls} == {ctypes.RTLD_GLOBAL}
     names = [Path(p).name for p, _ in fresh.calls]
     assert [n for n in names if n != "libnccl.so.2"] == [n for n, _ in report.loaded]
     assert report.failed == (("libnccl.so.2", "libnccl.so.2: undefined symbol"),)
@@ -316,9 +318,9 @@ def test_cuda_build_is_read_from_metadata(monkeypatch: pytest.MonkeyPatch) -> No
         seen.append(name)
         if name == "mxnet-cu112":
             return object()
-        raise cuda.importlib.metadata.PackageNotFoundError(name)
+        raise importlib.metadata.PackageNotFoundError(name)
 
-    monkeypatch.setattr(cuda.importlib.metadata, "distribution", distribution)
+    monkeypatch.setattr(importlib.metadata, "distribution", distribution)
     assert cuda.cuda_build() == "mxnet-cu112"
     monkeypatch.setattr(cuda, "CUDA_BUILDS", ("mxnet-cu999",))
     assert cuda.cuda_build() is None

@@ -53,7 +53,8 @@ def outcome() -> dict[str, object]:
 def test_the_wheels_provide_every_cuda_library(outcome: dict[str, object]) -> None:
     assert outcome["used"] in ("pip", "system")
     if outcome["used"] == "pip":
-        assert set(cuda.required_sonames()) <= set(outcome["loaded"])  # type: ignore[arg-type]
+        loaded = outcome["loaded"]
+        assert isinstance(loaded, list) and set(cuda.required_sonames()) <= set(loaded)
         assert outcome["failed"] == []
 
 

@@ -61,7 +61,7 @@ def test_facts_from_nvml() -> None:
         "mxnet_kernels": "sm_70",
     }
     assert [g["mxnet_kernels"] for g in gpus] == ["sm_70", "sm_70", "none"]
-    assert nv.state == {"init": 1, "shutdown": 1}  # type: ignore[attr-defined]
+    assert nv.state == {"init": 1, "shutdown": 1}
 
 
 @pytest.mark.parametrize(
@@ -86,7 +86,7 @@ def test_fingerprint_asks_nvml_first(monkeypatch: pytest.MonkeyPatch) -> None:
     def no_smi(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("nvidia-smi must not run when NVML answers")
 
-    monkeypatch.setattr(fingerprint.subprocess, "run", no_smi)
+    monkeypatch.setattr(subprocess, "run", no_smi)
     gpus = fingerprint.visible_gpus({"CUDA_VISIBLE_DEVICES": "2"})
     assert [(g["name"], g["compute_capability"]) for g in gpus] == [
         ("NVIDIA H100 80GB HBM3", "9.0")
@@ -100,7 +100,7 @@ SMI = "0, GPU-aaaa-1111, Tesla V100-SXM2-16GB\n1, GPU-bbbb-2222, Tesla T4\n"
 def test_falls_back_to_nvidia_smi(monkeypatch: pytest.MonkeyPatch, pynvml: Any) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", pynvml)  # None: `import pynvml` raises ImportError
     monkeypatch.setattr(
-        fingerprint.subprocess,
+        subprocess,
         "run",
         lambda *a, **k: subprocess.CompletedProcess(a, 0, stdout=SMI),
     )
@@ -114,7 +114,7 @@ def test_no_nvml_and_no_nvidia_smi_means_no_gpu(monkeypatch: pytest.MonkeyPatch)
     def missing(*args: Any, **kwargs: Any) -> Any:
         raise FileNotFoundError("nvidia-smi")
 
-    monkeypatch.setattr(fingerprint.subprocess, "run", missing)
+    monkeypatch.setattr(subprocess, "run", missing)
     assert fingerprint.visible_gpus({}) == []
 
 
@@ -126,7 +126,7 @@ def test_a_broken_nvml_call_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
 
     nv.nvmlDeviceGetMemoryInfo = broken  # type: ignore[attr-defined]
     assert nvml.nvml_gpus(nv) is None
-    assert nv.state["shutdown"] == 1  # type: ignore[attr-defined]
+    assert nv.state["shutdown"] == 1
 
 
 @pytest.mark.parametrize(
