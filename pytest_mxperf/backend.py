@@ -10,7 +10,6 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
-import re
 import time
 import warnings
 from pathlib import Path
@@ -26,6 +25,10 @@ class MXNetUnavailable(RuntimeError):
 
 def import_mxnet() -> Any:
     """``import mxnet`` with one clear message instead of a ctypes traceback."""
+    from pytest_mxperf import cuda
+
+    if cuda.cuda_build():  # the CPU build pays one metadata lookup, nothing more
+        cuda.preload()
     try:
         with warnings.catch_warnings():
             # MXNet 1.9's own imports use distutils' LooseVersion; not the user's concern.
@@ -51,13 +54,9 @@ def import_mxnet() -> Any:
 
 
 def _missing_library(exc: BaseException) -> MXNetUnavailable:
-    found = re.search(r"(lib[A-Za-z0-9_+-]+\.so[0-9.]*)", str(exc))
-    lib = found.group(1) if found else str(exc)
-    return MXNetUnavailable(
-        f"MXNet could not load the shared library {lib}. The mxnet-cu112 build needs the NVIDIA "
-        "driver, the CUDA 11.2 runtime, cuDNN 8 and NCCL 2 on the loader path (LD_LIBRARY_PATH); "
-        "on a machine without them install the CPU build: pip install 'pytest-mxperf[cpu]'"
-    )
+    from pytest_mxperf.cuda import explain_import_error
+
+    return MXNetUnavailable(explain_import_error(exc))
 
 
 class MXNetBackend:
