@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from pytest_mxperf import paired
 from pytest_mxperf.markers import Expectation
+from pytest_mxperf.paired import PairedEstimate
 from pytest_mxperf.records import CaseResult, Outcome, Verdict
 from pytest_mxperf.resolution import BaselineRef
 from pytest_mxperf.verdict import Policy, decide, failed_expectation
@@ -126,3 +128,78 @@ def judge(
     """Decide, then explain: the verdict with its message."""
     verdict = decide(result, ref, expectations, policy)
     return verdict.explained(explain(result, verdict, ref, expectations, policy, elsewhere))
+
+
+def pair_summary(estimate: PairedEstimate, rev_label: str, confidence: float) -> str:
+    """``HEAD vs REV: -8.1% (99% interval -10.2% .. -6.0%, 3 rounds)``."""
+    return (
+        f"HEAD vs {rev_label}: {estimate.ratio - 1:+.1%} ({confidence:.0%} interval "
+        f"{estimate.low - 1:+.1%} .. {estimate.high - 1:+.1%}, {estimate.n_rounds} round(s))"
+    )
+
+
+def explain_paired(
+    result: CaseResult,
+    verdict: Verdict,
+    estimate: PairedEstimate | None,
+    rev_label: str,
+    rounds_text: str,
+    min_effect: float,
+    failures: Sequence[str] = (),
+) -> str:
+    """The message of a paired verdict (``--mxperf-ab``)."""
+    key = str(result.key)
+    if estimate is None:
+        if failures:
+            return f"{key}: {rev_label}'s side could not measure it: " + "; ".join(failures)[:800]
+        return f"{key}: not measured at {rev_label} (the case does not exist there)"
+    head = f"{key}: {pair_summary(estimate, rev_label, paired.CONFIDENCE)}"
+    lines = [head, f"img/s per round ({rev_label}/HEAD): {rounds_text}"]
+    out = verdict.outcome
+    if out == Outcome.REGRESSED:
+        lines[0] += f": slower, and a drop of {min_effect:.0%} or more is not ruled out"
+    elif out == Outcome.PASS and estimate.low > 1 - min_effect and estimate.high < 1:
+        lines[0] += f": slower by {1 - estimate.ratio:.1%}, less than the minimum effect"
+    elif out == Outcome.PASS:
+        lines[0] += f": the same within the minimum effect ({min_effect:.0%})"
+    elif out == Outcome.UNSTABLE:
+        lines[0] += (
+            f": too noisy to decide; about {estimate.suggested_rounds} rounds would "
+            f"(--mxperf-rounds)"
+        )
+    elif out == Outcome.IMPROVED:
+        lines[0] += ": faster"
+    return "\n".join(lines)
+
+
+def explain_arbitrated(
+    stored_message: str,
+    verdict: Verdict,
+    estimate: PairedEstimate | None,
+    rev_label: str,
+    rounds_text: str,
+    changed: Sequence[str],
+    other_machine: bool,
+    why_not: str | None = None,
+) -> str:
+    """The message of a stored-baseline verdict after a paired run of the baseline commit."""
+    where = " (the baseline was measured on another machine)" if other_machine else ""
+    if estimate is None:
+        return f"{stored_message}\nnot confirmed by a paired run: {why_not or 'no pair measured'}"
+    pair = pair_summary(estimate, f"baseline commit {rev_label}", paired.CONFIDENCE)
+    rounds = f"img/s per round (baseline commit/HEAD): {rounds_text}"
+    if verdict.outcome == Outcome.MACHINE:
+        return (
+            f"{stored_message.splitlines()[0]}\nbut on this machine {pair}: the code is not "
+            f"slower; the stored figure does not hold here{where}. Store a baseline for this "
+            f"machine with --mxperf-update (or name it with --mxperf-machine)\n{rounds}"
+        )
+    if verdict.outcome == Outcome.UNSTABLE:
+        return f"{stored_message}\na paired run could not confirm it: {pair}\n{rounds}"
+    if estimate.decision != paired.Decision.REGRESSED:
+        return (
+            f"{stored_message}\na paired run in today's environment cleared the code ({pair}), "
+            f"so the drop comes from what changed since the baseline: {'; '.join(changed)} "
+            "(see --mxperf-env-command to pair across environments)"
+        )
+    return f"{stored_message}\nconfirmed by a paired run on this machine: {pair}{where}\n{rounds}"

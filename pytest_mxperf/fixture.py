@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from pytest_mxperf import fingerprint, locks
-from pytest_mxperf.explain import judge
+from pytest_mxperf import fingerprint, locks, pairing
+from pytest_mxperf.explain import explain_arbitrated, explain_paired, judge, what_changed
 from pytest_mxperf.markers import MarkerSpec
 from pytest_mxperf.measure import MeasureConfig, Measurement
-from pytest_mxperf.options import Settings
 from pytest_mxperf.protocol import Backend, PrepareSpec
-from pytest_mxperf.records import CaseKey, CaseResult, Outcome
-from pytest_mxperf.runinfo import RunInfo
+from pytest_mxperf.records import CaseKey, CaseResult, Outcome, Status, Verdict
+from pytest_mxperf.resolution import BaselineRef
 from pytest_mxperf.runner import run_case
-from pytest_mxperf.verdict import Policy, decide
+from pytest_mxperf.session import MxperfSession
+from pytest_mxperf.verdict import Policy, decide, decide_arbitrated, decide_paired
 
 FP16_CPU_REASON = (
     "float16 on CPU: MXNet 1.9 has no float16 GEMM on CPU (benchmark_score skips it too)"
@@ -35,20 +36,19 @@ class MxPerf:
         self,
         *,
         item: pytest.Item,
-        settings: Settings,
-        run: RunInfo,
+        session: MxperfSession,
         backend: Backend,
         marker: MarkerSpec,
         default_ctx: Any,
-        seen: dict[str, str],
     ) -> None:
         self._item = item
-        self._settings = settings
-        self._run = run
+        self._session = session
+        self._settings = session.settings
+        self._run = session.run
         self._backend = backend
         self._marker = marker
         self._default_ctx = default_ctx
-        self._seen = seen
+        self._seen = session.seen
         self.results: list[CaseResult] = []
 
     # public API -------------------------------------------------------------------------------
@@ -127,14 +127,21 @@ class MxPerf:
             nodeid=self._item.nodeid,
             worker=os.environ.get("PYTEST_XDIST_WORKER"),
         )
+        if self._settings.ab:
+            # Paired mode: the side processes measured this case; judge the pair.
+            self._judge_pair(result)
+            self.results.append(result)
+            return result
         with locks.device_lock(self._run.lock_dir, "cpu" if kind == "cpu" else f"gpu{index}"):
             start = time.time()
-            self._measure(result, net, spec)
+            ref = self._measure(result, net, spec)
             result.window = [start, time.time()]
+        if result.verdict is not None and result.verdict.outcome == Outcome.REGRESSED:
+            self._arbitrate(result, ref)  # outside the lock: the sides take it themselves
         self.results.append(result)
         return result
 
-    def _measure(self, result: CaseResult, net: Any, spec: PrepareSpec) -> None:
+    def _measure(self, result: CaseResult, net: Any, spec: PrepareSpec) -> BaselineRef | None:
         settings, run = self._settings, self._run
         result.software = self._backend.software()
         ref = run.baseline_for(result.hardware, str(result.key))
@@ -145,9 +152,13 @@ class MxPerf:
             batch_size=result.batch_size,
             hardware=result.hardware,
         )
-        policy = Policy(
-            tolerance=settings.tolerance, strict=settings.strict, update=settings.update
-        )
+        why_not = None if ref is None else self._session.why_no_pair(ref.commit.get("sha"))
+        # Without a paired run to confirm it, a drop must clear the floor sized for noisy
+        # shared runners; with one, the lower floor lets a quiet machine catch small losses.
+        tolerance = settings.tolerance
+        if why_not is not None:
+            tolerance = max(tolerance, settings.unconfirmed_tolerance)
+        policy = self._policy(tolerance)
 
         def again(best: Measurement) -> bool:
             # Update mode always takes every attempt (the baseline is a best-of-N); otherwise
@@ -167,3 +178,90 @@ class MxPerf:
         result.attempts, result.error = outcome.attempts, outcome.error
         elsewhere = run.baselines.elsewhere(result.hardware, str(result.key))
         result.verdict = judge(result, ref, expectations, policy, elsewhere)
+        if why_not is not None and result.verdict.outcome == Outcome.REGRESSED:
+            note = f"\nnot confirmed by a paired run ({why_not}): judged against the stored figure"
+            result.verdict = result.verdict.explained(result.verdict.message + note)
+        return ref
+
+    def _policy(self, tolerance: float) -> Policy:
+        s = self._settings
+        return Policy(
+            tolerance=tolerance,
+            strict=s.strict,
+            update=s.update,
+            floor_tolerance=s.unconfirmed_tolerance,
+        )
+
+    def _arbitrate(self, result: CaseResult, ref: BaselineRef | None) -> None:
+        """Measure the baseline commit's code paired with HEAD before a stored-baseline
+        regression fails the test (issue: a stored figure from another host is no evidence)."""
+        assert result.verdict is not None
+        sha = None if ref is None else ref.commit.get("sha")
+        if ref is None or not sha or self._session.why_no_pair(sha) is not None:
+            return
+        data = self._session.pairer.run(str(sha)[:10], str(sha), [self._item.nodeid], _quiet)
+        key = str(result.key)
+        estimate = data.estimate(key, self._settings.min_effect)
+        pair = None if estimate is None else decide_paired(estimate, self._policy(0.0))
+        changed = what_changed(result, ref)
+        verdict = decide_arbitrated(result.verdict, pair, bool(changed))
+        ours = self._run.machine_id
+        other = bool(ours) and bool(ref.case.machine_ids) and ours not in ref.case.machine_ids
+        why = "; ".join(data.side_failures(pairing.REV) + data.side_failures(pairing.HEAD))
+        message = explain_arbitrated(
+            result.verdict.message,
+            verdict,
+            estimate,
+            str(sha)[:10],
+            ", ".join(pairing.describe_round(p) for p in data.pairs(key)),
+            changed,
+            other,
+            why_not=why or None,
+        )
+        result.verdict = verdict.explained(message)
+
+    def _judge_pair(self, result: CaseResult) -> None:
+        data = self._session.paired
+        assert data is not None, "paired rounds run before the tests"
+        key, s = str(result.key), self._settings
+        pairs = data.pairs(key)
+        heads = [b for _, b in pairs] or [
+            r[pairing.HEAD].cases[key] for r in data.rounds if key in r[pairing.HEAD].cases
+        ]
+        if not heads:
+            failures = data.side_failures(pairing.HEAD, self._item.nodeid)
+            result.status = Status.ERROR
+            result.error = "HEAD's side did not measure it: " + ("; ".join(failures) or "?")
+            result.verdict = Verdict(Outcome.ERROR, True, f"{key}: {result.error}"[:1500])
+            return
+        ranked = sorted(heads, key=lambda r: r.images_per_sec or 0.0)
+        middle = ranked[len(ranked) // 2]
+        result.status, result.measurement, result.error = (
+            middle.status,
+            middle.measurement,
+            middle.error,
+        )
+        result.software, result.threads = middle.software, middle.threads
+        result.attempts = [h.images_per_sec or 0.0 for h in heads]
+        estimate = data.estimate(key, s.min_effect)
+        verdict = decide_paired(estimate, self._policy(0.0))
+        revs = sorted(a.images_per_sec or 0.0 for a, _ in pairs)
+        if revs:
+            verdict = replace(
+                verdict, baseline_images_per_sec=revs[len(revs) // 2], baseline_commit=data.rev_sha
+            )
+        failures = [] if pairs else data.side_failures(pairing.REV, self._item.nodeid)
+        message = explain_paired(
+            result,
+            verdict,
+            estimate,
+            data.rev_label,
+            ", ".join(pairing.describe_round(p) for p in pairs),
+            s.min_effect,
+            failures,
+        )
+        result.verdict = verdict.explained(message)
+
+
+def _quiet(_: str) -> None:
+    """Arbitration happens inside a test: no progress lines between pytest's own."""

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import sys
+from argparse import SUPPRESS
 from collections.abc import Generator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_mxperf import baselines, fingerprint, options
+from pytest_mxperf import baselines, fingerprint, gitinfo, options
 from pytest_mxperf.markers import MARKER_DOC, MarkerError, MarkerSpec, merge, parse_marker
 from pytest_mxperf.runinfo import RunInfo
 from pytest_mxperf.session import MxperfSession
@@ -48,6 +51,26 @@ class SessionHooks:
         # Runs on the controller for worker reports too: one code path with and without xdist.
         if report.when == "call" and not self.session.is_worker:
             self.session.collect(report.user_properties)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """``--mxperf-ab``: measure both sides of every selected benchmark before the tests
+        run; each test then judges its cases from the pairs."""
+        if not self.session.settings.ab or self.session.is_worker:
+            return
+        nodeids = [item.nodeid for item in session.items if _is_benchmark(item)]
+        if not nodeids:
+            return
+        tr = self.config.pluginmanager.get_plugin("terminalreporter")
+
+        def progress(text: str) -> None:
+            if tr is not None:
+                tr.write_line(f"mxperf: paired run vs {self.session.settings.ab}: {text}")
+
+        self.session.run_ab(nodeids, progress)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.session.collect_error(report.nodeid, report.longreprtext)
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         return self.session.header(_numprocesses(config))
@@ -127,6 +150,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             help=f"{spec.full_help} [env {spec.env}, ini {spec.ini}]",
         )
         parser.addini(spec.ini, spec.full_help, default="")
+    # Internal: set by a paired run on the processes that measure one side (see pairing.py).
+    group.addoption("--mxperf-side-out", dest="mxperf_side_out", default=None, help=SUPPRESS)
+    group.addoption("--mxperf-side-select", dest="mxperf_side_select", default=None, help=SUPPRESS)
 
 
 def _dest(name: str) -> str:
@@ -137,9 +163,24 @@ def _settings(config: pytest.Config) -> options.Settings:
     flags = {flag.name: bool(config.getoption(_dest(flag.name))) for flag in options.FLAGS}
     cli = {spec.name: config.getoption(_dest(spec.name)) for spec in options.SPECS}
     try:
-        return options.resolve(cli, options.environ(), config.getini, flags)
+        settings = options.resolve(cli, options.environ(), config.getini, flags)
     except options.OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
+    side_out = config.getoption("mxperf_side_out")
+    if side_out:
+        # A side of a paired run measures each case once and reports; the controller judges.
+        settings = dataclasses.replace(
+            settings,
+            enabled=True,
+            update=False,
+            strict=False,
+            confirm=0,
+            json=None,
+            ab=None,
+            arbitrate=False,
+            side_out=str(side_out),
+        )
+    return settings
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -168,6 +209,8 @@ def pytest_configure(config: pytest.Config) -> None:
         run = RunInfo.detect(settings, config.rootpath, os.environ, machine)
         if settings.update:
             _check_update_allowed(settings, run)
+        if settings.ab:
+            _check_ab_allowed(config, settings, run)
     if settings.threads is not None:
         if "mxnet" in sys.modules and os.environ.get("OMP_NUM_THREADS") != str(settings.threads):
             config.issue_config_time_warning(
@@ -198,9 +241,29 @@ def _check_update_allowed(settings: options.Settings, run: RunInfo) -> None:
         )
 
 
+def _check_ab_allowed(config: pytest.Config, settings: options.Settings, run: RunInfo) -> None:
+    if settings.update:
+        raise pytest.UsageError(
+            "--mxperf-ab judges two revisions measured now; --mxperf-update stores one run's "
+            "figures: use one at a time"
+        )
+    if _numprocesses(config):
+        raise pytest.UsageError(
+            "--mxperf-ab measures each side in processes of its own, one at a time; drop -n"
+        )
+    if not run.commit.repo_root:
+        raise pytest.UsageError(f"--mxperf-ab {settings.ab}: no git repository here")
+    if gitinfo.rev_parse(run.commit.repo_root, str(settings.ab)) is None:
+        raise pytest.UsageError(
+            f"--mxperf-ab: unknown revision {settings.ab!r} in {run.commit.repo_root} "
+            "(fetch it first, e.g. git fetch origin main)"
+        )
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     state = config.stash.get(STATE_KEY, None)
     if state is not None:
+        state.close()
         del config.stash[STATE_KEY]
         hooks = config.pluginmanager.get_plugin("mxperf-session")
         if hooks is not None:
@@ -229,6 +292,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.stash[MARKER_KEY] = merge(specs)
         if not enabled and _is_benchmark(item):
             item.add_marker(skip)
+    select = config.getoption("mxperf_side_select", None)
+    if select:
+        # A side process runs exactly the node ids the paired run asked for; ids missing at
+        # that revision simply produce no case (its verdict says "new").
+        wanted = set(Path(select).read_text(encoding="utf-8").split("\n"))
+        keep = [item for item in items if item.nodeid in wanted]
+        dropped = [item for item in items if item.nodeid not in wanted]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
 
 
 def _device_kinds(config: pytest.Config) -> tuple[str, ...]:
@@ -312,12 +385,10 @@ def mxperf(request: pytest.FixtureRequest, mxperf_backend: Backend) -> MxPerf:
     item = request.node
     bench = MxPerf(
         item=item,
-        settings=state.settings,
-        run=state.run,
+        session=state,
         backend=mxperf_backend,
         marker=item.stash.get(MARKER_KEY, MarkerSpec()),
         default_ctx=ctx,
-        seen=state.seen,
     )
     item.stash[BENCH_KEY] = bench
     return bench

@@ -9,7 +9,7 @@ from tabulate import tabulate
 
 from pytest_mxperf import fingerprint
 from pytest_mxperf.options import Settings
-from pytest_mxperf.records import CaseResult, Status
+from pytest_mxperf.records import CaseResult, Status, Verdict
 from pytest_mxperf.runinfo import RunInfo
 
 REPORT_SCHEMA = 1
@@ -20,6 +20,15 @@ def _rate(value: float | None) -> str:
     if value is None:
         return "-"
     return f"{value:.1f}" if value < 10_000 else f"{value:.0f}"
+
+
+def _change(v: Verdict | None) -> str:
+    """The change column: ``-8.1%``, or with a paired interval's half-width ``-8.1% ±2.0%``."""
+    if v is None or v.change is None:
+        return "-"
+    if v.interval is None:
+        return f"{v.change:+.1%}"
+    return f"{v.change:+.1%} ±{(v.interval[1] - v.interval[0]) / 2:.1%}"
 
 
 def _cell(result: CaseResult) -> str:
@@ -40,7 +49,6 @@ def render_table(results: Sequence[CaseResult], width: int = 120) -> list[str]:
     rows = []
     for r in sorted(results, key=lambda r: (r.device_kind, r.mode, r.dtype, r.model, r.batch_size)):
         v = r.verdict
-        change = None if v is None else v.change
         rows.append(
             [
                 r.key.label,
@@ -48,7 +56,7 @@ def render_table(results: Sequence[CaseResult], width: int = 120) -> list[str]:
                 r.batch_size,
                 _cell(r),
                 _rate(None if v is None else v.baseline_images_per_sec),
-                "-" if change is None else f"{change:+.1%}",
+                _change(v),
                 "-" if v is None else v.status,
                 MODE_SHORT.get(r.mode, r.mode),
                 r.dtype,
@@ -158,6 +166,14 @@ def header_lines(
         f"({run.baselines.count()} case(s) resolved"
         + (f", compared with {settings.compare}" if settings.compare else "")
         + ")",
+        *(
+            [
+                f"mxperf: paired mode: {settings.ab} vs the working tree, {settings.rounds}"
+                f"-{settings.max_rounds} rounds, minimum effect {settings.min_effect:.0%}"
+            ]
+            if settings.ab
+            else []
+        ),
         f"mxperf: threads {threads['omp_threads']} OpenMP thread(s) ({threads['source']})",
     ]
     if workers and run.gpus:

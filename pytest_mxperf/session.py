@@ -4,12 +4,14 @@ report (with or without xdist), and what happens at the end (store, JSON, summar
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_mxperf import baselines, fingerprint, report
+from pytest_mxperf import baselines, fingerprint, gitinfo, pairing, report
 from pytest_mxperf.options import Settings
+from pytest_mxperf.pairing import PairedData, Pairer
 from pytest_mxperf.records import CaseResult
 from pytest_mxperf.runinfo import RunInfo
 from pytest_mxperf.updating import StoreReport, store_results
@@ -50,6 +52,48 @@ class MxperfSession:
         self.seen: dict[str, str] = {}
         self.errors: list[str] = []
         self.stored = StoreReport()
+        #: ``(node id, last lines of the error)`` of files or tests that could not be collected.
+        self.collect_errors: list[tuple[str, str]] = []
+        #: The rounds of ``--mxperf-ab``, run once the tests are collected.
+        self.paired: PairedData | None = None
+        self._pairer: Pairer | None = None
+
+    @property
+    def pairer(self) -> Pairer:
+        """Paired runs of this session (worktrees made on first use, removed by `close`)."""
+        if self._pairer is None:
+            root = Path(self.run.commit.repo_root or self.run.rootdir)
+            self._pairer = Pairer(self.settings, root, Path(self.run.rootdir))
+        return self._pairer
+
+    def why_no_pair(self, sha: str | None) -> str | None:
+        """None when a case may be arbitrated against commit ``sha``; else why not."""
+        if not self.settings.arbitrate:
+            return "--mxperf-arbitrate is off"
+        if self.settings.update:
+            return "not in update mode"
+        if not sha:
+            return "the baseline names no commit"
+        if not self.run.commit.repo_root:
+            return "no git repository here"
+        if gitinfo.rev_parse(self.run.commit.repo_root, sha) is None:
+            return f"the baseline commit {sha[:10]} is not in this clone (shallow clone?)"
+        return None
+
+    def run_ab(self, nodeids: list[str], progress: Callable[[str], None]) -> None:
+        """Measure ``--mxperf-ab``'s revision and the working tree, paired, before the tests."""
+        rev = self.settings.ab
+        assert rev is not None and self.run.commit.repo_root
+        sha = gitinfo.rev_parse(self.run.commit.repo_root, rev)
+        assert sha is not None  # checked when the run was configured
+        self.paired = self.pairer.run(rev, sha, nodeids, progress)
+
+    def close(self) -> None:
+        if self._pairer is not None:
+            self._pairer.close()
+
+    def collect_error(self, nodeid: str, text: str) -> None:
+        self.collect_errors.append((nodeid, "\n".join(text.strip().splitlines()[-15:])))
 
     def failures(
         self, results: list[CaseResult], properties: list[tuple[str, object]]
@@ -74,6 +118,14 @@ class MxperfSession:
     def finish(self, interrupted: bool) -> bool:
         """Store baselines and write the JSON report; True when the run must fail."""
         s = self.settings
+        if s.side_out:
+            side = {
+                "schema": 1,
+                "cases": [r.as_dict() for r in self.collected.results],
+                "collect_errors": [list(e) for e in self.collect_errors],
+            }
+            baselines.write_json_atomic(Path(s.side_out), side)
+            return False
         self.errors += self.collected.duplicates
         if s.strict:
             self.errors += self.run.baselines.errors
@@ -88,7 +140,9 @@ class MxperfSession:
             )
             self.errors += self.stored.errors
         if s.json:
-            extra = {"errors": self.errors, "crashed": self.collected.crashed}
+            extra: dict[str, Any] = {"errors": self.errors, "crashed": self.collected.crashed}
+            if self.paired is not None:
+                extra["paired"] = pairing.as_dict(self.paired)
             data = report.to_json(self.collected.results, self.run, s.as_dict(), extra)
             baselines.write_json_atomic(Path(s.json), data)
         return bool(self.errors)

@@ -9,11 +9,12 @@ the verdict by `pytest_mxperf.explain`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pytest_mxperf.baselines import StoredCase
 from pytest_mxperf.markers import Expectation
 from pytest_mxperf.options import DEFAULTS
+from pytest_mxperf.paired import Decision, PairedEstimate
 from pytest_mxperf.records import CaseResult, Outcome, Status, Verdict
 from pytest_mxperf.resolution import BaselineRef
 from pytest_mxperf.stats import rel_spread
@@ -127,3 +128,42 @@ def decide(
         baseline_commit=sha,
         expected=expected,
     )
+
+
+def decide_paired(estimate: PairedEstimate | None, policy: Policy) -> Verdict:
+    """The verdict of a paired run from its estimate (None: no round measured both sides)."""
+    if estimate is None:
+        return Verdict(Outcome.NEW, policy.strict)
+    outcome = {
+        Decision.REGRESSED: Outcome.REGRESSED,
+        Decision.IMPROVED: Outcome.IMPROVED,
+        Decision.SAME: Outcome.PASS,
+        Decision.UNKNOWN: Outcome.UNSTABLE,
+    }[estimate.decision]
+    failed = outcome == Outcome.REGRESSED or (outcome == Outcome.UNSTABLE and policy.strict)
+    return Verdict(
+        outcome,
+        failed,
+        change=estimate.ratio - 1,
+        interval=(estimate.low, estimate.high),
+        rounds=estimate.n_rounds,
+    )
+
+
+def decide_arbitrated(stored: Verdict, pair: Verdict | None, environment_changed: bool) -> Verdict:
+    """A stored-baseline regression after a paired run of the baseline commit on this machine:
+    confirmed -> regressed; cleared -> ``machine`` (passes), unless the software or
+    environment changed since the baseline (a pair in today's environment judges code only);
+    undecided -> unstable. Without a pair the stored verdict stands."""
+    if pair is None or pair.outcome == Outcome.NEW:
+        return stored
+    interval, rounds = pair.interval, pair.rounds
+    if pair.outcome == Outcome.REGRESSED or (
+        pair.outcome != Outcome.UNSTABLE and environment_changed
+    ):
+        return replace(stored, interval=interval, rounds=rounds)
+    if pair.outcome == Outcome.UNSTABLE:
+        return replace(
+            stored, outcome=Outcome.UNSTABLE, failed=False, interval=interval, rounds=rounds
+        )
+    return replace(stored, outcome=Outcome.MACHINE, failed=False, interval=interval, rounds=rounds)

@@ -1,0 +1,301 @@
+"""Paired runs, plugin side: measure REV's code and the working tree in alternating rounds, each
+side a pytest process of its own, and turn the pairs into verdicts.
+
+The side processes run the same node ids with ``--mxperf-side-out``; they import this installed
+plugin (put first on ``sys.path``), not a copy from REV's tree, so both sides measure the same
+way and only the repository's code differs (or, with ``--mxperf-env-command``, also REV's
+environment).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest_mxperf
+from pytest_mxperf import envs, paired, sides, worktree
+from pytest_mxperf.options import Settings
+from pytest_mxperf.records import CaseResult
+
+#: Runs pytest in a side process with this installed plugin importable first.
+BOOTSTRAP = (
+    "import sys; sys.path.insert(0, {root!r}); import pytest_mxperf.plugin, pytest; "
+    "sys.exit(pytest.main(sys.argv[1:]))"
+)
+REV, HEAD = "rev", "head"
+#: Per-side measuring time as a share of a plain run's: every case is measured 2 x rounds times.
+SIDE_TIME_SHARE = 0.5
+
+
+@dataclass
+class SideResult:
+    """What one side measured in one round, or why it failed."""
+
+    cases: dict[str, CaseResult] = field(default_factory=dict)
+    collect_errors: list[tuple[str, str]] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass
+class PairedData:
+    """Every round of a paired run: per round, REV's and HEAD's results."""
+
+    rev_label: str
+    rev_sha: str
+    rounds: list[dict[str, SideResult]] = field(default_factory=list)
+
+    def pairs(self, key: str) -> list[tuple[CaseResult, CaseResult]]:
+        """``(REV, HEAD)`` results of ``key`` in the rounds where both sides measured it."""
+        out = []
+        for r in self.rounds:
+            a, b = r[REV].cases.get(key), r[HEAD].cases.get(key)
+            if a is not None and b is not None and a.images_per_sec and b.images_per_sec:
+                out.append((a, b))
+        return out
+
+    def side_failures(self, side: str, nodeid: str | None = None) -> list[str]:
+        """Why a side measured nothing: whole-process failures, and collection errors (of the
+        file of ``nodeid`` when given)."""
+        failures = sorted({e for r in self.rounds if (e := r[side].error)})
+        path = None if nodeid is None else nodeid.split("::")[0]
+        errors = {
+            f"{n}: {t}"
+            for r in self.rounds
+            for n, t in r[side].collect_errors
+            if path is None or n.split("::")[0] == path
+        }
+        return failures + sorted(errors)
+
+    def measured(self, side: str, key: str) -> bool:
+        return any(key in r[side].cases for r in self.rounds)
+
+    def estimate(self, key: str, min_effect: float) -> paired.PairedEstimate | None:
+        pairs = self.pairs(key)
+        if not pairs:
+            return None
+        return paired.estimate(
+            [a.images_per_sec or 0.0 for a, _ in pairs],
+            [b.images_per_sec or 0.0 for _, b in pairs],
+            rev_noise=[a.rel_iqr for a, _ in pairs],
+            head_noise=[b.rel_iqr for _, b in pairs],
+            min_effect=min_effect,
+        )
+
+
+@dataclass(frozen=True)
+class SideSpec:
+    """Where a side's code lives and which Python runs it."""
+
+    name: str
+    rootdir: Path
+    python: str = sys.executable
+
+
+def side_argv(
+    side: SideSpec, settings: Settings, files: Sequence[str], out: Path, select: Path
+) -> list[str]:
+    """The command of one side process: pytest on ``files`` under ``side.rootdir``."""
+    plugin_root = str(Path(pytest_mxperf.__file__).resolve().parent.parent)
+    min_time = max(0.2, settings.min_time * SIDE_TIME_SHARE)
+    max_time = max(min_time, settings.max_time * SIDE_TIME_SHARE)
+    return [
+        side.python,
+        "-c",
+        BOOTSTRAP.format(root=plugin_root),
+        "--rootdir",
+        str(side.rootdir),
+        "-p",
+        "no:cacheprovider",
+        "-o",
+        "addopts=",
+        "-q",
+        "--continue-on-collection-errors",
+        "--mxperf-side-out",
+        str(out),
+        "--mxperf-side-select",
+        str(select),
+        "--mxperf-min-time",
+        str(min_time),
+        "--mxperf-max-time",
+        str(max_time),
+        "--mxperf-warmup-time",
+        str(settings.warmup_time),
+        *files,
+    ]
+
+
+def side_env() -> dict[str, str]:
+    """The environment of a side: this one, without what would make it pair again or write."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    for name in ("AB", "JSON", "ARBITRATE", "COMPARE", "ENV_COMMAND"):
+        env.pop(f"PYTEST_MXPERF_{name}", None)
+    env.pop("PYTEST_XDIST_WORKER", None)
+    return env
+
+
+def read_side(path: Path) -> SideResult:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        cases = {str(c["key"]): CaseResult.from_dict(c) for c in data["cases"]}
+        errors = [(str(n), str(t)) for n, t in data.get("collect_errors", [])]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return SideResult(error=f"no results from the side process ({exc})")
+    return SideResult(cases, errors)
+
+
+def run_rounds(
+    data: PairedData,
+    sides_: dict[str, SideSpec],
+    settings: Settings,
+    nodeids: Sequence[str],
+    rounds: int,
+    progress: Callable[[str], None] = lambda _: None,
+    timeout: float = 3600.0,
+) -> None:
+    """Add ``rounds`` rounds to ``data``: REV first on even rounds, HEAD first on odd ones, each
+    side one process serving every node id of the round."""
+    files = sorted({n.split("::")[0] for n in nodeids})
+    with tempfile.TemporaryDirectory(prefix="mxperf-pair-") as tmp:
+        select = Path(tmp) / "select.txt"
+        select.write_text("\n".join(nodeids) + "\n", encoding="utf-8")
+        commands = []
+        for name in (REV, HEAD):
+            side = sides_[name]
+            present = [f for f in files if (side.rootdir / f).exists()]
+            out = Path(tmp) / f"{name}.json"
+            argv = side_argv(side, settings, present, out, select) if present else None
+            commands.append((name, side, argv, out))
+        for _ in range(rounds):
+            index = len(data.rounds)
+            order = commands if index % 2 == 0 else commands[::-1]
+            this: dict[str, SideResult] = {}
+            for name, side, argv, out in order:
+                progress(f"round {index + 1}, {name} ({data.rev_label if name == REV else 'HEAD'})")
+                if argv is None:
+                    this[name] = SideResult()  # none of the files exists on that side
+                    continue
+                out.unlink(missing_ok=True)
+                done = sides.run_side(argv, cwd=side.rootdir, env=side_env(), timeout=timeout)
+                result = read_side(out)
+                if done.failed and not result.cases:
+                    result.error = done.describe()
+                this[name] = result
+            data.rounds.append(this)
+
+
+def undecided(data: PairedData, keys: Sequence[str], min_effect: float) -> list[str]:
+    """Keys whose paired estimate cannot decide yet (more rounds may settle them)."""
+    out = []
+    for key in keys:
+        est = data.estimate(key, min_effect)
+        if est is not None and est.decision == paired.Decision.UNKNOWN:
+            out.append(key)
+    return out
+
+
+def case_keys(data: PairedData) -> list[str]:
+    return sorted({k for r in data.rounds for side in r.values() for k in side.cases})
+
+
+def nodeids_of(data: PairedData, keys: Sequence[str]) -> list[str]:
+    wanted = set(keys)
+    return sorted(
+        {
+            c.nodeid
+            for r in data.rounds
+            for side in r.values()
+            for k, c in side.cases.items()
+            if k in wanted
+        }
+    )
+
+
+def describe_round(pair: tuple[CaseResult, CaseResult]) -> str:
+    a, b = pair
+    return f"{a.images_per_sec or 0:.1f}/{b.images_per_sec or 0:.1f}"
+
+
+def as_dict(data: PairedData) -> dict[str, Any]:
+    """Every round of a paired run, for the JSON report."""
+    return {
+        "rev": data.rev_label,
+        "rev_sha": data.rev_sha,
+        "rounds": [
+            {
+                side: {
+                    "error": res.error,
+                    "collect_errors": [list(e) for e in res.collect_errors],
+                    "images_per_sec": {k: c.images_per_sec for k, c in res.cases.items()},
+                }
+                for side, res in r.items()
+            }
+            for r in data.rounds
+        ],
+    }
+
+
+class Pairer:
+    """Runs paired measurements for a session: worktrees of the revisions asked for (made once,
+    removed by `close`), the per-revision environment when one is configured, and the rounds."""
+
+    def __init__(self, settings: Settings, repo_root: Path, rootdir: Path) -> None:
+        self.settings = settings
+        self.repo_root = repo_root
+        self.rootdir = rootdir
+        self._stack = contextlib.ExitStack()
+        self._trees: dict[str, Path] = {}
+        self._cache: dict[tuple[str, tuple[str, ...]], PairedData] = {}
+        self._tmp: Path | None = None
+
+    def _tree(self, sha: str) -> Path:
+        if sha not in self._trees:
+            if self._tmp is None:
+                self._tmp = Path(
+                    self._stack.enter_context(tempfile.TemporaryDirectory(prefix="mxperf-wt-"))
+                )
+            self._trees[sha] = self._stack.enter_context(
+                worktree.checkout(self.repo_root, sha, self._tmp)
+            )
+        return self._trees[sha]
+
+    def _python(self, sha: str, tree: Path) -> str:
+        command = self.settings.env_command
+        if not command:
+            return sys.executable
+        cache = Path(tempfile.gettempdir()) / "pytest-mxperf-envs"
+        return str(envs.ensure_env(command, tree, cache, sha))
+
+    def run(
+        self, rev_label: str, sha: str, nodeids: Sequence[str], progress: Callable[[str], None]
+    ) -> PairedData:
+        """Paired rounds of ``nodeids``: at least ``--mxperf-rounds``, more (up to
+        ``--mxperf-max-rounds``) for the cases still undecided. Cached per revision and ids."""
+        cache_key = (sha, tuple(sorted(nodeids)))
+        if cache_key in self._cache:
+            return self._cache[cache_key]
+        tree = self._tree(sha)
+        rel = self.rootdir.resolve().relative_to(self.repo_root.resolve())
+        specs = {
+            REV: SideSpec(REV, tree / rel, self._python(sha, tree)),
+            HEAD: SideSpec(HEAD, self.rootdir),
+        }
+        data = PairedData(rev_label, sha)
+        s = self.settings
+        run_rounds(data, specs, s, nodeids, s.rounds, progress)
+        while len(data.rounds) < s.max_rounds:
+            open_keys = undecided(data, case_keys(data), s.min_effect)
+            if not open_keys:
+                break
+            run_rounds(data, specs, s, nodeids_of(data, open_keys), 1, progress)
+        self._cache[cache_key] = data
+        return data
+
+    def close(self) -> None:
+        self._stack.close()

@@ -1,0 +1,258 @@
+"""Paired runs: the side processes, the controller's rounds and arbitration of stored baselines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from pytest_mxperf.testing import git
+
+
+def _report(pytester: pytest.Pytester, name: str = "report.json") -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((pytester.path / name).read_text())
+    return data
+
+
+SIDE_SUITE = """
+import pytest
+from pytest_mxperf.testing import FakeModel
+
+@pytest.mark.parametrize("batch", [1, 8])
+def test_toy(mxperf, batch):
+    mxperf.inference(FakeModel(100.0 * batch), batch_size=batch, model="toy")
+
+def test_other(mxperf):
+    mxperf.inference(FakeModel(5.0), batch_size=1, model="other")
+"""
+
+
+def test_side_process_measures_the_selected_cases_once(fake_pytester: pytest.Pytester) -> None:
+    fake_pytester.makepyfile(test_suite=SIDE_SUITE, test_broken="import no_such_module\n")
+    (fake_pytester.path / "select.txt").write_text(
+        "test_suite.py::test_toy[8]\ntest_suite.py::test_other\ntest_suite.py::test_gone\n"
+    )
+    result = fake_pytester.runpytest(
+        "--continue-on-collection-errors",
+        "--mxperf-side-out",
+        "side.json",
+        "--mxperf-side-select",
+        "select.txt",
+        # A side never arbitrates, updates or re-measures, whatever else it is told.
+        "--mxperf-update",
+        "--mxperf-confirm",
+        "5",
+    )
+    result.assert_outcomes(passed=2, deselected=1, errors=1)
+    side = json.loads((fake_pytester.path / "side.json").read_text())
+    cases = {c["key"]: c for c in side["cases"]}
+    assert set(cases) == {"toy/inference/float32/bs8/cpu", "other/inference/float32/bs1/cpu"}
+    assert all(len(c["attempts"]) == 1 for c in cases.values())
+    assert cases["toy/inference/float32/bs8/cpu"]["measurement"]["images_per_sec"] == (
+        pytest.approx(800.0)
+    )
+    ((nodeid, text),) = side["collect_errors"]
+    assert nodeid == "test_broken.py" and "no_such_module" in text
+    assert not (fake_pytester.path / "baselines").exists()  # --mxperf-update was ignored
+
+
+PAIR_SUITE = """
+import pytest
+from pytest_mxperf.testing import FakeModel
+
+SPEED = {speed}
+
+def test_fast(mxperf):
+    mxperf.inference(FakeModel(SPEED), batch_size=8, model="fast")
+
+def test_steady(mxperf):
+    mxperf.inference(FakeModel(50.0), batch_size=8, model="steady")
+"""
+
+
+def _worktrees(path: Path) -> list[str]:
+    return [line for line in git(path, "worktree", "list").splitlines() if line.strip()]
+
+
+def test_paired_run_fails_only_the_slower_case(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    fake_pytester.makepyfile(test_suite=PAIR_SUITE.format(speed=100.0))
+    commit("base")
+    fake_pytester.makepyfile(test_suite=PAIR_SUITE.format(speed=80.0))
+    commit("slower")
+    result = fake_pytester.runpytest(
+        "--mxperf", "--mxperf-ab", "HEAD~1", "--mxperf-json", "report.json"
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*mxperf: paired run vs HEAD~1: round 1, rev (HEAD~1)*",
+            "*fast/inference/float32/bs8/cpu: HEAD vs HEAD~1: -20.0% (99% interval -2*% .. -1*%, "
+            "3 round(s)): slower, and a drop of 5% or more is not ruled out*",
+            "*img/s per round (HEAD~1/HEAD): 100.0/80.0, 100.0/80.0, 100.0/80.0*",
+        ]
+    )
+    cases = {c["key"]: c for c in _report(fake_pytester)["cases"]}
+    fast = cases["fast/inference/float32/bs8/cpu"]
+    assert fast["verdict"]["status"] == "regressed"
+    assert fast["verdict"]["baseline_images_per_sec"] == pytest.approx(100.0)
+    assert fast["measurement"]["images_per_sec"] == pytest.approx(80.0)
+    assert cases["steady/inference/float32/bs8/cpu"]["verdict"]["status"] == "pass"
+    rounds = _report(fake_pytester)["paired"]["rounds"]
+    assert len(rounds) == 3 and set(rounds[0]) == {"rev", "head"}
+    assert len(_worktrees(fake_pytester.path)) == 1  # REV's worktree is gone
+    assert not (fake_pytester.path / "baselines").exists()
+
+
+def test_paired_run_case_missing_at_rev_and_rev_failing_to_import(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    fake_pytester.makepyfile(test_other="import no_such_module\n")
+    commit("broken file at REV")
+    fake_pytester.makepyfile(
+        test_suite=PAIR_SUITE.format(speed=100.0),
+        test_other="""
+            from pytest_mxperf.testing import FakeModel
+            def test_other(mxperf):
+                mxperf.inference(FakeModel(10.0), batch_size=1, model="other")
+        """,
+    )
+    commit("HEAD")
+    result = fake_pytester.runpytest(
+        "--mxperf", "--mxperf-ab", "HEAD~1", "--mxperf-json", "report.json"
+    )
+    # REV's trouble is not HEAD's: those cases are "new", with the reason, and the run goes on.
+    result.assert_outcomes(passed=3)
+    verdicts = {c["model"]: c["verdict"] for c in _report(fake_pytester)["cases"]}
+    assert {m: v["status"] for m, v in verdicts.items()} == {
+        "fast": "new",
+        "other": "new",
+        "steady": "new",
+    }
+    assert verdicts["fast"]["message"] == (
+        "fast/inference/float32/bs8/cpu: not measured at HEAD~1 (the case does not exist there)"
+    )
+    other = verdicts["other"]["message"]
+    assert other.startswith("other/inference/float32/bs1/cpu: HEAD~1's side could not measure")
+    assert "test_other.py: " in other and "no_such_module" in other
+    assert "test_suite" not in other
+
+
+def test_paired_run_refuses_unknown_revision_and_xdist(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    fake_pytester.makepyfile(test_suite=PAIR_SUITE.format(speed=100.0))
+    commit("base")
+    bad = fake_pytester.runpytest("--mxperf", "--mxperf-ab", "no-such-rev")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*--mxperf-ab: unknown revision 'no-such-rev'*"])
+    both = fake_pytester.runpytest("--mxperf", "--mxperf-ab", "HEAD", "--mxperf-update")
+    assert both.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def _inflate_baselines(path: Path, factor: float) -> None:
+    """As if the baselines had been stored on a faster machine."""
+    for file in (path / "baselines").rglob("*.json"):
+        data = json.loads(file.read_text())
+        for case in data["cases"].values():
+            case["images_per_sec"] *= factor
+            case["runs"] = [r * factor for r in case["runs"]]
+        file.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+@pytest.fixture
+def stored_elsewhere(fake_pytester: pytest.Pytester, commit: Callable[[str], str]) -> str:
+    """Baselines stored at commit A, then raised 40% in the file (committed as B)."""
+    fake_pytester.makepyfile(test_suite=PAIR_SUITE.format(speed=100.0))
+    base = commit("A")
+    fake_pytester.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
+    _inflate_baselines(fake_pytester.path, 1.4)
+    commit("B: baselines from a faster machine")
+    return base
+
+
+def test_arbitration_clears_a_figure_that_does_not_hold_here(
+    fake_pytester: pytest.Pytester, stored_elsewhere: str
+) -> None:
+    result = fake_pytester.runpytest("--mxperf", "--mxperf-json", "report.json")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*mxperf verdicts: 2 machine*"])
+    verdict = {c["model"]: c["verdict"] for c in _report(fake_pytester)["cases"]}["fast"]
+    assert verdict["status"] == "machine" and not verdict["failed"]
+    lines = verdict["message"].splitlines()
+    assert lines[0].startswith("fast/inference/float32/bs8/cpu: 100.0 img/s vs baseline 140.0")
+    assert lines[1].startswith(
+        f"but on this machine HEAD vs baseline commit {stored_elsewhere[:10]}: +0.0%"
+    )
+    assert "the stored figure does not hold here" in lines[1]
+    assert len(_worktrees(fake_pytester.path)) == 1
+
+
+def test_arbitration_confirms_a_real_regression_on_top(
+    fake_pytester: pytest.Pytester, stored_elsewhere: str, commit: Callable[[str], str]
+) -> None:
+    fake_pytester.makepyfile(test_suite=PAIR_SUITE.format(speed=80.0))
+    commit("C: slower")
+    result = fake_pytester.runpytest("--mxperf", "--mxperf-json", "report.json")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*fast/inference/float32/bs8/cpu: 80.0 img/s vs baseline 140.0 img/s (-42.9%)*",
+            "*confirmed by a paired run on this machine: HEAD vs baseline commit "
+            f"{stored_elsewhere[:10]}: -20.0%*",
+        ]
+    )
+    verdicts = {c["model"]: c["verdict"]["status"] for c in _report(fake_pytester)["cases"]}
+    assert verdicts == {"fast": "regressed", "steady": "machine"}
+
+
+def test_arbitration_off_judges_the_stored_figure_with_the_wider_floor(
+    fake_pytester: pytest.Pytester, stored_elsewhere: str
+) -> None:
+    result = fake_pytester.runpytest("--mxperf", "--mxperf-arbitrate", "off")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*tolerance 20.0%*",
+            "*not confirmed by a paired run (--mxperf-arbitrate is off): judged against the "
+            "stored figure*",
+        ]
+    )
+
+
+def test_a_pair_in_todays_environment_does_not_clear_an_environment_change(
+    fake_pytester: pytest.Pytester, stored_elsewhere: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MXNET_ENGINE_TYPE", "NaiveEngine")  # recorded, not keyed
+    result = fake_pytester.runpytest("--mxperf")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*a paired run in today's environment cleared the code (HEAD vs baseline commit *: "
+            "+0.0%*), so the drop comes from what changed since the baseline: "
+            "MXNET_ENGINE_TYPE: unset -> NaiveEngine*",
+        ]
+    )
+
+
+def test_without_the_baseline_commit_the_wider_floor_applies(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    fake_pytester.makepyfile(test_suite=PAIR_SUITE.format(speed=100.0))
+    commit("A")
+    fake_pytester.runpytest("--mxperf", "--mxperf-update", "--mxperf-allow-dirty").assert_outcomes(
+        passed=2
+    )
+    # A commit that is not in this clone (as after a shallow clone or a rebase).
+    for file in (fake_pytester.path / "baselines").rglob("*.json"):
+        file.rename(file.with_name("f" * 40 + ".json"))
+        data = json.loads(file.with_name("f" * 40 + ".json").read_text())
+        data["commit"]["sha"] = "f" * 40
+        file.with_name("f" * 40 + ".json").write_text(json.dumps(data))
+    _inflate_baselines(fake_pytester.path, 1.1)  # -9%: inside the 20% floor
+    result = fake_pytester.runpytest("--mxperf", "--mxperf-compare", "f" * 40)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*mxperf verdicts: 2 pass*"])
