@@ -1,0 +1,183 @@
+"""One rank of a distributed data-parallel case: ``python -m pytest_mxperf.rank``.
+
+The role comes from ``DMLC_ROLE`` as MXNet's launcher sets it. A scheduler or server only
+imports mxnet: that import runs ps-lite's node and exits the process. A worker builds the model
+from the spec's factory, creates the kvstore, trains on synthetic device-resident data with
+one Gluon ``Trainer``, times blocks with :func:`pytest_mxperf.measure.measure`, then times the
+same step without exchange, and writes a :class:`~pytest_mxperf.dataparallel.WorkerReport` as
+JSON to ``--out``.
+
+Usage: ``python -m pytest_mxperf.rank --spec SPEC.json --out REPORT.json``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from pytest_mxperf.dataparallel import (
+    DataParallelSpec,
+    WorkerReport,
+    build_model,
+    build_training_step,
+    context_name,
+    make_hook,
+    measure_with_timeline,
+    omp_threads,
+    parse_context,
+)
+from pytest_mxperf.measure import measure
+
+#: Set by pytest_mxperf.launch: the index of this worker on its host (GPU devices shift by it).
+LOCAL_RANK_ENV = "PYTEST_MXPERF_LOCAL_RANK"
+
+
+class Lockstep:
+    """Lets the workers of a sync kvstore stop after the same step.
+
+    Under ``dist_sync`` a worker's push waits for every other worker's push of that round, so
+    a worker that stops while another still steps leaves it waiting forever. The engine decides
+    on its own when a worker's measurement is done, so the workers agree through the kvstore:
+    every ``every`` steps each pushes 1 (done) or 0 on a key of its own and all read the sum
+    of the previous round, which is the same number on every worker. They stop when it
+    reaches the number of workers. Reading the previous round, not the current, keeps the
+    read from stalling the pipeline. The kvstore must sum plainly (``update_on_kvstore=False``):
+    an optimizer on the servers would rewrite the flag.
+    """
+
+    def __init__(self, mx: Any, kv: Any, key: int, ctx: Any, every: int = 8) -> None:
+        self.kv = kv
+        self.key = key
+        self.every = every
+        self.workers = int(kv.num_workers)
+        self.flag = mx.nd.zeros((1,), ctx=ctx)
+        self.total = mx.nd.zeros((1,), ctx=ctx)
+        kv.init(key, self.flag)
+        self.done = False
+        self.stopped = False
+        self.steps = 0
+        self._pending = False
+
+    def after_step(self) -> None:
+        """Run after every training step."""
+        self.steps += 1
+        if self.stopped or self.steps % self.every:
+            return
+        if self._pending and int(self.total.asscalar()) >= self.workers:
+            self.stopped = True
+            return
+        self.flag[:] = 1.0 if self.done else 0.0
+        self.kv.pushpull(self.key, self.flag, out=self.total)
+        self._pending = True
+
+    def finish(self, step: Callable[[], object]) -> int:
+        """Mark this worker done and keep stepping until all are; returns the extra steps."""
+        self.done = True
+        extra = 0
+        while not self.stopped:
+            step()
+            extra += 1
+        return extra
+
+
+def _chain(*hooks: Callable[[], object] | None) -> Callable[[], object] | None:
+    active = [h for h in hooks if h is not None]
+    if not active:
+        return None
+
+    def run() -> None:
+        for hook in active:
+            hook()
+
+    return run
+
+
+def worker_contexts(mx: Any, spec: DataParallelSpec, local_rank: int) -> list[Any]:
+    """This worker's devices: GPUs of the workers of one host do not overlap."""
+    contexts = []
+    for text in spec.worker_contexts:
+        kind, index = parse_context(text)
+        if kind == "gpu":
+            contexts.append(mx.gpu(index + local_rank * len(spec.worker_contexts)))
+        else:
+            contexts.append(mx.cpu(index))
+    return contexts
+
+
+def run_worker(spec: DataParallelSpec) -> WorkerReport:
+    """Measure this worker's full and compute-only training step."""
+    from pytest_mxperf.backend import import_mxnet
+
+    mx = import_mxnet()
+    kv = mx.kv.create(spec.kvstore)
+    contexts = worker_contexts(mx, spec, int(os.environ.get(LOCAL_RANK_ENV, "0")))
+    net = build_model(spec)
+    # Async kvstores need the optimizer on the servers; sync ones sum plainly so that the
+    # Lockstep flag survives (the exchange volume is the same: gradients up, arrays down).
+    update_on_kvstore = None if spec.lockstep else True
+    lockstep = None
+    if spec.lockstep:
+        update_on_kvstore = False
+        # Trainer keys its parameters 0..P-1: P is free.
+        lockstep = Lockstep(mx, kv, len(list(net.collect_params().keys())), contexts[0])
+    hook = _chain(make_hook(spec, kv, contexts), lockstep.after_step if lockstep else None)
+    full = build_training_step(
+        mx, net, contexts, spec, kv=kv, update_on_kvstore=update_on_kvstore, hook=hook
+    )
+    result, starts, ends = measure_with_timeline(
+        full.step, items_per_step=full.items_per_step, sync=mx.nd.waitall, config=spec.measure
+    )
+    if lockstep is not None:
+        lockstep.finish(full.step)
+    mx.nd.waitall()
+    local = build_training_step(mx, net, contexts, spec, kv=None)
+    compute = measure(
+        local.step, items_per_step=local.items_per_step, sync=mx.nd.waitall, config=spec.measure
+    )
+    return WorkerReport(
+        rank=int(kv.rank),
+        contexts=tuple(context_name(c) for c in contexts),
+        full=result,
+        compute=compute,
+        block_starts=starts,
+        block_ends=ends,
+        threads=omp_threads(),
+        update_on_kvstore=update_on_kvstore,
+        pid=os.getpid(),
+    )
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write atomically: the launcher never reads half a report."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, sort_keys=True, indent=1))
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of every rank; returns the exit status."""
+    role = os.environ.get("DMLC_ROLE", "worker")
+    if role in ("scheduler", "server"):
+        from pytest_mxperf.backend import import_mxnet
+
+        import_mxnet()  # runs this node until the job ends, then exits the process
+        return 0
+    parser = argparse.ArgumentParser(prog="python -m pytest_mxperf.rank")
+    parser.add_argument("--spec", type=Path, required=True, help="DataParallelSpec as JSON")
+    parser.add_argument(
+        "--out", type=Path, required=True, help="where to write the report ({rank} expands)"
+    )
+    args = parser.parse_args(argv)
+    spec = DataParallelSpec.from_dict(json.loads(args.spec.read_text()))
+    report = run_worker(spec)
+    # "{rank}" in the path keeps the workers of a cluster run apart on a shared file system.
+    write_json(Path(str(args.out).replace("{rank}", str(report.rank))), report.as_dict())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,214 @@
+"""Records and arithmetic of data-parallel cases, without MXNet: exact numbers."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from pytest_mxperf.dataparallel import (
+    DataParallelError,
+    DataParallelResult,
+    DataParallelSpec,
+    ScalingCase,
+    WorkerReport,
+    aggregate,
+    block_spans,
+    comm_share,
+    common_window,
+    context_name,
+    efficiency,
+    items_in_window,
+    load_object,
+    measure_with_timeline,
+    object_ref,
+    parse_context,
+)
+from pytest_mxperf.launch import default_threads, free_port, rank_environment, tail
+from pytest_mxperf.measure import MeasureConfig, Measurement
+
+FAST = MeasureConfig(min_time=0.0, max_time=0.0, min_blocks=3, block_time=0.001)
+
+
+def measurement(items: int, steps: int, blocks: tuple[float, ...]) -> Measurement:
+    return Measurement(
+        items_per_step=items,
+        steps_per_block=steps,
+        block_seconds=blocks,
+        warmup_steps=1,
+        warmup_seconds=0.0,
+        warmup_steady=True,
+        first_step_seconds=0.0,
+        sync_seconds=0.0,
+    )
+
+
+def worker(
+    rank: int, starts: list[float], seconds: float, items: int = 8, compute: float | None = None
+) -> WorkerReport:
+    """A worker whose blocks of ``items`` images last ``seconds`` each and start at ``starts``."""
+    full = measurement(items, 1, tuple(seconds for _ in starts))
+    comp = None if compute is None else measurement(items, 1, (compute,) * 3)
+    return WorkerReport(
+        rank=rank,
+        contexts=("cpu(0)",),
+        full=full,
+        compute=comp,
+        block_starts=tuple(starts),
+        block_ends=tuple(s + seconds for s in starts),
+    )
+
+
+def test_efficiency_is_aggregate_over_n_times_single() -> None:
+    assert efficiency(100.0, 180.0, 2) == 0.9
+    assert efficiency(100.0, 100.0, 1) == 1.0
+    with pytest.raises(ValueError, match="img/s"):
+        efficiency(0.0, 10.0, 2)
+    with pytest.raises(ValueError, match="workers"):
+        efficiency(1.0, 10.0, 0)
+
+
+def test_comm_share_from_full_and_compute_rates() -> None:
+    assert comm_share(75.0, 100.0) == 0.25
+    # Noise can make the full step look faster: that is not negative communication.
+    assert comm_share(110.0, 100.0) == 0.0
+
+
+def test_common_window_and_pro_rata_blocks() -> None:
+    a = worker(0, [0.0, 1.0, 2.0, 3.0], 1.0)  # 8 images per second over 0-4
+    b = worker(1, [1.5, 2.5, 3.5], 1.0)  # 8 images per second over 1.5-4.5
+    assert common_window([a, b]) == (1.5, 4.0)
+    assert items_in_window(a, 1.5, 4.0) == 8 * 2.5
+    assert items_in_window(b, 1.5, 4.0) == 8 * 2.5
+    case = aggregate([b, a], wall_seconds=9.0)
+    assert case.images_per_sec == 16.0
+    assert case.window_seconds == 2.5
+    assert [w.rank for w in case.workers] == [0, 1]
+    assert case.per_worker_images_per_sec == (8.0, 8.0)
+    assert case.wall_seconds == 9.0
+
+
+def test_a_slow_worker_counts_only_what_it_did_in_the_window() -> None:
+    fast = worker(0, [0.0, 1.0, 2.0, 3.0], 1.0, items=10)
+    slow = worker(1, [0.0, 2.0], 2.0, items=10)  # 5 images/s
+    case = aggregate([fast, slow])
+    assert case.images_per_sec == 15.0
+
+
+def test_workers_that_never_overlap_are_an_error() -> None:
+    with pytest.raises(DataParallelError, match="never overlapped"):
+        common_window([worker(0, [0.0], 1.0), worker(1, [2.0], 1.0)])
+
+
+def test_result_derives_figures_from_the_two_cases() -> None:
+    spec = DataParallelSpec(factory="m:f", batch_per_device=8, workers=2)
+    single = ScalingCase(1, 100.0, 1.0, (worker(0, [0.0], 0.08, compute=0.06),), 3.0)
+    pair = (worker(0, [0.0], 0.1, compute=0.05), worker(1, [0.0], 0.1, compute=0.05))
+    scaled = ScalingCase(2, 160.0, 1.0, pair, 4.0)
+    result = DataParallelResult(spec, single, scaled)
+    assert result.efficiency == 0.8
+    assert result.comm_share == 0.5
+    assert single.comm_share == pytest.approx(0.25)
+    assert result.world_size == 2
+    assert result.kvstore == "dist_sync"
+    data = json.loads(json.dumps(result.as_dict()))
+    assert data["efficiency"] == 0.8
+    assert data["scaled"]["workers"][1]["rank"] == 1
+
+
+def test_worker_report_round_trips_through_json() -> None:
+    report = worker(3, [1.0, 2.0], 0.5, compute=0.25)
+    back = WorkerReport.from_dict(json.loads(json.dumps(report.as_dict())))
+    assert back == report
+    assert back.comm_share == 0.5
+
+
+def test_spec_validates_and_round_trips() -> None:
+    spec = DataParallelSpec(
+        factory="pkg.mod:make", batch_per_device=4, kvstore="local", contexts=("cpu(0)", "cpu(1)")
+    )
+    assert not spec.distributed and spec.world_size == 2 and not spec.lockstep
+    assert spec.with_world(1).contexts == ("cpu(0)",)
+    assert DataParallelSpec.from_dict(json.loads(json.dumps(spec.as_dict()))) == spec
+    dist = DataParallelSpec(factory="pkg.mod:make", batch_per_device=4, workers=3)
+    assert dist.lockstep and dist.world_size == 3 and dist.with_world(1).workers == 1
+    assert not DataParallelSpec(factory="m:f", batch_per_device=1, kvstore="dist_async").lockstep
+    with pytest.raises(ValueError, match="unknown kvstore"):
+        DataParallelSpec(factory="m:f", batch_per_device=1, kvstore="horovod")
+    with pytest.raises(ValueError, match=r"package\.module:function"):
+        DataParallelSpec(factory="m.f", batch_per_device=1)
+    with pytest.raises(ValueError, match="contexts"):
+        DataParallelSpec(factory="m:f", batch_per_device=1, kvstore="device")
+    with pytest.raises(ValueError, match="not a device"):
+        DataParallelSpec(factory="m:f", batch_per_device=1, kvstore="local", contexts=("tpu0",))
+
+
+def test_contexts_parse_and_print() -> None:
+    assert parse_context("gpu(1)") == ("gpu", 1)
+    assert parse_context("cpu:0") == ("cpu", 0)
+    assert context_name("gpu:2") == "gpu(2)"
+
+
+def test_factories_are_referenced_by_import_path() -> None:
+    assert load_object("json:dumps") is json.dumps
+    assert object_ref(json.dumps) == "json:dumps"
+    with pytest.raises(DataParallelError, match="cannot be imported by a worker"):
+        object_ref(lambda: None)
+    with pytest.raises(DataParallelError, match="no attribute"):
+        load_object("json:nope")
+    with pytest.raises(DataParallelError, match="cannot import"):
+        load_object("no_such_module_here:f")
+
+
+def test_block_spans_found_among_clock_readings() -> None:
+    readings = [0.0, 0.5, 0.75, 1.0, 1.25, 2.0, 2.5, 2.5, 3.0]
+    assert block_spans(readings, [0.5, 0.5]) == ((2.0, 2.5), (2.5, 3.0))
+    with pytest.raises(DataParallelError):
+        block_spans([0.0, 1.0], [0.25])
+
+
+def test_measure_with_timeline_spans_match_the_blocks() -> None:
+    counter = itertools.count()
+    result, starts, ends = measure_with_timeline(
+        lambda: next(counter), items_per_step=2, sync=lambda: None, config=FAST
+    )
+    assert len(starts) == len(ends) == len(result.block_seconds)
+    assert tuple(e - s for s, e in zip(starts, ends)) == result.block_seconds
+    assert all(b >= a for a, b in zip(ends, starts[1:]))
+
+
+def test_rank_environment_pins_loopback_and_threads() -> None:
+    base = {"DMLC_ROLE": "stale", "PS_VERBOSE": "2", "HOME": "/h", "PYTHONPATH": ""}
+    env = rank_environment(
+        base, role="worker", index=1, port=9100, workers=2, servers=1, threads=1, run_id="x"
+    )
+    assert env["DMLC_ROLE"] == "worker"
+    assert env["DMLC_PS_ROOT_URI"] == env["DMLC_NODE_HOST"] == "127.0.0.1"
+    assert env["DMLC_PS_ROOT_PORT"] == "9100"
+    assert (env["DMLC_NUM_WORKER"], env["DMLC_NUM_SERVER"]) == ("2", "1")
+    assert env["OMP_NUM_THREADS"] == "1"
+    assert env["PYTEST_MXPERF_RUN_ID"] == "x"
+    assert env["PYTEST_MXPERF_LOCAL_RANK"] == "1"
+    assert "PS_VERBOSE" not in env and env["HOME"] == "/h"
+    server = rank_environment(
+        base, role="server", index=0, port=9100, workers=2, servers=1, threads=4, run_id="x"
+    )
+    assert server["OMP_NUM_THREADS"] == "1"
+
+
+def test_threads_split_the_cores_between_workers() -> None:
+    assert default_threads(2, cpus=2) == 1
+    assert default_threads(1, cpus=2) == 2
+    assert default_threads(4, cpus=2) == 1
+
+
+def test_free_port_is_bindable_and_tail_reads_the_end(tmp_path: Path) -> None:
+    port = free_port()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", port))
+    log = tmp_path / "rank.log"
+    log.write_text("\n".join(f"line {i}" for i in range(100)))
+    assert tail(log, 2) == "line 98\nline 99"

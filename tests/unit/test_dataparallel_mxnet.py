@@ -1,0 +1,308 @@
+"""Data-parallel cases with real MXNet: kvstore processes on 127.0.0.1 and several CPU devices.
+
+A 2-layer MLP and short measuring times keep each launch to a few seconds. The assertions
+are about behaviour (figures exist and add up, processes and ports are released, failures
+name the rank), never about how fast anything ran; the injected-exchange test compares two
+runs whose difference is built in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import pytest
+
+from pytest_mxperf.dataparallel import DataParallelResult, DataParallelSpec, run_in_process
+from pytest_mxperf.launch import (
+    RUN_ID_ENV,
+    LaunchTimeout,
+    RankFailed,
+    RankProcess,
+    default_threads,
+    launch,
+    run_distributed,
+)
+from pytest_mxperf.measure import MeasureConfig
+
+mx = pytest.importorskip("mxnet")
+
+import mxperf_dp_models as models  # noqa: E402  (beside this file; ranks import it too)
+
+SHORT = MeasureConfig(
+    min_time=0.4,
+    max_time=1.0,
+    warmup_time=1.0,
+    warmup_min_time=0.2,
+    block_time=0.1,
+    min_blocks=5,
+    max_blocks=20,
+)
+SPEC = DataParallelSpec(
+    factory="mxperf_dp_models:dense_net",
+    batch_per_device=16,
+    input_shape=(3, 32, 32),
+    kvstore="dist_sync",
+    workers=2,
+    servers=1,
+    step_hook="mxperf_dp_models:hooks",
+    timeout=180.0,
+    measure=SHORT,
+)
+
+
+# /proc inspection ---------------------------------------------------------------------------
+
+
+def pids_with_env(name: str, value: str) -> list[int]:
+    """Live processes (of this user) whose environment holds ``name=value``."""
+    needle = f"{name}={value}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            env = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:  # gone, or not ours
+            continue
+        if needle in env:
+            found.append(int(entry.name))
+    return found
+
+
+def environ_of(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    pairs = (item.decode(errors="replace").partition("=") for item in raw if item)
+    return {k: v for k, _, v in pairs}
+
+
+def listening_addresses(pid: int) -> set[tuple[str, int]]:
+    """TCP sockets the process listens on, as (address, port)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    found = set()
+    for table, v6 in (("tcp", False), ("tcp6", True)):
+        try:
+            lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            cols = line.split()
+            if cols[3] == "0A" and cols[9] in inodes:  # 0A: LISTEN
+                addr, port = cols[1].split(":")
+                found.add((_address(addr, v6), int(port, 16)))
+    return found
+
+
+def listening_ports() -> set[int]:
+    """Every TCP port of this network namespace with a socket in LISTEN."""
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                cols = line.split()
+                if cols[3] == "0A":
+                    ports.add(int(cols[1].split(":")[1], 16))
+    return ports
+
+
+def _address(hexaddr: str, v6: bool) -> str:
+    if v6:
+        return "v6:" + hexaddr
+    return ".".join(str(int(hexaddr[i : i + 2], 16)) for i in (6, 4, 2, 0))
+
+
+@dataclass
+class Watch:
+    """What the launcher's on_poll saw of the running ranks."""
+
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    pids: set[int] = field(default_factory=set)
+    roles: dict[int, str] = field(default_factory=dict)
+    listening: set[tuple[str, int]] = field(default_factory=set)
+    ports: set[int] = field(default_factory=set)
+    polls: int = 0
+
+    def __call__(self, ranks: Sequence[RankProcess]) -> None:
+        self.polls += 1
+        for rank in ranks:
+            self.pids.add(rank.pid)
+            self.roles[rank.pid] = rank.role
+            try:
+                self.ports.add(int(environ_of(rank.pid)["DMLC_PS_ROOT_PORT"]))
+                self.listening |= listening_addresses(rank.pid)
+            except (OSError, KeyError):
+                pass  # the rank just exited
+
+    def assert_all_gone(self) -> None:
+        assert self.pids, "the launcher never reported its ranks"
+        assert pids_with_env(RUN_ID_ENV, self.run_id) == []
+        for pid in self.pids:
+            assert not Path(f"/proc/{pid}").exists(), f"{self.roles[pid]} pid {pid} is left"
+        assert self.ports, "no scheduler port was seen"
+        for port in self.ports:
+            assert port not in listening_ports(), f"port {port} is still listened on"
+            with socket.socket() as sock:
+                # Closed connections linger in TIME_WAIT (kernel state, no process): as any
+                # server would, reuse the address; a listener left behind still fails this.
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind(("127.0.0.1", port))
+                sock.listen()
+
+
+@dataclass(frozen=True)
+class Run:
+    result: DataParallelResult
+    watch: Watch
+
+
+@pytest.fixture(scope="module")
+def dist_run() -> Iterator[Run]:
+    watch = Watch()
+    result = run_distributed(SPEC, run_id=watch.run_id, on_poll=watch)
+    yield Run(result, watch)
+
+
+@pytest.fixture
+def no_test_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for name in (models.INJECT_ENV, models.DIE_ENV, models.HANG_ENV):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+# distributed --------------------------------------------------------------------------------
+
+
+def test_dist_sync_one_and_two_workers(dist_run: Run) -> None:
+    result = dist_run.result
+    assert (result.kvstore, result.world_size) == ("dist_sync", 2)
+    assert result.single.world_size == 1 and len(result.single.workers) == 1
+    assert len(result.per_worker_images_per_sec) == 2
+    assert all(rate > 0 for rate in result.per_worker_images_per_sec)
+    assert result.images_per_sec > 0 and result.single.images_per_sec > 0
+    assert result.efficiency == result.images_per_sec / (2 * result.single.images_per_sec)
+    assert 0 <= result.comm_share <= 1 and 0 <= result.single.comm_share <= 1
+    assert result.scaled.window_seconds > 0
+    workers = result.scaled.workers
+    assert [w.rank for w in workers] == [0, 1]
+    assert len({w.pid for w in workers}) == 2
+    # Every worker measured the full and the compute-only step, summing on the servers.
+    assert all(w.compute is not None and w.update_on_kvstore is False for w in workers)
+    # N ranks share the cores: the same OMP threads per worker at 1 and at N, recorded.
+    threads = default_threads(2)
+    assert result.threads_per_worker == threads
+    assert {w.threads for w in (*workers, *result.single.workers)} == {threads}
+
+
+def test_dist_ranks_listen_on_loopback_only_and_leave_nothing(dist_run: Run) -> None:
+    watch = dist_run.watch
+    assert set(watch.roles.values()) == {"scheduler", "server", "worker"}
+    assert watch.listening, "no listening socket of a rank was seen"
+    assert {addr for addr, _ in watch.listening} == {"127.0.0.1"}
+    assert watch.ports <= {port for _, port in watch.listening}
+    watch.assert_all_gone()
+
+
+def test_a_worker_that_dies_fails_the_run_with_its_output(no_test_env: pytest.MonkeyPatch) -> None:
+    no_test_env.setenv(models.DIE_ENV, "1:30")
+    watch = Watch()
+    with pytest.raises(RankFailed) as info:
+        launch(SPEC, run_id=watch.run_id, on_poll=watch)
+    assert info.value.rank.role == "worker"
+    assert info.value.returncode == -9
+    assert "SIGKILL" in str(info.value)
+    assert "this worker kills itself" in info.value.tail
+    watch.assert_all_gone()
+    # Only that run failed: the next one on this machine works.
+    no_test_env.delenv(models.DIE_ENV)
+    after = Watch()
+    reports = launch(replace(SPEC, workers=1), run_id=after.run_id, on_poll=after)
+    assert len(reports) == 1
+    after.assert_all_gone()
+
+
+def test_timeout_ends_every_rank(no_test_env: pytest.MonkeyPatch) -> None:
+    no_test_env.setenv(models.HANG_ENV, "0:1")  # the run can never finish
+    watch = Watch()
+    with pytest.raises(LaunchTimeout, match="did not finish within 3 s"):
+        launch(replace(SPEC, timeout=3.0), run_id=watch.run_id, on_poll=watch)
+    watch.assert_all_gone()
+
+
+def test_ctrl_c_ends_every_rank(no_test_env: pytest.MonkeyPatch) -> None:
+    watch = Watch()
+
+    def interrupt(ranks: Sequence[RankProcess]) -> None:
+        watch(ranks)
+        if watch.polls == 20:  # about a second in: the ranks are starting up or training
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        launch(SPEC, run_id=watch.run_id, on_poll=interrupt)
+    watch.assert_all_gone()
+
+
+def test_injected_exchange_lowers_efficiency_and_raises_comm_share(
+    dist_run: Run, no_test_env: pytest.MonkeyPatch
+) -> None:
+    # 2M floats (8 MB) per worker and step, through the one server: far more than the
+    # MLP's 200k parameters, so the exchange dominates the step by construction.
+    no_test_env.setenv(models.INJECT_ENV, str(2_000_000))
+    watch = Watch()
+    slow = run_distributed(SPEC, run_id=watch.run_id, on_poll=watch)
+    base = dist_run.result
+    assert slow.comm_share > base.comm_share
+    assert slow.single.comm_share > base.single.comm_share
+    assert slow.efficiency < base.efficiency
+    watch.assert_all_gone()
+
+
+# in one process -----------------------------------------------------------------------------
+
+
+def test_in_process_two_cpu_contexts_with_local_kvstore(no_test_env: pytest.MonkeyPatch) -> None:
+    spec = replace(SPEC, kvstore="local", contexts=("cpu(0)", "cpu(1)"))
+    result = run_in_process(spec)
+    assert (result.kvstore, result.world_size) == ("local", 2)
+    (single,) = result.single.workers
+    (scaled,) = result.scaled.workers
+    assert single.contexts == ("cpu(0)",) and scaled.contexts == ("cpu(0)", "cpu(1)")
+    # One device needs no exchange (as Trainer decides), two go through the kvstore.
+    assert single.compute is None and result.single.comm_share == 0.0
+    assert scaled.compute is not None and 0 <= result.comm_share <= 1
+    assert scaled.full.items_per_step == 2 * 16
+    assert result.efficiency == result.images_per_sec / (2 * result.single.images_per_sec)
+
+
+def _gpus() -> int:
+    try:
+        return int(mx.context.num_gpus())
+    except Exception:
+        return 0
+
+
+@pytest.mark.skipif(_gpus() < 2, reason="MXNet sees fewer than 2 GPUs")
+@pytest.mark.parametrize("kvstore", ["device", "nccl"])
+def test_in_process_gpu_kvstores(kvstore: str, no_test_env: pytest.MonkeyPatch) -> None:
+    spec = replace(SPEC, kvstore=kvstore, contexts=("gpu(0)", "gpu(1)"))
+    result = run_in_process(spec)
+    assert result.world_size == 2 and result.images_per_sec > 0
+    assert result.scaled.workers[0].contexts == ("gpu(0)", "gpu(1)")
+
+
+@pytest.mark.skipif(_gpus() < 2, reason="MXNet sees fewer than 2 GPUs")
+def test_dist_device_sync_one_gpu_per_worker(no_test_env: pytest.MonkeyPatch) -> None:
+    spec = replace(SPEC, kvstore="dist_device_sync", contexts=("gpu(0)",))
+    result = run_distributed(spec)
+    assert [w.contexts for w in result.scaled.workers] == [("gpu(0)",), ("gpu(1)",)]
