@@ -168,6 +168,7 @@ class _Plots(HTMLParser):
         if tag == "div" and a.get("data-case") and self._current is None:
             self._current = (str(a["data-hardware"]), str(a["data-case"]))
             self.cases[self._current] = {"attrs": a, "points": 0, "svg": 0}
+            self.cases[self._current]["hidden"] = "none" in (a.get("style") or "")
             self._depth = 1
             return
         if self._current is None:
@@ -337,6 +338,17 @@ def test_page_renders_in_headless_chromium(scratch: dict[str, Any], tmp_path: Pa
         # plotly ran: each case has its SVG and one marker per stored commit of that case.
         assert case["svg"] >= 1, where
         assert case["points"] == expected[where], where
+
+    # The filter, set from the link: only training cases of the scratch hardware stay visible.
+    filtered = _run_browser(
+        binary,
+        tmp_path / "profile-filter",
+        ["--virtual-time-budget=15000", "--dump-dom", f"{url}#hardware={HW}&mode=training"],
+    )
+    parsed = _Plots()
+    parsed.feed(filtered.stdout)
+    visible = {where for where, case in parsed.cases.items() if not case["hidden"]}
+    assert visible == {(HW, MOB)}
 
     shot = tmp_path / "report.png"
     done = _run_browser(
