@@ -52,7 +52,8 @@ def run(root: Path, args: argparse.Namespace) -> int:
     if args.markdown:
         args.markdown.write_text(summary.to_markdown(rows), encoding="utf-8")
     commits = sum(len(h.commits) for h in hist.hardware)
-    print(f"{out}: {len(rows)} cases, {commits} stored commits, {len(hist.hardware)} hardware keys")
+    keys = len(hist.hardware)
+    print(f"{out}: {len(rows)} cases, {commits} stored commit(s), {keys} hardware key(s)")
     for note in (*hist.notes, *hist.errors):
         print(f"note: {note}")
     return 0

@@ -58,7 +58,7 @@ def _by_count(item: tuple[str, int]) -> tuple[int, str]:
 
 def to_markdown(rows: Sequence[Row], title: str = "mxperf: throughput") -> str:
     """A GitHub-flavoured Markdown table of ``rows`` and a one-line count of verdicts."""
-    header = ["case", "device", "bs", "img/s", "± spread", "baseline", "change", "verdict"]
+    header = ["case", "device", "bs", "img/s", "spread", "baseline", "change", "verdict"]
     align = ["---", "---", "--:", "--:", "--:", "--:", "--:", "---"]
     lines = [f"### {title}", "", "| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
     for r in rows:
