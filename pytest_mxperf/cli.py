@@ -5,6 +5,7 @@
     mxperf list                       hardware keys and the commits stored for each
     mxperf show [REV]                 one baseline as a table (default: the newest)
     mxperf compare OLD NEW            what changed from OLD to NEW; exit 1 if NEW regressed
+    mxperf report [--out FILE]        one HTML page of images/sec over the commits
 
 Exit status: 0 fine, 1 a regression in ``compare``, 2 bad input (unknown revision, unreadable
 file, ambiguous hardware).
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from pytest_mxperf import baselines, gitinfo
+from pytest_mxperf import baselines, gitinfo, report_command
 from pytest_mxperf.records import Outcome
 from pytest_mxperf.verdict import Policy, compare_rates, stored_noise
 
@@ -169,12 +170,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=Policy.tolerance,
         help=f"smallest drop that counts as a regression (default {Policy.tolerance:.2f})",
     )
+    report_command.add_parser(sub)
     args = parser.parse_args(argv)
     root = Path(args.dir)
     commands = {"list": cmd_list, "show": cmd_show, "compare": cmd_compare}
+    commands["report"] = report_command.run
     try:
         return commands[args.command](root, args)
-    except (CliError, baselines.BaselineError) as exc:
+    except (CliError, baselines.BaselineError, report_command.ReportCommandError) as exc:
         print(f"mxperf: error: {exc}", file=sys.stderr)
         return 2
 

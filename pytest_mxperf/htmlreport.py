@@ -1,0 +1,301 @@
+"""One self-contained HTML page of the stored history: a summary table, then per hardware key
+one plotly chart per case (images/sec over commits, the spread of each commit's runs, changes
+and expectation floors marked), with a small filter by model, mode, dtype and hardware.
+
+plotly's JavaScript is inlined once in the page, so it opens without a network. plotly is
+imported only here, and only when a page is built (the ``report`` extra).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import html
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_mxperf.history import CaseHistory, History, Mark, Point, summary_rows
+
+# Colour and symbol per mark; colour-blind safe pairs (blue/orange) plus distinct shapes.
+STYLE: dict[Mark, tuple[str, str]] = {
+    Mark.NEW: ("#4c72b0", "circle"),
+    Mark.PASS: ("#4c72b0", "circle"),
+    Mark.IMPROVED: ("#2ca02c", "triangle-up"),
+    Mark.REGRESSED: ("#d62728", "triangle-down"),
+    Mark.UNSTABLE: ("#8c8c8c", "diamond"),
+    Mark.OOM: ("#d62728", "x"),
+    Mark.BELOW: ("#ff7f0e", "square"),
+}
+
+
+class ReportError(Exception):
+    """The page cannot be built; the message says why and what to do."""
+
+
+def _plotly() -> Any:
+    try:
+        import plotly.graph_objects as go
+        import plotly.offline
+    except ImportError:
+        raise ReportError(
+            "the HTML report needs plotly: pip install 'pytest-mxperf[report]'"
+        ) from None
+    return go, plotly.offline
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _hover(p: Point) -> list[str]:
+    c = p.commit
+    rate = "OOM" if p.images_per_sec is None else f"{p.images_per_sec:,.1f} img/s"
+    spread = "" if p.spread is None else f"{p.low:,.1f} – {p.high:,.1f} ({p.spread_kind})"
+    change = (
+        "" if p.change is None else f"{p.change:+.1%} vs previous (threshold ±{p.threshold:.0%})"
+    )
+    where = (
+        f"first-parent #{c.position}"
+        if c.in_history
+        else f"not in the first-parent history of HEAD; placed by {c.date_source} date"
+    )
+    subject = c.subject or "(subject unknown: commit not in this repository)"
+    return [c.short, subject[:80], rate, spread, change, f"{p.mark.value}; {where}"]
+
+
+_HOVER = (
+    "<b>%{customdata[0]}</b> %{customdata[1]}<br>%{customdata[2]}<br>spread %{customdata[3]}"
+    "<br>%{customdata[4]}<br>%{customdata[5]}<extra></extra>"
+)
+
+
+def _trace(go: Any, points: Sequence[Point], name: str, hollow: bool) -> Any:
+    ys = [0.0 if p.images_per_sec is None else p.images_per_sec for p in points]
+    up = [0.0 if p.high is None else p.high - y for p, y in zip(points, ys)]
+    down = [0.0 if p.low is None else y - p.low for p, y in zip(points, ys)]
+    symbols = [
+        STYLE[p.mark][1] + ("-open" if hollow and p.mark is not Mark.OOM else "") for p in points
+    ]
+    return go.Scatter(
+        x=[p.commit.date for p in points],
+        y=ys,
+        name=name,
+        mode="lines+markers" if not hollow else "markers",
+        line={"color": "#4c72b0", "width": 1.5},
+        marker={
+            "size": 11,
+            "color": [STYLE[p.mark][0] for p in points],
+            "symbol": symbols,
+            "line": {"width": 1.5, "color": [STYLE[p.mark][0] for p in points]},
+        },
+        error_y={
+            "type": "data",
+            "symmetric": False,
+            "array": up,
+            "arrayminus": down,
+            "color": "#7f7f7f",
+            "thickness": 1.2,
+            "width": 5,
+        },
+        customdata=[_hover(p) for p in points],
+        hovertemplate=_HOVER,
+    )
+
+
+def case_figure(case: CaseHistory) -> Any:
+    """The plotly figure of one case."""
+    go, _ = _plotly()
+    fig = go.Figure()
+    if case.line:
+        fig.add_trace(_trace(go, case.line, "first-parent history", hollow=False))
+    if case.off_line:
+        fig.add_trace(_trace(go, case.off_line, "not in history", hollow=True))
+    for p in case.points:
+        if p.mark in (Mark.REGRESSED, Mark.IMPROVED) and p.change is not None:
+            fig.add_annotation(
+                x=p.commit.date,
+                y=p.images_per_sec,
+                text=f"{p.change:+.0%}",
+                showarrow=True,
+                arrowhead=2,
+                ay=-30 if p.mark is Mark.IMPROVED else 30,
+                font={"color": STYLE[p.mark][0]},
+            )
+    if case.floor is not None:
+        fig.add_hline(
+            y=case.floor,
+            line={"dash": "dash", "color": "#ff7f0e", "width": 1.5},
+            annotation_text=f"expected ≥ {case.floor:,.1f}",
+            annotation_position="top left",
+        )
+    dates = sorted({p.commit.date for p in case.points})
+    xaxis: dict[str, Any] = {"type": "date", "title": {"text": "commit date (UTC)"}}
+    if len(dates) == 1:
+        # plotly would zoom one date to milliseconds; show the day around it instead.
+        day = _dt.datetime.fromisoformat(dates[0])
+        xaxis["range"] = [str(day - _dt.timedelta(days=1)), str(day + _dt.timedelta(days=1))]
+    fig.update_layout(
+        height=300,
+        margin={"l": 60, "r": 20, "t": 10, "b": 40},
+        template="plotly_white",
+        legend={"orientation": "h", "y": -0.2},
+        yaxis={"title": {"text": "images/sec"}, "rangemode": "tozero"},
+        xaxis=xaxis,
+        hovermode="closest",
+    )
+    return fig
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.5rem;color:#222}
+h1{font-size:1.4rem}h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px solid #ddd}
+h3{font-size:.95rem;margin:.8rem 0 0;font-family:ui-monospace,monospace}
+table{border-collapse:collapse;font-size:.85rem}
+th,td{padding:.25rem .6rem;border-bottom:1px solid #eee;text-align:left}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+.regressed,.oom{color:#d62728;font-weight:600}.improved{color:#2ca02c}
+.below-expectation{color:#ff7f0e;font-weight:600}.unstable{color:#8c8c8c}
+.meta,.notes{color:#555;font-size:.85rem}#filters{margin:1rem 0;display:flex;gap:1rem}
+#filters label{font-size:.85rem}.key span{margin-right:1rem}
+"""
+
+_FILTER_JS = """
+(function(){
+  var fields=["hardware","model","mode","dtype"];
+  function apply(){
+    var want={};
+    fields.forEach(function(f){want[f]=document.getElementById("filter-"+f).value;});
+    document.querySelectorAll("[data-filterable]").forEach(function(el){
+      var show=fields.every(function(f){return !want[f]||el.dataset[f]===want[f];});
+      el.style.display=show?"":"none";
+      if(show&&el.classList.contains("case")&&window.Plotly){
+        el.querySelectorAll(".js-plotly-plot").forEach(function(p){Plotly.Plots.resize(p);});
+      }
+    });
+    document.querySelectorAll("section.hardware").forEach(function(s){
+      var any=s.querySelector(".case:not([style*='none'])");
+      s.style.display=any?"":"none";
+    });
+  }
+  fields.forEach(function(f){
+    document.getElementById("filter-"+f).addEventListener("change",apply);
+  });
+  // A link such as report.html#hardware=cpu-x&mode=training opens with those filters set.
+  var wanted=new URLSearchParams(location.hash.slice(1));
+  fields.forEach(function(f){
+    if(wanted.has(f)){document.getElementById("filter-"+f).value=wanted.get(f);}
+  });
+  if(location.hash.length>1){apply();}
+})();
+"""
+
+
+def _select(field: str, values: Sequence[str]) -> str:
+    options = "".join(f'<option value="{_e(v)}">{_e(v)}</option>' for v in values)
+    return (
+        f'<label>{field} <select id="filter-{field}">'
+        f'<option value="">all</option>{options}</select></label>'
+    )
+
+
+def _data_attrs(hardware: str, case: CaseHistory) -> str:
+    return (
+        f'data-filterable data-hardware="{_e(hardware)}" data-model="{_e(case.model)}" '
+        f'data-mode="{_e(case.mode)}" data-dtype="{_e(case.dtype)}"'
+    )
+
+
+def _summary_table(history: History) -> str:
+    cases = {(c.hardware, c.key): c for hw in history.hardware for c in hw.cases}
+    rows = []
+    for r in summary_rows(history):
+        case = cases[(r.hardware, r.case)]
+        latest = case.latest
+        rate = "OOM" if r.images_per_sec is None else f"{r.images_per_sec:,.1f}"
+        spread = "" if r.spread is None else f"{r.spread:,.1f}"
+        change = "—" if r.change is None else f"{r.change:+.1%}"
+        floor = "" if case.floor is None else f"{case.floor:,.1f}"
+        css = r.verdict.replace(" ", "-")
+        rows.append(
+            f"<tr {_data_attrs(r.hardware, case)}><td>{_e(r.hardware)}</td>"
+            f"<td><code>{_e(r.case)}</code></td><td class=num>{rate}</td>"
+            f"<td class=num>{spread}</td><td class=num>{change}</td>"
+            f'<td class="{_e(css)}">{_e(r.verdict)}</td><td class="num floor">{floor}</td>'
+            f"<td><code>{_e(latest.commit.short)}</code> {_e(latest.commit.date[:10])}</td></tr>"
+        )
+    head = (
+        "<tr><th>hardware</th><th>case</th><th>latest img/s</th><th>spread</th>"
+        "<th>change vs previous</th><th>verdict</th><th>floor</th><th>commit</th></tr>"
+    )
+    return f'<table id="summary"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>'
+
+
+def render_html(history: History, title: str = "mxperf: images/sec over commits") -> str:
+    """The whole page as a string (plotly's JavaScript inlined)."""
+    _, offline = _plotly()
+    git = history.git
+    meta = [f"Baselines: <code>{_e(history.root)}</code>"]
+    if git.repo_root:
+        meta.append(f"repository <code>{_e(git.repo_root)}</code>")
+    if git.head:
+        meta.append(f"HEAD <code>{_e(git.head[:10])}</code>")
+    meta.append(
+        f"a change is marked beyond the larger of {history.tolerance:.0%} and twice the noise "
+        "of the two commits compared"
+    )
+    notes = [*history.notes, *(f"Unreadable: {e}" for e in history.errors)]
+    all_cases = [c for hw in history.hardware for c in hw.cases]
+    filters = "".join(
+        _select(field, sorted({str(getattr(c, field)) for c in all_cases}))
+        for field in ("hardware", "model", "mode", "dtype")
+    )
+    key = "".join(
+        f'<span style="color:{colour}">{symbol.replace("-", " ")}: {mark.value}</span>'
+        for mark, (colour, symbol) in STYLE.items()
+        if mark is not Mark.NEW
+    )
+    sections = []
+    n = 0
+    for hw in history.hardware:
+        parts = [f'<section class="hardware" id="hw-{_e(hw.hardware)}">']
+        parts.append(f"<h2>{_e(hw.hardware)}</h2>")
+        parts += [f'<p class="notes">{_e(note)}</p>' for note in hw.notes]
+        for case in hw.cases:
+            n += 1
+            fig = case_figure(case)
+            plot = fig.to_html(
+                full_html=False,
+                include_plotlyjs=False,
+                div_id=f"plot-{n}",
+                config={"displaylogo": False, "responsive": True},
+            )
+            parts.append(
+                f'<div class="case" {_data_attrs(hw.hardware, case)} data-case="{_e(case.key)}" '
+                f'data-points="{len(case.points)}"><h3>{_e(case.key)}</h3>{plot}</div>'
+            )
+        parts.append("</section>")
+        sections.append("".join(parts))
+    if not sections:
+        sections.append(f"<p>No baselines stored under <code>{_e(history.root)}</code>.</p>")
+    notes_html = "".join(f'<p class="notes">{_e(note)}</p>' for note in notes)
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{_e(title)}</title><style>{_CSS}</style>"
+        f'<script type="text/javascript">{offline.get_plotlyjs()}</script></head><body>'
+        f'<h1>{_e(title)}</h1><p class="meta">{" · ".join(meta)}</p>{notes_html}'
+        f'<div id="filters">{filters}</div>'
+        f"<h2>Summary</h2>{_summary_table(history)}"
+        f'<p class="key">Markers: {key}; hollow: not in the first-parent history; '
+        "bars: range of the stored runs (IQR of the blocks for a single run).</p>"
+        f"{''.join(sections)}<script>{_FILTER_JS}</script></body></html>\n"
+    )
+
+
+def write_report(history: History, out: Path) -> Path:
+    """Write the page to ``out`` atomically (readers never see half a page)."""
+    text = render_html(history)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(out)
+    return out

@@ -1,0 +1,59 @@
+"""``mxperf report``: the history page (and optionally its Markdown summary) from the stored
+baselines and the git history of the repository that holds them."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from pytest_mxperf import floors, history, htmlreport, summary
+from pytest_mxperf.options import DEFAULTS
+
+
+class ReportCommandError(Exception):
+    """A bad floors file or a missing plotly: ``mxperf`` prints it in one line, exit 2."""
+
+
+DEFAULT_OUT = "mxperf-report.html"
+
+
+def add_parser(sub: Any) -> None:
+    """Add the ``report`` subcommand to ``mxperf``'s subparsers."""
+    report = sub.add_parser(
+        "report", help="one self-contained HTML page of images/sec over the commits"
+    )
+    report.add_argument("--out", default=DEFAULT_OUT, help=f"page to write (default {DEFAULT_OUT})")
+    report.add_argument(
+        "--expectations",
+        type=Path,
+        help="CSV or JSON of expectation floors (hardware glob, model, mode, dtype, batch_size, "
+        "images_per_sec), drawn as lines",
+    )
+    report.add_argument(
+        "--tolerance",
+        type=float,
+        default=DEFAULTS["unconfirmed_tolerance"],
+        help="smallest change marked as a regression or improvement, when larger than twice "
+        f"the stored noise (default {DEFAULTS['unconfirmed_tolerance']:.2f})",
+    )
+    report.add_argument("--markdown", type=Path, help="also write the summary table as Markdown")
+
+
+def run(root: Path, args: argparse.Namespace) -> int:
+    """Build the page; print where it went and what it holds."""
+    try:
+        found = floors.load(args.expectations) if args.expectations else []
+        hist = history.load_history(root, tolerance=args.tolerance, floors=found)
+        out = htmlreport.write_report(hist, Path(args.out))
+    except (floors.FloorError, htmlreport.ReportError) as exc:
+        raise ReportCommandError(str(exc)) from None
+    rows = history.summary_rows(hist)
+    if args.markdown:
+        args.markdown.write_text(summary.to_markdown(rows), encoding="utf-8")
+    commits = sum(len(h.commits) for h in hist.hardware)
+    keys = len(hist.hardware)
+    print(f"{out}: {len(rows)} cases, {commits} stored commit(s), {keys} hardware key(s)")
+    for note in (*hist.notes, *hist.errors):
+        print(f"note: {note}")
+    return 0
