@@ -12,6 +12,7 @@ import pytest
 
 from pytest_mxperf import baselines, fingerprint, options
 from pytest_mxperf.markers import MARKER_DOC, MarkerError, MarkerSpec, merge, parse_marker
+from pytest_mxperf.resolution import CompareError
 from pytest_mxperf.runinfo import RunInfo
 from pytest_mxperf.session import MxperfSession
 
@@ -165,7 +166,10 @@ def pytest_configure(config: pytest.Config) -> None:
                 baselines.check_hardware_key(str(machine))
             except baselines.BaselineError as exc:
                 raise pytest.UsageError(f"mxperf: {exc}") from None
-        run = RunInfo.detect(settings, config.rootpath, os.environ, machine)
+        try:
+            run = RunInfo.detect(settings, config.rootpath, os.environ, machine)
+        except CompareError as exc:
+            raise pytest.UsageError(str(exc)) from None
         if settings.update:
             _check_update_allowed(settings, run)
     if settings.threads is not None:

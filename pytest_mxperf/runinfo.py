@@ -14,7 +14,13 @@ from typing import Any
 from pytest_mxperf import fingerprint, gitinfo
 from pytest_mxperf.gitinfo import CommitInfo
 from pytest_mxperf.options import Settings
-from pytest_mxperf.resolution import BaselineRef, Resolution, resolve
+from pytest_mxperf.resolution import (
+    BaselineRef,
+    CompareError,
+    Resolution,
+    explicit_problem,
+    resolve,
+)
 
 
 @dataclass
@@ -55,13 +61,26 @@ class RunInfo:
         env: Mapping[str, str],
         machine: str | None = None,
     ) -> RunInfo:
+        """Work out the run facts; `CompareError` when ``--mxperf-compare`` names nothing
+        usable for this hardware."""
         root = Path(settings.baseline_dir)
         if not root.is_absolute():
             root = rootdir / root
         commit = gitinfo.detect(rootdir, env, exclude=(str(root),))
         explicit = None
+        gpus = fingerprint.visible_gpus(env)
+        cpu = fingerprint.cpu_key()
         if settings.compare:
-            explicit = gitinfo.rev_parse(commit.repo_root, settings.compare) or settings.compare
+            sha = gitinfo.rev_parse(commit.repo_root, settings.compare)
+            keys = [fingerprint.hardware_key("cpu", machine=machine, cpu=cpu, gpu_name=None)]
+            keys += [
+                fingerprint.hardware_key("gpu", machine=machine, cpu=cpu, gpu_name=g["name"])
+                for g in gpus
+            ]
+            problem = explicit_problem(root, settings.compare, sha, keys, commit.repo_root)
+            if problem:
+                raise CompareError(problem)
+            explicit = sha or settings.compare
         ancestors = gitinfo.ancestry(commit.repo_root, commit.sha)
         resolution = resolve(
             root,
@@ -77,9 +96,9 @@ class RunInfo:
             rootdir=str(rootdir),
             baseline_root=str(root),
             commit=commit,
-            cpu_key=fingerprint.cpu_key(),
+            cpu_key=cpu,
             machine=machine,
-            gpus=fingerprint.visible_gpus(env),
+            gpus=gpus,
             baselines=resolution,
             lock_dir=os.path.join(tempfile.gettempdir(), f"pytest-mxperf-{run_id}"),
         )

@@ -379,3 +379,46 @@ def test_ctrl_c_during_update_stores_nothing(suite: pytest.Pytester) -> None:
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*run interrupted: baselines not updated*"])
     assert stored(suite) == [before] and before.read_text() == text
+
+
+# bad inputs (issue #10) ----------------------------------------------------------------------
+def test_unknown_compare_revision_is_a_usage_error(suite: pytest.Pytester) -> None:
+    _make_baseline(suite, alpha=400, beta=200)
+    result = suite.runpytest("--mxperf", "--mxperf-compare", "nonexistent-rev")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--mxperf-compare 'nonexistent-rev': unknown revision*"])
+
+
+def test_compare_with_a_commit_without_baseline_lists_those_with_one(
+    suite: pytest.Pytester,
+) -> None:
+    _make_baseline(suite, alpha=400, beta=200)
+    stored_sha = stored(suite)[0].stem
+    bare = git(suite.path, "rev-parse", "HEAD")  # a real commit, no file stored for it
+    result = suite.runpytest("--mxperf", "--mxperf-compare", "HEAD")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            f"*--mxperf-compare HEAD ({bare[:10]}) has no baseline for this hardware (cpu-*) under *; "
+            f"commits that have one: {stored_sha[:10]}*"
+        ]
+    )
+    other = suite.runpytest("--mxperf", "--mxperf-compare", stored_sha, "--mxperf-machine", "x")
+    assert other.ret == pytest.ExitCode.USAGE_ERROR
+    other.stderr.fnmatch_lines(
+        ["*has no baseline for this hardware (x) under *; none is stored for it*"]
+    )
+
+
+def test_compare_without_git_matches_stored_shas_only(suite: pytest.Pytester) -> None:
+    import shutil
+
+    _make_baseline(suite, alpha=400, beta=200)
+    stored_sha = stored(suite)[0].stem
+    shutil.rmtree(suite.path / ".git")
+    result = suite.runpytest("--mxperf", "--mxperf-compare", "deadbeef")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*'deadbeef': unknown revision (not a commit here (no git*"])
+    ok = suite.runpytest("--mxperf", "--mxperf-compare", stored_sha[:8])
+    ok.assert_outcomes(passed=2)
+    ok.stdout.fnmatch_lines(["*mxperf verdicts: 2 pass*"])
