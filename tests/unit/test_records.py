@@ -51,7 +51,7 @@ def test_verdict_round_trip_keeps_the_outcome_enum() -> None:
 
 
 def test_prepare_spec_names_an_unknown_option() -> None:
-    with pytest.raises(TypeError, match="unknown option.*input_shap"):
+    with pytest.raises(TypeError, match=r"unknown option.*input_shap"):
         PrepareSpec.from_options(
             mode="inference", batch_size=1, ctx=None, dtype="float32", options={"input_shap": 1}
         )
