@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_mxperf import baselines, fingerprint, options
+from pytest_mxperf import baselines, fingerprint, options, outputs
 from pytest_mxperf.markers import MARKER_DOC, MarkerError, MarkerSpec, merge, parse_marker
 from pytest_mxperf.resolution import CompareError
 from pytest_mxperf.runinfo import RunInfo
@@ -170,6 +170,11 @@ def pytest_configure(config: pytest.Config) -> None:
             run = RunInfo.detect(settings, config.rootpath, os.environ, machine)
         except CompareError as exc:
             raise pytest.UsageError(str(exc)) from None
+        unwritable = outputs.check_outputs(
+            settings.json, run.baseline_root if settings.update else None
+        )
+        if unwritable:
+            raise pytest.UsageError(unwritable)
         if settings.update:
             _check_update_allowed(settings, run)
     if settings.threads is not None:

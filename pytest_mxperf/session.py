@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_mxperf import baselines, fingerprint, report
+from pytest_mxperf import fingerprint, outputs, report
 from pytest_mxperf.options import Settings
 from pytest_mxperf.records import CaseResult
 from pytest_mxperf.runinfo import RunInfo
@@ -50,6 +50,8 @@ class MxperfSession:
         self.seen: dict[str, str] = {}
         self.errors: list[str] = []
         self.stored = StoreReport()
+        #: Where the JSON report was written (None: not written).
+        self.report_path: Path | None = None
 
     def failures(
         self, results: list[CaseResult], properties: list[tuple[str, object]]
@@ -84,10 +86,15 @@ class MxperfSession:
                 self.collected.results, self.run.commit, Path(self.run.baseline_root)
             )
             self.errors += self.stored.errors
-        if s.json:
+        if s.json or self.stored.write_failed:
+            # A file that could not be written never loses the measured results: the report
+            # then goes to a temporary file, named in the errors.
             extra = {"errors": self.errors, "crashed": self.collected.crashed}
             data = report.to_json(self.collected.results, self.run, s.as_dict(), extra)
-            baselines.write_json_atomic(Path(s.json), data)
+            wanted = Path(s.json) if s.json else None
+            self.report_path, problem = outputs.write_report(wanted, data, self.run.run_id)
+            if problem:
+                self.errors.append(problem)
         return bool(self.errors)
 
     def summary(self, width: int) -> list[tuple[str, str | None, dict[str, bool]]]:
@@ -103,7 +110,7 @@ class MxperfSession:
         out += [("line", f"mxperf: not stored as baseline: {w}", {}) for w in self.stored.skipped]
         red = {"red": True}
         out += [("line", f"mxperf: worker crashed: {c}", red) for c in self.collected.crashed]
-        if self.settings.json:
+        if self.settings.json and self.report_path == Path(self.settings.json):
             out.append(("line", f"mxperf: JSON report written to {self.settings.json}", {}))
         if self.errors:
             out.append(("sep", f"mxperf: {len(self.errors)} error(s)", {"red": True, "bold": True}))

@@ -422,3 +422,53 @@ def test_compare_without_git_matches_stored_shas_only(suite: pytest.Pytester) ->
     ok = suite.runpytest("--mxperf", "--mxperf-compare", stored_sha[:8])
     ok.assert_outcomes(passed=2)
     ok.stdout.fnmatch_lines(["*mxperf verdicts: 2 pass*"])
+
+
+@pytest.mark.parametrize(
+    ("option", "where"),
+    [("--mxperf-baseline-dir", "a-file/baselines"), ("--mxperf-json", "a-file/report.json")],
+)
+def test_unwritable_output_is_a_usage_error_before_measuring(
+    suite: pytest.Pytester, option: str, where: str
+) -> None:
+    (suite.path / "a-file").write_text("a regular file\n")
+    result = suite.runpytest("--mxperf", "--mxperf-update", option, where)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{where} (*a-file is not a directory)*"])
+    assert option in result.stderr.str()
+    assert "mxperf: throughput" not in result.stdout.str()  # nothing was measured
+
+
+BLOCKER = """
+import pathlib
+
+def test_zz_block_outputs():
+    # Outputs that were writable at the start become unwritable before the end of the run.
+    for name in ("out", "bl"):
+        pathlib.Path(name).write_text("now a regular file\\n")
+"""
+
+
+def test_write_failure_at_the_end_keeps_the_results(suite: pytest.Pytester) -> None:
+    suite.makepyfile(test_zz_blocker=BLOCKER)
+    git(suite.path, "add", "-A")
+    git(suite.path, "commit", "-qm", "blocker")
+    result = suite.runpytest(
+        "--mxperf", "--mxperf-update", "--mxperf-baseline-dir", "bl", "--mxperf-json", "out/r.json"
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(passed=3)
+    text = result.stdout.str()
+    assert "Traceback" not in text and "Error:" not in text.replace("error(s)", "")
+    result.stdout.fnmatch_lines(
+        [
+            "*baseline not written: cannot write *bl*: *",
+            "*cannot write the JSON report to out/r.json: *; measured results saved to *.json",
+        ]
+    )
+    saved = Path(text.split("measured results saved to ")[1].split()[0])
+    try:
+        cases = json.loads(saved.read_text())["cases"]
+        assert sorted(c["model"] for c in cases) == ["alpha", "beta"]
+    finally:
+        saved.unlink()
