@@ -472,3 +472,39 @@ def test_write_failure_at_the_end_keeps_the_results(suite: pytest.Pytester) -> N
         assert sorted(c["model"] for c in cases) == ["alpha", "beta"]
     finally:
         saved.unlink()
+
+
+def _spoil(path: Path, field: str, value: object) -> str:
+    """Give the first case of a stored file a wrongly typed field; return the new text."""
+    data = json.loads(path.read_text())
+    first = sorted(data["cases"])[0]
+    data["cases"][first][field] = value
+    text = json.dumps(data)
+    path.write_text(text)
+    return text
+
+
+def test_update_never_rewrites_a_file_with_bad_values(suite: pytest.Pytester) -> None:
+    suite.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
+    path = stored(suite)[0]
+    text = _spoil(path, "images_per_sec", "fast")
+    update = suite.runpytest("--mxperf", "--mxperf-update")
+    assert update.ret == pytest.ExitCode.TESTS_FAILED
+    update.stdout.fnmatch_lines(
+        [f"*baseline not written: baseline file {path}: case *'images_per_sec' must be a finite*"]
+    )
+    assert path.read_text() == text
+
+
+def test_console_script_bad_values_exit_2_naming_the_file(
+    suite: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _make_baseline(suite, alpha=400, beta=200)
+    (path,) = stored(suite)
+    _spoil(path, "runs", ["many"])
+    root = str(suite.path / "baselines")
+    capsys.readouterr()
+    for argv in (["show"], ["show", path.stem[:8]], ["compare", path.stem, path.stem]):
+        assert cli.main(["--dir", root, *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert f"baseline file {path}: case " in err and "'runs'" in err
