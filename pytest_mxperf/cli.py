@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from tabulate import tabulate
@@ -28,11 +29,28 @@ class CliError(Exception):
     pass
 
 
-def _files(root: Path, hardware: str) -> list[baselines.BaselineFile]:
-    found = []
-    for path in baselines.commit_files(root, hardware).values():
-        found.append(baselines.load(path))
-    return sorted(found, key=lambda f: f.date, reverse=True)
+@dataclass
+class _Stored:
+    """The baseline files of one hardware key: those that load, and errors for the others."""
+
+    files: list[baselines.BaselineFile]
+    bad: dict[str, str]  # sha (from the file name) -> why it cannot be read
+
+    def warn(self, skip: str | None = None) -> None:
+        """Name every unreadable file (but ``skip``) on stderr: reported, then passed over."""
+        for sha, why in sorted(self.bad.items()):
+            if sha != skip:
+                print(f"mxperf: warning: skipped: {why}", file=sys.stderr)
+
+
+def _files(root: Path, hardware: str) -> _Stored:
+    found, bad = [], {}
+    for sha, path in baselines.commit_files(root, hardware).items():
+        try:
+            found.append(baselines.load(path))
+        except baselines.BaselineError as exc:
+            bad[sha] = str(exc)
+    return _Stored(sorted(found, key=lambda f: f.date, reverse=True), bad)
 
 
 def _hardware(root: Path, wanted: str | None) -> str:
@@ -48,18 +66,27 @@ def _hardware(root: Path, wanted: str | None) -> str:
     return keys[0]
 
 
-def _pick(root: Path, hardware: str, rev: str | None) -> baselines.BaselineFile:
-    files = _files(root, hardware)
-    if not files:
-        raise CliError(f"no baseline files for hardware {hardware!r} under {root}")
+def _pick(root: Path, stored: _Stored, hardware: str, rev: str | None) -> baselines.BaselineFile:
+    """The file of ``rev`` (default: the newest readable one). An unreadable file is an
+    error only when it is the one asked for."""
     if rev is None:
-        return files[0]
-    sha = gitinfo.rev_parse(str(root), rev) or rev
-    matches = [f for f in files if f.sha.startswith(sha.lower())]
+        if not stored.files:
+            why = "; ".join(stored.bad.values())
+            raise CliError(
+                f"no readable baseline files for hardware {hardware!r} under {root}"
+                + (f" ({why})" if why else "")
+            )
+        return stored.files[0]
+    sha = (gitinfo.rev_parse(str(root), rev) or rev).lower()
+    # By file name (the sha the file is stored under), readable or not.
+    matches = [f.path.stem for f in stored.files if f.path.stem.startswith(sha)]
+    matches += [s for s in stored.bad if s.startswith(sha)]
     if len(matches) != 1:
         what = "no" if not matches else "several"
         raise CliError(f"{what} baseline for revision {rev!r} on hardware {hardware!r}")
-    return matches[0]
+    if matches[0] in stored.bad:
+        raise CliError(stored.bad[matches[0]])
+    return next(f for f in stored.files if f.path.stem == matches[0])
 
 
 def _rate(value: float | None) -> str:
@@ -99,7 +126,9 @@ def cmd_list(root: Path, _: argparse.Namespace) -> int:
 
 def cmd_show(root: Path, args: argparse.Namespace) -> int:
     hardware = _hardware(root, args.hardware)
-    f = _pick(root, hardware, args.rev)
+    stored = _files(root, hardware)
+    f = _pick(root, stored, hardware, args.rev)
+    stored.warn(skip=f.path.stem)
     print(
         f"{f.path}: commit {f.sha[:10]} ({f.date}, {f.commit.get('branch') or '-'}) on {hardware}"
     )
@@ -118,7 +147,9 @@ def cmd_show(root: Path, args: argparse.Namespace) -> int:
 
 def cmd_compare(root: Path, args: argparse.Namespace) -> int:
     hardware = _hardware(root, args.hardware)
-    old, new = _pick(root, hardware, args.old), _pick(root, hardware, args.new)
+    stored = _files(root, hardware)
+    old, new = _pick(root, stored, hardware, args.old), _pick(root, stored, hardware, args.new)
+    stored.warn()
     policy = Policy(tolerance=args.tolerance)
     rows, regressed = [], 0
     for key in sorted(set(old.cases) | set(new.cases)):

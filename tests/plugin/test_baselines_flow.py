@@ -508,3 +508,28 @@ def test_console_script_bad_values_exit_2_naming_the_file(
         assert cli.main(["--dir", root, *argv]) == 2, argv
         err = capsys.readouterr().err
         assert f"baseline file {path}: case " in err and "'runs'" in err
+
+
+def test_console_script_skips_an_unreadable_file_unless_asked_for_it(
+    suite: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _make_baseline(suite, alpha=400, beta=200)
+    first = git(suite.path, "rev-parse", "HEAD~1")
+    _make_baseline(suite, alpha=200, beta=210)
+    second = git(suite.path, "rev-parse", "HEAD~1")
+    hw = stored(suite)[0].parent
+    bad = hw / ("ab" * 20 + ".json")
+    bad.write_text('{"schema": 1, "cases": {')  # truncated
+    root = str(suite.path / "baselines")
+    capsys.readouterr()
+    assert cli.main(["--dir", root, "show", first[:10]]) == 0
+    out, err = capsys.readouterr()
+    assert "400.0" in out and f"mxperf: warning: skipped: baseline file {bad} is not valid" in err
+    assert cli.main(["--dir", root, "show"]) == 0
+    assert f"skipped: baseline file {bad}" in capsys.readouterr().err
+    assert cli.main(["--dir", root, "compare", first[:10], second[:10]]) == 1  # regressed
+    out, err = capsys.readouterr()
+    assert "regressed" in out and f"skipped: baseline file {bad}" in err
+    assert cli.main(["--dir", root, "show", "abab"]) == 2
+    assert f"mxperf: error: baseline file {bad} is not valid JSON" in capsys.readouterr().err
+    assert cli.main(["--dir", root, "compare", first[:10], "abab"]) == 2
