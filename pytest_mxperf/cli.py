@@ -187,11 +187,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--dir", default="baselines", help="baseline directory (default: baselines)"
     )
     parser.add_argument("--hardware", help="hardware key (needed when several are stored)")
+    # The same options after the subcommand (`mxperf show REV --hardware KEY`); SUPPRESS keeps
+    # a value given before it when they are not repeated.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--dir", default=argparse.SUPPRESS, help="baseline directory")
+    common.add_argument("--hardware", default=argparse.SUPPRESS, help="hardware key")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("list", help="hardware keys and stored commits")
-    show = sub.add_parser("show", help="one stored baseline as a table")
+    sub.add_parser("list", parents=[common], help="hardware keys and stored commits")
+    show = sub.add_parser("show", parents=[common], help="one stored baseline as a table")
     show.add_argument("rev", nargs="?", help="git revision or sha prefix (default: newest)")
-    compare = sub.add_parser("compare", help="changes from OLD to NEW; exit 1 on a regression")
+    compare = sub.add_parser(
+        "compare", parents=[common], help="changes from OLD to NEW; exit 1 on a regression"
+    )
     compare.add_argument("old")
     compare.add_argument("new")
     compare.add_argument(

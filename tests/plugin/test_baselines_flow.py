@@ -533,3 +533,19 @@ def test_console_script_skips_an_unreadable_file_unless_asked_for_it(
     assert cli.main(["--dir", root, "show", "abab"]) == 2
     assert f"mxperf: error: baseline file {bad} is not valid JSON" in capsys.readouterr().err
     assert cli.main(["--dir", root, "compare", first[:10], "abab"]) == 2
+
+
+def test_console_script_options_after_the_subcommand(
+    suite: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _make_baseline(suite, alpha=400, beta=200)
+    first = git(suite.path, "rev-parse", "HEAD~1")
+    (hw,) = {p.parent.name for p in stored(suite)}
+    root = str(suite.path / "baselines")
+    capsys.readouterr()
+    assert cli.main(["show", first[:10], "--hardware", hw, "--dir", root]) == 0
+    assert "400.0" in capsys.readouterr().out
+    assert cli.main(["compare", first[:10], first[:10], "--dir", root, "--hardware", hw]) == 0
+    assert cli.main(["list", "--dir", root]) == 0
+    assert cli.main(["--dir", root, "show", "--hardware", "nope"]) == 2
+    assert "no baselines for hardware 'nope'" in capsys.readouterr().err
