@@ -549,3 +549,17 @@ def test_console_script_options_after_the_subcommand(
     assert cli.main(["list", "--dir", root]) == 0
     assert cli.main(["--dir", root, "show", "--hardware", "nope"]) == 2
     assert "no baselines for hardware 'nope'" in capsys.readouterr().err
+
+
+def test_stored_environment_holds_no_paths(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = str(Path.home() / ".mxnet")
+    monkeypatch.setenv("MXNET_HOME", home)
+    monkeypatch.setenv("MXNET_CPU_WORKER_NTHREADS", "2")
+    suite.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
+    text = stored(suite)[0].read_text()
+    assert home not in text and str(Path.home()) not in text
+    case = json.loads(text)["cases"]["alpha/inference/float32/bs8/cpu"]
+    assert case["environment"]["MXNET_HOME"] == "<path>"
+    assert case["environment"]["MXNET_CPU_WORKER_NTHREADS"] == "2"
