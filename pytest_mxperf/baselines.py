@@ -231,8 +231,13 @@ def store(
 def _with_runs(case: dict[str, Any], previous: dict[str, Any]) -> dict[str, Any]:
     """Keep the last few run medians of a case re-measured at the same commit on the same
     software, environment and threads; the stored images/sec is their median (repeated
-    updates sample the same quantity), and their spread is the case's between-run noise."""
+    updates sample the same quantity), and their spread is the case's between-run noise.
+
+    Runs measured on a dirty tree are dropped by a clean update: the stored figure of a clean
+    case then rests on clean runs only (a dirty case says ``dirty: true`` for all its runs)."""
     same_setup = all(previous.get(k) == case.get(k) for k in ("software", "environment", "threads"))
+    if previous.get("dirty") and not case.get("dirty"):
+        same_setup = False
     runs = [r for r in previous.get("runs", []) if r is not None] if same_setup else []
     latest = case.get("images_per_sec")
     if latest is not None:

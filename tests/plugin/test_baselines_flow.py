@@ -563,3 +563,16 @@ def test_stored_environment_holds_no_paths(
     case = json.loads(text)["cases"]["alpha/inference/float32/bs8/cpu"]
     assert case["environment"]["MXNET_HOME"] == "<path>"
     assert case["environment"]["MXNET_CPU_WORKER_NTHREADS"] == "2"
+
+
+def test_clean_update_after_a_dirty_one_keeps_only_clean_runs(suite: pytest.Pytester) -> None:
+    write_speeds(suite, alpha=900, beta=900)  # uncommitted: the tree is dirty
+    dirty = suite.runpytest("--mxperf", "--mxperf-update", "--mxperf-allow-dirty")
+    dirty.assert_outcomes(passed=2)
+    git(suite.path, "checkout", "--", "speed.txt")
+    suite.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
+    data = json.loads(stored(suite)[0].read_text())
+    case = data["cases"]["alpha/inference/float32/bs8/cpu"]
+    assert data["commit"]["dirty"] is False and case["dirty"] is False
+    assert case["runs"] == [pytest.approx(400.0)]
+    assert case["images_per_sec"] == pytest.approx(400.0)

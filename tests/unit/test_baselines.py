@@ -364,3 +364,19 @@ def test_write_json_atomic_creates_the_folder(tmp_path: Path) -> None:
     baselines.write_json_atomic(path, {"b": 1, "a": [1, 2]})
     assert path.read_text() == '{\n  "a": [\n    1,\n    2\n  ],\n  "b": 1\n}\n'
     assert os.listdir(path.parent) == ["f.json"]
+
+
+def test_clean_update_drops_runs_measured_on_a_dirty_tree(tmp_path: Path) -> None:
+    key = "m/inference/float32/bs8/cpu"
+    store(tmp_path, HW, commit(SHA_A, dirty=True), {key: rec(900.0, dirty=True)})
+    store(tmp_path, HW, commit(SHA_A, dirty=True), {key: rec(800.0, dirty=True)})
+    path = store(tmp_path, HW, commit(SHA_A), {key: rec(100.0, dirty=False)})
+    data = json.loads(path.read_text())
+    case = data["cases"][key]
+    assert data["commit"]["dirty"] is False and case["dirty"] is False
+    assert case["runs"] == [100.0] and case["images_per_sec"] == 100.0
+    # clean runs go on accumulating; a dirty run added to clean ones marks the case dirty
+    store(tmp_path, HW, commit(SHA_A), {key: rec(110.0, dirty=False)})
+    assert load(path).cases[key].runs == (100.0, 110.0)
+    store(tmp_path, HW, commit(SHA_A, dirty=True), {key: rec(120.0, dirty=True)})
+    assert load(path).cases[key].dirty is True
