@@ -65,10 +65,11 @@ class SessionHooks:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> None:
-        if self.session.is_worker or config.get_verbosity() < -1:
+        if self.session.is_worker:
             return
         width = config.get_terminal_writer().fullwidth
-        for kind, text, markup in self.session.summary(width):
+        quiet = config.get_verbosity() < -1  # -qq: errors only, never nothing
+        for kind, text, markup in self.session.summary(width, errors_only=quiet):
             if kind == "sep":
                 terminalreporter.write_sep("=" if markup else "-", text, **markup)
             else:

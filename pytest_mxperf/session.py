@@ -89,7 +89,12 @@ class MxperfSession:
         if s.json or self.stored.write_failed:
             # A file that could not be written never loses the measured results: the report
             # then goes to a temporary file, named in the errors.
-            extra = {"errors": self.errors, "crashed": self.collected.crashed}
+            extra = {
+                "errors": self.errors,
+                "crashed": self.collected.crashed,
+                "baseline_errors": self.run.baselines.errors,
+                "baseline_warnings": self.run.baselines.warnings,
+            }
             data = report.to_json(self.collected.results, self.run, s.as_dict(), extra)
             wanted = Path(s.json) if s.json else None
             self.report_path, problem = outputs.write_report(wanted, data, self.run.run_id)
@@ -97,9 +102,28 @@ class MxperfSession:
                 self.errors.append(problem)
         return bool(self.errors)
 
-    def summary(self, width: int) -> list[tuple[str, str | None, dict[str, bool]]]:
+    def summary(
+        self, width: int, errors_only: bool = False
+    ) -> list[tuple[str, str | None, dict[str, bool]]]:
         """What the terminal summary prints: ``(kind, text, markup)`` with kind ``sep`` (a
-        separator line titled ``text``) or ``line``."""
+        separator line titled ``text``) or ``line``; ``errors_only`` for ``-qq``."""
+        red = {"red": True}
+        alerts: list[tuple[str, str | None, dict[str, bool]]] = [
+            ("line", f"mxperf: worker crashed: {c}", red) for c in self.collected.crashed
+        ]
+        # Unreadable baseline files are in the header too, which -q hides: repeat them here.
+        alerts += [
+            ("line", f"mxperf: error: {e}", red)
+            for e in self.run.baselines.errors
+            if e not in self.errors
+        ]
+        if self.errors:
+            alerts.append(
+                ("sep", f"mxperf: {len(self.errors)} error(s)", {"red": True, "bold": True})
+            )
+            alerts += [("line", e, red) for e in self.errors]
+        if errors_only:
+            return alerts
         out: list[tuple[str, str | None, dict[str, bool]]] = []
         stored = self.run.baselines.stored_keys()
         for title, lines in report.results_sections(self.collected.results, stored, width):
@@ -108,11 +132,6 @@ class MxperfSession:
             out += [("line", line, {}) for line in lines]
         out += [("line", f"mxperf: baseline written: {w}", {}) for w in self.stored.written]
         out += [("line", f"mxperf: not stored as baseline: {w}", {}) for w in self.stored.skipped]
-        red = {"red": True}
-        out += [("line", f"mxperf: worker crashed: {c}", red) for c in self.collected.crashed]
         if self.settings.json and self.report_path == Path(self.settings.json):
             out.append(("line", f"mxperf: JSON report written to {self.settings.json}", {}))
-        if self.errors:
-            out.append(("sep", f"mxperf: {len(self.errors)} error(s)", {"red": True, "bold": True}))
-            out += [("line", e, red) for e in self.errors]
-        return out
+        return out + alerts

@@ -576,3 +576,16 @@ def test_clean_update_after_a_dirty_one_keeps_only_clean_runs(suite: pytest.Pyte
     assert data["commit"]["dirty"] is False and case["dirty"] is False
     assert case["runs"] == [pytest.approx(400.0)]
     assert case["images_per_sec"] == pytest.approx(400.0)
+
+
+@pytest.mark.parametrize("quiet", ["-q", "-qq"])
+def test_corrupt_file_error_survives_quiet_runs(suite: pytest.Pytester, quiet: str) -> None:
+    suite.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
+    path = stored(suite)[0]
+    path.write_text('{"schema": 1, "cases": {')
+    result = suite.runpytest("--mxperf", quiet, "--mxperf-json", "report.json")
+    assert result.ret == pytest.ExitCode.OK  # not --mxperf-strict: the run goes on without it
+    assert "mxperf: hardware" not in result.stdout.str()  # the header is hidden
+    result.stdout.fnmatch_lines([f"mxperf: error: baseline file {path} is not valid JSON*"])
+    data = json.loads((suite.path / "report.json").read_text())
+    assert len(data["baseline_errors"]) == 1 and str(path) in data["baseline_errors"][0]
