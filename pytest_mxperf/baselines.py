@@ -172,10 +172,10 @@ def commit_files(root: Path, hardware: str) -> dict[str, Path]:
 
 
 def _lock_path(folder: Path) -> Path:
-    """The write lock of a hardware directory lives in the temporary directory, never in the
+    """The write lock of a hardware directory lives in the user's lock directory, never in the
     baseline directory (whose files get committed)."""
     digest = hashlib.sha1(str(folder.resolve()).encode()).hexdigest()[:16]
-    return Path(tempfile.gettempdir()) / "pytest-mxperf-locks" / f"baselines-{digest}.lock"
+    return locks.machine_lock_dir() / f"baselines-{digest}.lock"
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

@@ -127,7 +127,7 @@ class MxPerf:
             nodeid=self._item.nodeid,
             worker=os.environ.get("PYTEST_XDIST_WORKER"),
         )
-        with locks.device_lock(self._run.lock_dir, "cpu" if kind == "cpu" else f"gpu{index}"):
+        with locks.device_lock(self._run.lock_dir, self._run.device_lock_name(kind, index)):
             start = time.time()
             self._measure(result, net, spec)
             result.window = [start, time.time()]

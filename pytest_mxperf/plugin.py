@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
@@ -215,8 +214,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         hooks = config.pluginmanager.get_plugin("mxperf-session")
         if hooks is not None:
             config.pluginmanager.unregister(hooks)
-        if not state.is_worker:
-            shutil.rmtree(state.run.lock_dir, ignore_errors=True)
 
 
 def _is_benchmark(item: pytest.Item) -> bool:

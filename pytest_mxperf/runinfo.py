@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import datetime as _dt
-import os
-import tempfile
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_mxperf import fingerprint, gitinfo
+from pytest_mxperf import fingerprint, gitinfo, locks
 from pytest_mxperf.gitinfo import CommitInfo
 from pytest_mxperf.options import Settings
 from pytest_mxperf.resolution import (
@@ -38,6 +36,7 @@ class RunInfo:
     machine: str | None
     gpus: list[dict[str, str]]
     baselines: Resolution
+    #: The machine-wide lock directory of this user (`locks.machine_lock_dir`): runs take turns.
     lock_dir: str
 
     def as_dict(self) -> dict[str, Any]:
@@ -100,7 +99,7 @@ class RunInfo:
             machine=machine,
             gpus=gpus,
             baselines=resolution,
-            lock_dir=os.path.join(tempfile.gettempdir(), f"pytest-mxperf-{run_id}"),
+            lock_dir=str(locks.machine_lock_dir()),
         )
 
     def hardware_for(self, kind: str, gpu_index: int) -> str:
@@ -108,6 +107,15 @@ class RunInfo:
         if kind == "gpu" and self.gpus:
             name = self.gpus[gpu_index % len(self.gpus)]["name"]
         return fingerprint.hardware_key(kind, machine=self.machine, cpu=self.cpu_key, gpu_name=name)
+
+    def device_lock_name(self, kind: str, index: int) -> str:
+        """The lock of a device, the same in every run on this machine: ``cpu``, or a GPU by its
+        UUID (an index depends on each process's CUDA_VISIBLE_DEVICES)."""
+        if kind != "gpu":
+            return "cpu"
+        if self.gpus:
+            return "gpu-" + fingerprint.slug(self.gpus[index % len(self.gpus)]["uuid"])
+        return f"gpu{index}"
 
     def baseline_for(self, hardware: str, key: str) -> BaselineRef | None:
         return self.baselines.get(hardware, key)
