@@ -1,0 +1,71 @@
+"""Bad inputs a user can hand the plugin, end to end (issue #10): what they see, and that the
+run goes on where it can."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+#: The child limits its own address space once MXNet is loaded and warm: at most ~1.5 GB more,
+#: so a huge batch fails to allocate quickly instead of pushing the machine into swap.
+CPU_OOM_SUITE = """
+import re
+import resource
+
+import pytest
+
+HEADROOM = 1_500_000_000
+
+
+def _vm_size():
+    status = open("/proc/self/status").read()
+    return int(re.search(r"VmSize:\\s+(\\d+)", status).group(1)) * 1024
+
+
+@pytest.fixture(scope="session", autouse=True)
+def limited_memory():
+    import mxnet as mx
+
+    mx.nd.ones((4, 4)).wait_to_read()  # engine and thread pools up before the limit
+    limit = _vm_size() + HEADROOM
+    resource.setrlimit(resource.RLIMIT_AS, (limit, resource.RLIM_INFINITY))
+
+
+def net():
+    from mxnet.gluon.model_zoo import vision
+
+    return vision.get_model("mobilenet0.25", classes=10)
+
+
+def test_a_huge_batch(mxperf):
+    # 2000 x 3 x 224 x 224 floats: 1.2 GB of input alone, then the activations
+    r = mxperf.inference(net(), batch_size=2000, model="mobilenet0.25")
+    assert r.status.value == "oom"
+
+
+def test_b_small_batch_afterwards(mxperf):
+    r = mxperf.inference(net(), batch_size=1, input_shape=(3, 32, 32), model="mobilenet0.25-32px")
+    assert r.status.value == "ok"
+"""
+
+
+def test_cpu_out_of_memory_is_a_result_and_the_run_goes_on(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("mxnet")
+    resource = pytest.importorskip("resource")
+    assert resource.RLIMIT_AS  # Linux: an address-space limit bounds the probe
+    pytester.makepyfile(test_oom=CPU_OOM_SUITE)
+    fast = ["--mxperf-min-time", "0.2", "--mxperf-max-time", "0.5", "--mxperf-warmup-time", "1"]
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--mxperf", "--mxperf-json", "r.json", *fast, timeout=300
+    )
+    result.assert_outcomes(passed=2)
+    cases: dict[str, Any] = {
+        c["key"]: c for c in json.loads((pytester.path / "r.json").read_text())["cases"]
+    }
+    huge = cases["mobilenet0.25/inference/float32/bs2000/cpu"]
+    assert huge["status"] == "oom" and huge["verdict"]["status"] == "oom"
+    assert "Failed to allocate CPU Memory" in huge["error"]
+    assert cases["mobilenet0.25-32px/inference/float32/bs1/cpu"]["status"] == "ok"
+    result.stdout.fnmatch_lines(["*mobilenet0.25 *2000*OOM*"])
