@@ -178,11 +178,20 @@ def _lock_path(folder: Path) -> Path:
     return locks.machine_lock_dir() / f"baselines-{digest}.lock"
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)  # the only portable way to read it is to set it, then restore it
+    os.umask(mask)
+    return mask
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write ``data`` as sorted, indented JSON; readers see the old file or the new, never half."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        # mkstemp makes the file 0600; a baseline or report is as readable as any file the
+        # user writes (0644 under umask 022).
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(data, fh, indent=2, sort_keys=True, allow_nan=False)
             fh.write("\n")

@@ -380,3 +380,15 @@ def test_clean_update_drops_runs_measured_on_a_dirty_tree(tmp_path: Path) -> Non
     assert load(path).cases[key].runs == (100.0, 110.0)
     store(tmp_path, HW, commit(SHA_A, dirty=True), {key: rec(120.0, dirty=True)})
     assert load(path).cases[key].dirty is True
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_written_files_respect_the_umask(tmp_path: Path, umask: int, mode: int) -> None:
+    old = os.umask(umask)
+    try:
+        path = store(tmp_path, HW, commit(SHA_A), {"x": rec(10.0)})
+        baselines.write_json_atomic(tmp_path / "report.json", {"a": 1})
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == mode
+    assert (tmp_path / "report.json").stat().st_mode & 0o777 == mode
