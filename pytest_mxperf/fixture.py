@@ -24,6 +24,11 @@ FP16_CPU_REASON = (
 )
 
 
+def _check_positive(name: str, value: object) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
 class MxPerf:
     """Benchmarks MXNet models inside a test; one object per test, from the ``mxperf`` fixture.
 
@@ -77,6 +82,7 @@ class MxPerf:
     ) -> CaseResult:
         """Any function that does ``items_per_call`` images of work per call; the device is
         synced at the end of every timed block."""
+        _check_positive("items_per_call", items_per_call)
         return self._case(fn, mode, items_per_call, items_per_call=items_per_call, **options)
 
     def _label(self, model: str | None) -> str:
@@ -99,8 +105,7 @@ class MxPerf:
         dtype: str = "float32",
         **options: Any,
     ) -> CaseResult:
-        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        _check_positive("batch_size", batch_size)
         backend = self._backend
         ctx = self._default_ctx if ctx is None else ctx
         spec = PrepareSpec.from_options(

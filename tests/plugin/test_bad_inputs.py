@@ -69,3 +69,26 @@ def test_cpu_out_of_memory_is_a_result_and_the_run_goes_on(pytester: pytest.Pyte
     assert "Failed to allocate CPU Memory" in huge["error"]
     assert cases["mobilenet0.25-32px/inference/float32/bs1/cpu"]["status"] == "ok"
     result.stdout.fnmatch_lines(["*mobilenet0.25 *2000*OOM*"])
+
+
+BAD_ARGUMENTS = """
+from pytest_mxperf.testing import FakeModel
+
+def test_items_per_call(mxperf):
+    mxperf.callable(lambda: None, items_per_call=0, model="c")
+
+def test_batch_size(mxperf):
+    mxperf.inference(FakeModel(10.0), batch_size=-1, model="m")
+"""
+
+
+def test_bad_sizes_name_the_argument_passed(fake_pytester: pytest.Pytester) -> None:
+    fake_pytester.makepyfile(BAD_ARGUMENTS)
+    result = fake_pytester.runpytest("--mxperf")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*ValueError: items_per_call must be a positive int, got 0",
+            "*ValueError: batch_size must be a positive int, got -1",
+        ]
+    )
