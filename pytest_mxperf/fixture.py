@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from typing import Any
 
 import pytest
@@ -170,5 +171,8 @@ class MxPerf:
         )
         result.status, result.measurement = outcome.status, outcome.measurement
         result.attempts, result.error = outcome.attempts, outcome.error
+        result.warnings = outcome.warnings
+        for text in outcome.warnings:
+            warnings.warn(f"mxperf: {result.key}: {text}", pytest.PytestWarning, stacklevel=4)
         elsewhere = run.baselines.elsewhere(result.hardware, str(result.key))
         result.verdict = judge(result, ref, expectations, policy, elsewhere)

@@ -92,3 +92,70 @@ def test_bad_sizes_name_the_argument_passed(fake_pytester: pytest.Pytester) -> N
             "*ValueError: batch_size must be a positive int, got -1",
         ]
     )
+
+
+MODEL_ERRORS = """
+import pytest
+from pytest_mxperf.testing import FakeBackend, FakeModel
+
+class Raising(FakeModel):
+    pass
+
+class RaisingBackend(FakeBackend):
+    def prepare(self, model, spec):
+        prepared = super().prepare(model, spec)
+        if isinstance(model, Raising):
+            def step():
+                raise ValueError("operands could not be broadcast together")
+            prepared.step = step
+        return prepared
+
+@pytest.fixture(scope="session")
+def mxperf_backend():
+    return RaisingBackend()
+
+def test_value_error(mxperf):
+    mxperf.inference(Raising(10.0), batch_size=8, model="raises")
+
+def test_after(mxperf):
+    mxperf.inference(FakeModel(10.0), batch_size=8, model="after")
+
+def test_unknown_option(mxperf):
+    mxperf.inference(FakeModel(10.0), batch_size=8, model="typo", input_shap=(3, 8, 8))
+"""
+
+
+def test_an_exception_from_the_model_is_an_error_row(fake_pytester: pytest.Pytester) -> None:
+    fake_pytester.makepyfile(test_errors=MODEL_ERRORS)
+    result = fake_pytester.runpytest("--mxperf", "--mxperf-json", "r.json")
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "mxperf: raises/inference/float32/bs8/cpu: ValueError: operands could not be broadcast*",
+            "*TypeError: unknown option(s) input_shap; allowed: *",
+            "raises *cpu(0)*8*ERROR*error*",
+            "FAILED *test_value_error - Failed: mxperf: raises/*",
+            "FAILED *test_unknown_option - TypeError: unknown option*",
+        ]
+    )
+    cases = json.loads((fake_pytester.path / "r.json").read_text())["cases"]
+    assert {c["model"]: c["status"] for c in cases} == {"raises": "error", "after": "ok"}
+
+
+def test_a_callable_that_computes_nothing_is_flagged(fake_pytester: pytest.Pytester) -> None:
+    fake_pytester.makepyfile(
+        """
+        def test_silent(mxperf):
+            mxperf.callable(lambda: None, items_per_call=4, model="silent")
+        """
+    )
+    # -W: this repository's own runs make warnings errors
+    result = fake_pytester.runpytest(
+        "--mxperf", "--mxperf-json", "r.json", "-W", "always::pytest.PytestWarning"
+    )
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines(
+        ["*PytestWarning: mxperf: silent/inference/float32/bs4/cpu: the callable returned None*"]
+    )
+    (case,) = json.loads((fake_pytester.path / "r.json").read_text())["cases"]
+    assert case["warnings"][0].startswith("the callable returned None on every call")

@@ -116,7 +116,7 @@ def test_modes(mxperf):
     a = mxperf.inference(net, batch_size=2, model="m")
     b = mxperf.training(net, batch_size=2, model="m")
     c = mxperf.forward_backward(net, batch_size=2, model="m")
-    d = mxperf.callable(lambda: None, items_per_call=3, model="fn")
+    d = mxperf.callable(lambda: 1, items_per_call=3, model="fn")
     assert [r.mode for r in (a, b, c, d)] == ["inference", "training", "forward_backward", "inference"]
     assert b.images_per_sec < a.images_per_sec
     assert d.batch_size == 3
