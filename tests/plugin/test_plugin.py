@@ -241,6 +241,17 @@ def test_help_lists_options(fake_pytester: pytest.Pytester) -> None:
         (["--mxperf-ctx", "tpu"], {}, "invalid value 'tpu' for command line option --mxperf-ctx"),
         ([], {"PYTEST_MXPERF_TOLERANCE": "lots"}, "environment variable PYTEST_MXPERF_TOLERANCE"),
         (["--mxperf-threads", "0"], {}, "--mxperf-threads: must be >= 1"),
+        (
+            ["--mxperf-machine", ""],
+            {},
+            "invalid value '' for command line option --mxperf-machine: invalid hardware key ''",
+        ),
+        (
+            [],
+            {"PYTEST_MXPERF_MACHINE": "ci runner/a"},
+            "invalid value 'ci runner/a' for environment variable PYTEST_MXPERF_MACHINE: "
+            "invalid hardware key",
+        ),
     ],
 )
 def test_bad_option_values_name_their_source(
