@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from pytest_mxperf import mxmodels
-from pytest_mxperf.protocol import Prepared, PrepareSpec, looks_like_oom
+from pytest_mxperf.protocol import (
+    ModelFileError,
+    ModelTypeError,
+    Prepared,
+    PrepareSpec,
+    SpecError,
+    looks_like_oom,
+)
 
 
 class MXNetUnavailable(RuntimeError):
@@ -117,11 +124,14 @@ class MXNetBackend:
             return mxmodels.prepare_gluon(mx, model, spec)
         if callable(model):
             if spec.items_per_call is None:
-                raise ValueError("a plain callable needs items_per_call= (images per call)")
+                raise SpecError("a plain callable needs items_per_call= (images per call)")
             last: dict[str, Any] = {}
+            seen = {"result": False}
 
             def call() -> None:
-                last["out"] = model()
+                out = last["out"] = model()
+                if out is not None:
+                    seen["result"] = True
 
             def check() -> str | None:
                 out = last.get("out")
@@ -129,8 +139,14 @@ class MXNetBackend:
                     return mxmodels.finite_message("the callable's result", [out])
                 return None
 
-            return Prepared(call, int(spec.items_per_call), check, info={"form": "callable"})
-        raise TypeError(
+            return Prepared(
+                call,
+                int(spec.items_per_call),
+                check,
+                info={"form": "callable"},
+                computed=lambda: seen["result"],
+            )
+        raise ModelTypeError(
             f"cannot benchmark a {type(model).__name__}: pass a Gluon Block, an mx.sym.Symbol, "
             "an exported model prefix or a callable with items_per_call="
         )
@@ -142,11 +158,11 @@ class MXNetBackend:
             text = text[: -len("-symbol.json")]
         sym_file = Path(f"{text}-symbol.json")
         if not sym_file.is_file():
-            raise FileNotFoundError(f"exported model: {sym_file} does not exist")
+            raise ModelFileError(f"exported model: {sym_file} does not exist")
         stem = Path(text).name
         params = sorted(sym_file.parent.glob(f"{stem}-[0-9][0-9][0-9][0-9].params"))
         if not params:
-            raise FileNotFoundError(f"exported model: no {text}-NNNN.params next to {sym_file}")
+            raise ModelFileError(f"exported model: no {text}-NNNN.params next to {sym_file}")
         mx = self.mx
         with mxmodels.warnings_quiet():
             return mx.gluon.SymbolBlock.imports(

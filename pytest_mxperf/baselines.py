@@ -181,10 +181,16 @@ def commit_files(root: Path, hardware: str) -> dict[str, Path]:
 
 
 def _lock_path(folder: Path) -> Path:
-    """The write lock of a hardware directory lives in the temporary directory, never in the
+    """The write lock of a hardware directory lives in the user's lock directory, never in the
     baseline directory (whose files get committed)."""
     digest = hashlib.sha1(str(folder.resolve()).encode()).hexdigest()[:16]
-    return Path(tempfile.gettempdir()) / "pytest-mxperf-locks" / f"baselines-{digest}.lock"
+    return locks.machine_lock_dir() / f"baselines-{digest}.lock"
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)  # the only portable way to read it is to set it, then restore it
+    os.umask(mask)
+    return mask
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -192,6 +198,9 @@ def write_json_atomic(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        # mkstemp makes the file 0600; a baseline or report is as readable as any file the
+        # user writes (0644 under umask 022).
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(data, fh, indent=2, sort_keys=True, allow_nan=False)
             fh.write("\n")
@@ -240,8 +249,13 @@ def store(
 def _with_runs(case: dict[str, Any], previous: dict[str, Any]) -> dict[str, Any]:
     """Keep the last few run medians of a case re-measured at the same commit on the same
     software, environment and threads; the stored images/sec is their median (repeated
-    updates sample the same quantity), and their spread is the case's between-run noise."""
+    updates sample the same quantity), and their spread is the case's between-run noise.
+
+    Runs measured on a dirty tree are dropped by a clean update: the stored figure of a clean
+    case then rests on clean runs only (a dirty case says ``dirty: true`` for all its runs)."""
     same_setup = all(previous.get(k) == case.get(k) for k in ("software", "environment", "threads"))
+    if previous.get("dirty") and not case.get("dirty"):
+        same_setup = False  # a clean update drops the runs measured on a dirty tree
     old_runs = list(previous.get("runs", [])) if same_setup else []
     # machine_ids[i] is the anonymous id of the machine that measured runs[i] (None: unknown).
     old_ids = list(previous.get("machine_ids", [])) if same_setup else []

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from tabulate import tabulate
@@ -29,11 +30,28 @@ class CliError(Exception):
     pass
 
 
-def _files(root: Path, hardware: str) -> list[baselines.BaselineFile]:
-    found = []
-    for path in baselines.commit_files(root, hardware).values():
-        found.append(baselines.load(path))
-    return sorted(found, key=lambda f: f.date, reverse=True)
+@dataclass
+class _Stored:
+    """The baseline files of one hardware key: those that load, and errors for the others."""
+
+    files: list[baselines.BaselineFile]
+    bad: dict[str, str]  # sha (from the file name) -> why it cannot be read
+
+    def warn(self, skip: str | None = None) -> None:
+        """Name every unreadable file (but ``skip``) on stderr: reported, then passed over."""
+        for sha, why in sorted(self.bad.items()):
+            if sha != skip:
+                print(f"mxperf: warning: skipped: {why}", file=sys.stderr)
+
+
+def _files(root: Path, hardware: str) -> _Stored:
+    found, bad = [], {}
+    for sha, path in baselines.commit_files(root, hardware).items():
+        try:
+            found.append(baselines.load(path))
+        except baselines.BaselineError as exc:
+            bad[sha] = str(exc)
+    return _Stored(sorted(found, key=lambda f: f.date, reverse=True), bad)
 
 
 def _hardware(root: Path, wanted: str | None) -> str:
@@ -49,18 +67,27 @@ def _hardware(root: Path, wanted: str | None) -> str:
     return keys[0]
 
 
-def _pick(root: Path, hardware: str, rev: str | None) -> baselines.BaselineFile:
-    files = _files(root, hardware)
-    if not files:
-        raise CliError(f"no baseline files for hardware {hardware!r} under {root}")
+def _pick(root: Path, stored: _Stored, hardware: str, rev: str | None) -> baselines.BaselineFile:
+    """The file of ``rev`` (default: the newest readable one). An unreadable file is an
+    error only when it is the one asked for."""
     if rev is None:
-        return files[0]
-    sha = gitinfo.rev_parse(str(root), rev) or rev
-    matches = [f for f in files if f.sha.startswith(sha.lower())]
+        if not stored.files:
+            why = "; ".join(stored.bad.values())
+            raise CliError(
+                f"no readable baseline files for hardware {hardware!r} under {root}"
+                + (f" ({why})" if why else "")
+            )
+        return stored.files[0]
+    sha = (gitinfo.rev_parse(str(root), rev) or rev).lower()
+    # By file name (the sha the file is stored under), readable or not.
+    matches = [f.path.stem for f in stored.files if f.path.stem.startswith(sha)]
+    matches += [s for s in stored.bad if s.startswith(sha)]
     if len(matches) != 1:
         what = "no" if not matches else "several"
         raise CliError(f"{what} baseline for revision {rev!r} on hardware {hardware!r}")
-    return matches[0]
+    if matches[0] in stored.bad:
+        raise CliError(stored.bad[matches[0]])
+    return next(f for f in stored.files if f.path.stem == matches[0])
 
 
 def _rate(value: float | None) -> str:
@@ -100,7 +127,9 @@ def cmd_list(root: Path, _: argparse.Namespace) -> int:
 
 def cmd_show(root: Path, args: argparse.Namespace) -> int:
     hardware = _hardware(root, args.hardware)
-    f = _pick(root, hardware, args.rev)
+    stored = _files(root, hardware)
+    f = _pick(root, stored, hardware, args.rev)
+    stored.warn(skip=f.path.stem)
     print(
         f"{f.path}: commit {f.sha[:10]} ({f.date}, {f.commit.get('branch') or '-'}) on {hardware}"
     )
@@ -119,7 +148,9 @@ def cmd_show(root: Path, args: argparse.Namespace) -> int:
 
 def cmd_compare(root: Path, args: argparse.Namespace) -> int:
     hardware = _hardware(root, args.hardware)
-    old, new = _pick(root, hardware, args.old), _pick(root, hardware, args.new)
+    stored = _files(root, hardware)
+    old, new = _pick(root, stored, hardware, args.old), _pick(root, stored, hardware, args.new)
+    stored.warn()
     policy = Policy(tolerance=args.tolerance)
     rows, regressed = [], 0
     for key in sorted(set(old.cases) | set(new.cases)):
@@ -157,11 +188,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--dir", default="baselines", help="baseline directory (default: baselines)"
     )
     parser.add_argument("--hardware", help="hardware key (needed when several are stored)")
+    # The same options after the subcommand (`mxperf show REV --hardware KEY`); SUPPRESS keeps
+    # a value given before it when they are not repeated.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--dir", default=argparse.SUPPRESS, help="baseline directory")
+    common.add_argument("--hardware", default=argparse.SUPPRESS, help="hardware key")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("list", help="hardware keys and stored commits")
-    show = sub.add_parser("show", help="one stored baseline as a table")
+    sub.add_parser("list", parents=[common], help="hardware keys and stored commits")
+    show = sub.add_parser("show", parents=[common], help="one stored baseline as a table")
     show.add_argument("rev", nargs="?", help="git revision or sha prefix (default: newest)")
-    compare = sub.add_parser("compare", help="changes from OLD to NEW; exit 1 on a regression")
+    compare = sub.add_parser(
+        "compare", parents=[common], help="changes from OLD to NEW; exit 1 on a regression"
+    )
     compare.add_argument("old")
     compare.add_argument("new")
     compare.add_argument(

@@ -7,10 +7,13 @@ GPU cases. Software versions and environment variables are recorded, not keyed.
 
 from __future__ import annotations
 
+import contextlib
+import getpass
 import hashlib
 import os
 import platform
 import re
+import socket
 import subprocess
 from collections.abc import Mapping
 from typing import Any
@@ -158,13 +161,40 @@ def machine_id(
     return None
 
 
-def perf_environment(env: Mapping[str, str]) -> dict[str, str]:
-    """The environment variables that shape throughput, as set in this process."""
-    return {
-        name: value
-        for name, value in sorted(env.items())
-        if name.startswith(PERF_ENV_PREFIXES) or name in PERF_ENV_NAMES
-    }
+#: Names of variables whose value is a place, not a setting (MXNET_HOME, MXNET_LIBRARY_PATH,
+#: MXNET_PROFILER_FILENAME, KMP_..._FILE ...).
+_PLACE_NAME = re.compile(r"(HOME|PATH|PATHS|DIR|DIRS|FILE|FILENAME|ROOT|PREFIX|URI|URL|HOST)$")
+#: What a baseline stores instead of a path, or of a value naming this user or host: baseline
+#: files are committed, and neither changes throughput.
+PATH_VALUE = "<path>"
+PRIVATE_VALUE = "<set>"
+
+
+def private_names() -> tuple[str, ...]:
+    """This user's and host's names, never to be stored (lower case, 3+ characters)."""
+    names = [platform.node(), socket.gethostname()]
+    with contextlib.suppress(Exception):  # no passwd entry in some containers
+        names.append(getpass.getuser())
+    return tuple({n.lower() for n in names if len(n) >= 3})
+
+
+def perf_environment(
+    env: Mapping[str, str], private: tuple[str, ...] | None = None
+) -> dict[str, str]:
+    """The environment variables that shape throughput, as set in this process, with paths
+    and values naming this user or host replaced (`PATH_VALUE`, `PRIVATE_VALUE`): thread
+    counts and MXNET_* numeric or enum settings are kept as they are."""
+    private = private_names() if private is None else private
+    recorded = {}
+    for name, value in sorted(env.items()):
+        if not (name.startswith(PERF_ENV_PREFIXES) or name in PERF_ENV_NAMES):
+            continue
+        if _PLACE_NAME.search(name) or "/" in value or "\\" in value or value.startswith("~"):
+            value = PATH_VALUE
+        elif any(p in value.lower() for p in private):
+            value = PRIVATE_VALUE
+        recorded[name] = value
+    return recorded
 
 
 def threads_in_force(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from dataclasses import replace
 from typing import Any
 
@@ -23,6 +24,11 @@ from pytest_mxperf.verdict import Policy, decide, decide_arbitrated, decide_pair
 FP16_CPU_REASON = (
     "float16 on CPU: MXNet 1.9 has no float16 GEMM on CPU (benchmark_score skips it too)"
 )
+
+
+def _check_positive(name: str, value: object) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
 
 
 class MxPerf:
@@ -77,6 +83,7 @@ class MxPerf:
     ) -> CaseResult:
         """Any function that does ``items_per_call`` images of work per call; the device is
         synced at the end of every timed block."""
+        _check_positive("items_per_call", items_per_call)
         return self._case(fn, mode, items_per_call, items_per_call=items_per_call, **options)
 
     def _label(self, model: str | None) -> str:
@@ -99,8 +106,7 @@ class MxPerf:
         dtype: str = "float32",
         **options: Any,
     ) -> CaseResult:
-        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        _check_positive("batch_size", batch_size)
         backend = self._backend
         ctx = self._default_ctx if ctx is None else ctx
         spec = PrepareSpec.from_options(
@@ -132,7 +138,7 @@ class MxPerf:
             self._judge_pair(result)
             self.results.append(result)
             return result
-        with locks.device_lock(self._run.lock_dir, "cpu" if kind == "cpu" else f"gpu{index}"):
+        with locks.device_lock(self._run.lock_dir, self._run.device_lock_name(kind, index)):
             start = time.time()
             ref = self._measure(result, net, spec)
             result.window = [start, time.time()]
@@ -176,6 +182,9 @@ class MxPerf:
         )
         result.status, result.measurement = outcome.status, outcome.measurement
         result.attempts, result.error = outcome.attempts, outcome.error
+        result.warnings = outcome.warnings
+        for text in outcome.warnings:
+            warnings.warn(f"mxperf: {result.key}: {text}", pytest.PytestWarning, stacklevel=4)
         elsewhere = run.baselines.elsewhere(result.hardware, str(result.key))
         result.verdict = judge(result, ref, expectations, policy, elsewhere)
         if why_not is not None and result.verdict.outcome == Outcome.REGRESSED:

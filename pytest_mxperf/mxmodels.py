@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
-from pytest_mxperf.protocol import Prepared, PrepareSpec
+from pytest_mxperf.protocol import Prepared, PrepareSpec, SpecError
 
 
 @contextlib.contextmanager
@@ -136,7 +136,7 @@ def prepare_symbol(mx: Any, sym: Any, spec: PrepareSpec) -> Prepared:
     ctx, batch, shape, data_name = spec.ctx, spec.batch_size, spec.input_shape, spec.data_name
     args = sym.list_arguments()
     if data_name not in args:
-        raise ValueError(f"the symbol has no input named {data_name!r} (arguments: {args[:5]})")
+        raise SpecError(f"the symbol has no input named {data_name!r} (arguments: {args[:5]})")
     labels = [a for a in args if a.endswith("_label")]
     training = spec.mode != "inference"
     if training and not labels:

@@ -74,6 +74,16 @@ def _on_off(text: str) -> bool:
     raise ValueError("must be on or off")
 
 
+def _machine(text: str) -> str:
+    # Checked with the other options, naming where the value came from, before anything runs.
+    from pytest_mxperf.baselines import BaselineError, check_hardware_key
+
+    try:
+        return check_hardware_key(text.strip())
+    except BaselineError as exc:
+        raise ValueError(str(exc)) from None
+
+
 @dataclass(frozen=True)
 class Spec:
     """One user-settable value: its flag, ini key, env variable, parser, default and help."""
@@ -195,7 +205,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         "machine",
-        _text,
+        _machine,
         None,
         "Use this hardware key instead of the detected one (for CI "
         "fleets whose runners differ in name only).",

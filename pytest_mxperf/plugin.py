@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 import sys
 from argparse import SUPPRESS
 from collections.abc import Generator
@@ -13,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_mxperf import baselines, fingerprint, gitinfo, options
+from pytest_mxperf import baselines, fingerprint, gitinfo, options, outputs
 from pytest_mxperf.markers import MARKER_DOC, MarkerError, MarkerSpec, merge, parse_marker
+from pytest_mxperf.resolution import CompareError
 from pytest_mxperf.runinfo import RunInfo
 from pytest_mxperf.session import MxperfSession
 
@@ -87,10 +87,11 @@ class SessionHooks:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> None:
-        if self.session.is_worker or config.get_verbosity() < -1:
+        if self.session.is_worker:
             return
         width = config.get_terminal_writer().fullwidth
-        for kind, text, markup in self.session.summary(width):
+        quiet = config.get_verbosity() < -1  # -qq: errors only, never nothing
+        for kind, text, markup in self.session.summary(width, errors_only=quiet):
             if kind == "sep":
                 terminalreporter.write_sep("=" if markup else "-", text, **markup)
             else:
@@ -206,7 +207,15 @@ def pytest_configure(config: pytest.Config) -> None:
                 baselines.check_hardware_key(str(machine))
             except baselines.BaselineError as exc:
                 raise pytest.UsageError(f"mxperf: {exc}") from None
-        run = RunInfo.detect(settings, config.rootpath, os.environ, machine)
+        try:
+            run = RunInfo.detect(settings, config.rootpath, os.environ, machine)
+        except CompareError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        unwritable = outputs.check_outputs(
+            settings.json, run.baseline_root if settings.update else None
+        )
+        if unwritable:
+            raise pytest.UsageError(unwritable)
         if settings.update:
             _check_update_allowed(settings, run)
         if settings.ab:
@@ -268,8 +277,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         hooks = config.pluginmanager.get_plugin("mxperf-session")
         if hooks is not None:
             config.pluginmanager.unregister(hooks)
-        if not state.is_worker:
-            shutil.rmtree(state.run.lock_dir, ignore_errors=True)
 
 
 def _is_benchmark(item: pytest.Item) -> bool:

@@ -18,6 +18,20 @@ _OOM_PATTERNS = (
 )
 
 
+class SpecError(ValueError):
+    """What a back end was handed cannot be benchmarked at all (a wrong kind of model, missing
+    model files, no such input): a usage error that reaches the test as an exception, unlike
+    an exception raised by the model itself, which makes the case an "error" row."""
+
+
+class ModelTypeError(SpecError, TypeError):
+    """The model is of a kind the back end cannot benchmark."""
+
+
+class ModelFileError(SpecError, FileNotFoundError):
+    """Exported model files that do not exist."""
+
+
 def looks_like_oom(exc: BaseException, error_type: type[BaseException]) -> bool:
     """Whether ``exc`` is an out-of-memory failure (a result, as in the published tables)."""
     if isinstance(exc, MemoryError):
@@ -34,6 +48,9 @@ class Prepared:
     items_per_step: int
     check: Callable[[], str | None] = lambda: None
     info: dict[str, Any] = field(default_factory=dict)
+    #: Whether the step produced anything to wait on; False when a plain callable returned
+    #: None on every call (then only Python's call overhead may have been timed).
+    computed: Callable[[], bool] = lambda: True
 
 
 @dataclass(frozen=True)

@@ -172,6 +172,8 @@ class CaseResult:
     window: list[float] = field(default_factory=list)
     #: The xdist worker that measured the case (None in a serial run).
     worker: str | None = None
+    #: Why the figure may not mean what it says (e.g. a callable that computed nothing).
+    warnings: list[str] = field(default_factory=list)
     verdict: Verdict | None = None
 
     # the key's parts, as the tables and grids read them

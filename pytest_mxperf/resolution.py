@@ -159,6 +159,46 @@ def resolve(
     return res
 
 
+class CompareError(ValueError):
+    """``--mxperf-compare REV`` names nothing usable: a usage error that names the revision."""
+
+
+def explicit_problem(
+    root: Path, label: str, sha: str | None, hardware: list[str], repo: str | None
+) -> str | None:
+    """Why ``--mxperf-compare label`` cannot be compared with on this run's ``hardware`` keys,
+    or None. ``sha`` is what git resolved ``label`` to (None: git does not know it, or there is
+    no repository); without it ``label`` is matched as a prefix of stored commit shas."""
+    wanted = (sha or label).lower()
+    stored = {hw: sorted(commit_files(root, hw)) for hw in hardware_keys(root)}
+
+    def matches(hw: str) -> list[str]:
+        return [s for s in stored.get(hw, []) if s.startswith(wanted) or wanted.startswith(s)]
+
+    if sha is None and not any(matches(hw) for hw in stored):
+        where = f"a commit of {repo}" if repo else "a commit here (no git repository)"
+        return (
+            f"mxperf: --mxperf-compare {label!r}: unknown revision (not {where}, and no stored "
+            f"baseline under {root} has a commit sha starting with it)"
+        )
+    for hw in hardware:
+        found = matches(hw)
+        if len(found) > 1:
+            return (
+                f"mxperf: --mxperf-compare {label!r} is ambiguous on {hw}: it matches "
+                f"{', '.join(s[:10] for s in found)}"
+            )
+        if found:
+            return None
+    what = label if sha is None or sha.startswith(label) else f"{label} ({sha[:10]})"
+    have = sorted({s[:10] for hw in hardware for s in stored.get(hw, [])})
+    listed = f"commits that have one: {', '.join(have)}" if have else "none is stored for it"
+    return (
+        f"mxperf: --mxperf-compare {what} has no baseline for this hardware "
+        f"({', '.join(hardware)}) under {root}; {listed}"
+    )
+
+
 def _neg_date(date: str) -> tuple[int, str]:
     # Sort newest first without parsing: ISO dates in UTC compare as strings.
     return (0, "".join(chr(0x10FFFF - ord(c)) for c in date)) if date else (1, "")

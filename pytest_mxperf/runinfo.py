@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import datetime as _dt
-import os
-import tempfile
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_mxperf import fingerprint, gitinfo
+from pytest_mxperf import fingerprint, gitinfo, locks
 from pytest_mxperf.gitinfo import CommitInfo
 from pytest_mxperf.options import Settings
-from pytest_mxperf.resolution import BaselineRef, Resolution, resolve
+from pytest_mxperf.resolution import (
+    BaselineRef,
+    CompareError,
+    Resolution,
+    explicit_problem,
+    resolve,
+)
 
 
 @dataclass
@@ -32,6 +36,7 @@ class RunInfo:
     machine: str | None
     gpus: list[dict[str, str]]
     baselines: Resolution
+    #: The machine-wide lock directory of this user (`locks.machine_lock_dir`): runs take turns.
     lock_dir: str
     #: Anonymous id of this machine (`fingerprint.machine_id`), stored with every run.
     machine_id: str | None = None
@@ -57,13 +62,26 @@ class RunInfo:
         env: Mapping[str, str],
         machine: str | None = None,
     ) -> RunInfo:
+        """Work out the run facts; `CompareError` when ``--mxperf-compare`` names nothing
+        usable for this hardware."""
         root = Path(settings.baseline_dir)
         if not root.is_absolute():
             root = rootdir / root
         commit = gitinfo.detect(rootdir, env, exclude=(str(root),))
         explicit = None
+        gpus = fingerprint.visible_gpus(env)
+        cpu = fingerprint.cpu_key()
         if settings.compare:
-            explicit = gitinfo.rev_parse(commit.repo_root, settings.compare) or settings.compare
+            sha = gitinfo.rev_parse(commit.repo_root, settings.compare)
+            keys = [fingerprint.hardware_key("cpu", machine=machine, cpu=cpu, gpu_name=None)]
+            keys += [
+                fingerprint.hardware_key("gpu", machine=machine, cpu=cpu, gpu_name=g["name"])
+                for g in gpus
+            ]
+            problem = explicit_problem(root, settings.compare, sha, keys, commit.repo_root)
+            if problem:
+                raise CompareError(problem)
+            explicit = sha or settings.compare
         ancestors = gitinfo.ancestry(commit.repo_root, commit.sha)
         resolution = resolve(
             root,
@@ -79,11 +97,11 @@ class RunInfo:
             rootdir=str(rootdir),
             baseline_root=str(root),
             commit=commit,
-            cpu_key=fingerprint.cpu_key(),
+            cpu_key=cpu,
             machine=machine,
-            gpus=fingerprint.visible_gpus(env),
+            gpus=gpus,
             baselines=resolution,
-            lock_dir=os.path.join(tempfile.gettempdir(), f"pytest-mxperf-{run_id}"),
+            lock_dir=str(locks.machine_lock_dir()),
             machine_id=fingerprint.machine_id(),
         )
 
@@ -92,6 +110,15 @@ class RunInfo:
         if kind == "gpu" and self.gpus:
             name = self.gpus[gpu_index % len(self.gpus)]["name"]
         return fingerprint.hardware_key(kind, machine=self.machine, cpu=self.cpu_key, gpu_name=name)
+
+    def device_lock_name(self, kind: str, index: int) -> str:
+        """The lock of a device, the same in every run on this machine: ``cpu``, or a GPU by its
+        UUID (an index depends on each process's CUDA_VISIBLE_DEVICES)."""
+        if kind != "gpu":
+            return "cpu"
+        if self.gpus:
+            return "gpu-" + fingerprint.slug(self.gpus[index % len(self.gpus)]["uuid"])
+        return f"gpu{index}"
 
     def baseline_for(self, hardware: str, key: str) -> BaselineRef | None:
         return self.baselines.get(hardware, key)

@@ -12,12 +12,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_mxperf.measure import MeasureConfig, Measurement, measure
-from pytest_mxperf.protocol import Backend, PrepareSpec
+from pytest_mxperf.protocol import Backend, PrepareSpec, SpecError
 from pytest_mxperf.records import Status
 
-#: Exceptions that mean the call itself is wrong (bad arguments), not that the model failed:
-#: they propagate to the test as usage errors.
-USAGE_ERRORS = (TypeError, ValueError, FileNotFoundError)
+#: Exceptions that mean the call itself is wrong (what was handed cannot be benchmarked), not
+#: that the model failed: they propagate to the test as usage errors. Anything the model raises,
+#: a ValueError included, makes the case an "error" row and the run goes on.
+USAGE_ERRORS = (SpecError,)
 
 
 @dataclass
@@ -28,6 +29,17 @@ class CaseRun:
     measurement: Measurement | None = None
     attempts: list[float] = field(default_factory=list)
     error: str | None = None
+    #: Why the figure may not mean what it says (the case still counts).
+    warnings: list[str] = field(default_factory=list)
+
+
+def nothing_computed(m: Measurement) -> str:
+    per_call = sorted(m.block_seconds)[len(m.block_seconds) // 2] / m.steps_per_block
+    return (
+        f"the callable returned None on every call: no NDArray to wait on, so nothing may have "
+        f"been computed (one call took {per_call * 1e6:.3g} µs, {m.items_per_sec:.4g} items/s); "
+        "return the NDArray(s) it computes"
+    )
 
 
 def run_case(
@@ -66,6 +78,8 @@ def run_case(
         problem = prepared.check()
         if problem:
             run.status, run.error = Status.NAN, problem
+        if run.measurement is not None and not prepared.computed():
+            run.warnings.append(nothing_computed(run.measurement))
     except Exception as exc:
         if backend.is_oom(exc):
             run.status, run.measurement = Status.OOM, None

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_mxperf import baselines, fingerprint, gitinfo, pairing, report
+from pytest_mxperf import baselines, fingerprint, gitinfo, outputs, pairing, report
 from pytest_mxperf.options import Settings
 from pytest_mxperf.pairing import PairedData, Pairer
 from pytest_mxperf.records import CaseResult
@@ -52,6 +52,8 @@ class MxperfSession:
         self.seen: dict[str, str] = {}
         self.errors: list[str] = []
         self.stored = StoreReport()
+        #: Where the JSON report was written (None: not written).
+        self.report_path: Path | None = None
         #: ``(node id, last lines of the error)`` of files or tests that could not be collected.
         self.collect_errors: list[tuple[str, str]] = []
         #: The rounds of ``--mxperf-ab``, run once the tests are collected.
@@ -139,17 +141,46 @@ class MxperfSession:
                 self.run.machine_id,
             )
             self.errors += self.stored.errors
-        if s.json:
-            extra: dict[str, Any] = {"errors": self.errors, "crashed": self.collected.crashed}
+        if s.json or self.stored.write_failed:
+            # A file that could not be written never loses the measured results: the report
+            # then goes to a temporary file, named in the errors.
+            extra: dict[str, Any] = {
+                "errors": self.errors,
+                "crashed": self.collected.crashed,
+                "baseline_errors": self.run.baselines.errors,
+                "baseline_warnings": self.run.baselines.warnings,
+            }
             if self.paired is not None:
                 extra["paired"] = pairing.as_dict(self.paired)
             data = report.to_json(self.collected.results, self.run, s.as_dict(), extra)
-            baselines.write_json_atomic(Path(s.json), data)
+            wanted = Path(s.json) if s.json else None
+            self.report_path, problem = outputs.write_report(wanted, data, self.run.run_id)
+            if problem:
+                self.errors.append(problem)
         return bool(self.errors)
 
-    def summary(self, width: int) -> list[tuple[str, str | None, dict[str, bool]]]:
+    def summary(
+        self, width: int, errors_only: bool = False
+    ) -> list[tuple[str, str | None, dict[str, bool]]]:
         """What the terminal summary prints: ``(kind, text, markup)`` with kind ``sep`` (a
-        separator line titled ``text``) or ``line``."""
+        separator line titled ``text``) or ``line``; ``errors_only`` for ``-qq``."""
+        red = {"red": True}
+        alerts: list[tuple[str, str | None, dict[str, bool]]] = [
+            ("line", f"mxperf: worker crashed: {c}", red) for c in self.collected.crashed
+        ]
+        # Unreadable baseline files are in the header too, which -q hides: repeat them here.
+        alerts += [
+            ("line", f"mxperf: error: {e}", red)
+            for e in self.run.baselines.errors
+            if e not in self.errors
+        ]
+        if self.errors:
+            alerts.append(
+                ("sep", f"mxperf: {len(self.errors)} error(s)", {"red": True, "bold": True})
+            )
+            alerts += [("line", e, red) for e in self.errors]
+        if errors_only:
+            return alerts
         out: list[tuple[str, str | None, dict[str, bool]]] = []
         stored = self.run.baselines.stored_keys()
         for title, lines in report.results_sections(self.collected.results, stored, width):
@@ -158,11 +189,6 @@ class MxperfSession:
             out += [("line", line, {}) for line in lines]
         out += [("line", f"mxperf: baseline written: {w}", {}) for w in self.stored.written]
         out += [("line", f"mxperf: not stored as baseline: {w}", {}) for w in self.stored.skipped]
-        red = {"red": True}
-        out += [("line", f"mxperf: worker crashed: {c}", red) for c in self.collected.crashed]
-        if self.settings.json:
+        if self.settings.json and self.report_path == Path(self.settings.json):
             out.append(("line", f"mxperf: JSON report written to {self.settings.json}", {}))
-        if self.errors:
-            out.append(("sep", f"mxperf: {len(self.errors)} error(s)", {"red": True, "bold": True}))
-            out += [("line", e, red) for e in self.errors]
-        return out
+        return out + alerts

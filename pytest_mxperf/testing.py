@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_mxperf.measure import Measurement
-from pytest_mxperf.protocol import Prepared, PrepareSpec, looks_like_oom
+from pytest_mxperf.protocol import ModelTypeError, Prepared, PrepareSpec, looks_like_oom
 
 #: MXNet's message when cudaMalloc fails (src/storage/pooled_storage_manager.h).
 OOM_MESSAGE = (
@@ -111,13 +111,17 @@ class FakeBackend:
         mode, batch_size, items_per_call = spec.mode, spec.batch_size, spec.items_per_call
         if not isinstance(model, FakeModel):
             if callable(model) and items_per_call:
+                seen = {"result": False}
 
                 def call() -> None:
-                    model()
+                    if model() is not None:
+                        seen["result"] = True
                     self.now += CALLABLE_SECONDS  # a plain callable "takes" 1 ms per call
 
-                return Prepared(call, items_per_call)
-            raise TypeError(f"FakeBackend benchmarks FakeModel objects, not {type(model).__name__}")
+                return Prepared(call, items_per_call, computed=lambda: seen["result"])
+            raise ModelTypeError(
+                f"FakeBackend benchmarks FakeModel objects, not {type(model).__name__}"
+            )
         if model.oom_from_batch is not None and batch_size >= model.oom_from_batch:
             raise MXNetError(OOM_MESSAGE)
         rng = random.Random(model.seed)

@@ -20,6 +20,8 @@ class StoreReport:
     written: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    #: A file could not be written (not a bad stored file): the results must be kept elsewhere.
+    write_failed: bool = False
 
 
 def why_not_stored(result: CaseResult) -> str | None:
@@ -74,6 +76,11 @@ def store_results(
             path = baselines.store(root, hardware, commit.as_dict(), cases)
         except baselines.BaselineError as exc:
             report.errors.append(f"baseline not written: {exc}")
+            continue
+        except OSError as exc:
+            where = exc.filename or root / hardware
+            report.errors.append(f"baseline not written: cannot write {where}: {exc.strerror}")
+            report.write_failed = True
             continue
         report.written.append(f"{path} ({len(cases)} case(s))")
     return report

@@ -382,3 +382,213 @@ def test_ctrl_c_during_update_stores_nothing(suite: pytest.Pytester) -> None:
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*run interrupted: baselines not updated*"])
     assert stored(suite) == [before] and before.read_text() == text
+
+
+# bad inputs (issue #10) ----------------------------------------------------------------------
+def test_unknown_compare_revision_is_a_usage_error(suite: pytest.Pytester) -> None:
+    _make_baseline(suite, alpha=400, beta=200)
+    result = suite.runpytest("--mxperf", "--mxperf-compare", "nonexistent-rev")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--mxperf-compare 'nonexistent-rev': unknown revision*"])
+
+
+def test_compare_with_a_commit_without_baseline_lists_those_with_one(
+    suite: pytest.Pytester,
+) -> None:
+    _make_baseline(suite, alpha=400, beta=200)
+    stored_sha = stored(suite)[0].stem
+    bare = git(suite.path, "rev-parse", "HEAD")  # a real commit, no file stored for it
+    result = suite.runpytest("--mxperf", "--mxperf-compare", "HEAD")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            f"*--mxperf-compare HEAD ({bare[:10]}) has no baseline for this hardware (cpu-*) under *; "
+            f"commits that have one: {stored_sha[:10]}*"
+        ]
+    )
+    other = suite.runpytest("--mxperf", "--mxperf-compare", stored_sha, "--mxperf-machine", "x")
+    assert other.ret == pytest.ExitCode.USAGE_ERROR
+    other.stderr.fnmatch_lines(
+        ["*has no baseline for this hardware (x) under *; none is stored for it*"]
+    )
+
+
+def test_compare_without_git_matches_stored_shas_only(suite: pytest.Pytester) -> None:
+    import shutil
+
+    _make_baseline(suite, alpha=400, beta=200)
+    stored_sha = stored(suite)[0].stem
+    shutil.rmtree(suite.path / ".git")
+    result = suite.runpytest("--mxperf", "--mxperf-compare", "deadbeef")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*'deadbeef': unknown revision (not a commit here (no git*"])
+    ok = suite.runpytest("--mxperf", "--mxperf-compare", stored_sha[:8])
+    ok.assert_outcomes(passed=2)
+    ok.stdout.fnmatch_lines(["*mxperf verdicts: 2 pass*"])
+
+
+@pytest.mark.parametrize(
+    ("option", "where"),
+    [("--mxperf-baseline-dir", "a-file/baselines"), ("--mxperf-json", "a-file/report.json")],
+)
+def test_unwritable_output_is_a_usage_error_before_measuring(
+    suite: pytest.Pytester, option: str, where: str
+) -> None:
+    (suite.path / "a-file").write_text("a regular file\n")
+    result = suite.runpytest("--mxperf", "--mxperf-update", option, where)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{where} (*a-file is not a directory)*"])
+    assert option in result.stderr.str()
+    assert "mxperf: throughput" not in result.stdout.str()  # nothing was measured
+
+
+BLOCKER = """
+import pathlib
+
+def test_zz_block_outputs():
+    # Outputs that were writable at the start become unwritable before the end of the run.
+    for name in ("out", "bl"):
+        pathlib.Path(name).write_text("now a regular file\\n")
+"""
+
+
+def test_write_failure_at_the_end_keeps_the_results(suite: pytest.Pytester) -> None:
+    suite.makepyfile(test_zz_blocker=BLOCKER)
+    git(suite.path, "add", "-A")
+    git(suite.path, "commit", "-qm", "blocker")
+    result = suite.runpytest(
+        "--mxperf", "--mxperf-update", "--mxperf-baseline-dir", "bl", "--mxperf-json", "out/r.json"
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(passed=3)
+    text = result.stdout.str()
+    assert "Traceback" not in text and "Error:" not in text.replace("error(s)", "")
+    result.stdout.fnmatch_lines(
+        [
+            "*baseline not written: cannot write *bl*: *",
+            "*cannot write the JSON report to out/r.json: *; measured results saved to *.json",
+        ]
+    )
+    saved = Path(text.split("measured results saved to ")[1].split()[0])
+    try:
+        cases = json.loads(saved.read_text())["cases"]
+        assert sorted(c["model"] for c in cases) == ["alpha", "beta"]
+    finally:
+        saved.unlink()
+
+
+def _spoil(path: Path, field: str, value: object) -> str:
+    """Give the first case of a stored file a wrongly typed field; return the new text."""
+    data = json.loads(path.read_text())
+    first = sorted(data["cases"])[0]
+    data["cases"][first][field] = value
+    text = json.dumps(data)
+    path.write_text(text)
+    return text
+
+
+def test_update_never_rewrites_a_file_with_bad_values(suite: pytest.Pytester) -> None:
+    suite.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
+    path = stored(suite)[0]
+    text = _spoil(path, "images_per_sec", "fast")
+    update = suite.runpytest("--mxperf", "--mxperf-update")
+    assert update.ret == pytest.ExitCode.TESTS_FAILED
+    update.stdout.fnmatch_lines(
+        [f"*baseline not written: baseline file {path}: case *'images_per_sec' must be a finite*"]
+    )
+    assert path.read_text() == text
+
+
+def test_console_script_bad_values_exit_2_naming_the_file(
+    suite: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _make_baseline(suite, alpha=400, beta=200)
+    (path,) = stored(suite)
+    _spoil(path, "runs", ["many"])
+    root = str(suite.path / "baselines")
+    capsys.readouterr()
+    for argv in (["show"], ["show", path.stem[:8]], ["compare", path.stem, path.stem]):
+        assert cli.main(["--dir", root, *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert f"baseline file {path}: case " in err and "'runs'" in err
+
+
+def test_console_script_skips_an_unreadable_file_unless_asked_for_it(
+    suite: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _make_baseline(suite, alpha=400, beta=200)
+    first = git(suite.path, "rev-parse", "HEAD~1")
+    _make_baseline(suite, alpha=200, beta=210)
+    second = git(suite.path, "rev-parse", "HEAD~1")
+    hw = stored(suite)[0].parent
+    bad = hw / ("ab" * 20 + ".json")
+    bad.write_text('{"schema": 1, "cases": {')  # truncated
+    root = str(suite.path / "baselines")
+    capsys.readouterr()
+    assert cli.main(["--dir", root, "show", first[:10]]) == 0
+    out, err = capsys.readouterr()
+    assert "400.0" in out and f"mxperf: warning: skipped: baseline file {bad} is not valid" in err
+    assert cli.main(["--dir", root, "show"]) == 0
+    assert f"skipped: baseline file {bad}" in capsys.readouterr().err
+    assert cli.main(["--dir", root, "compare", first[:10], second[:10]]) == 1  # regressed
+    out, err = capsys.readouterr()
+    assert "regressed" in out and f"skipped: baseline file {bad}" in err
+    assert cli.main(["--dir", root, "show", "abab"]) == 2
+    assert f"mxperf: error: baseline file {bad} is not valid JSON" in capsys.readouterr().err
+    assert cli.main(["--dir", root, "compare", first[:10], "abab"]) == 2
+
+
+def test_console_script_options_after_the_subcommand(
+    suite: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _make_baseline(suite, alpha=400, beta=200)
+    first = git(suite.path, "rev-parse", "HEAD~1")
+    (hw,) = {p.parent.name for p in stored(suite)}
+    root = str(suite.path / "baselines")
+    capsys.readouterr()
+    assert cli.main(["show", first[:10], "--hardware", hw, "--dir", root]) == 0
+    assert "400.0" in capsys.readouterr().out
+    assert cli.main(["compare", first[:10], first[:10], "--dir", root, "--hardware", hw]) == 0
+    assert cli.main(["list", "--dir", root]) == 0
+    assert cli.main(["--dir", root, "show", "--hardware", "nope"]) == 2
+    assert "no baselines for hardware 'nope'" in capsys.readouterr().err
+
+
+def test_stored_environment_holds_no_paths(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = str(Path.home() / ".mxnet")
+    monkeypatch.setenv("MXNET_HOME", home)
+    monkeypatch.setenv("MXNET_CPU_WORKER_NTHREADS", "2")
+    suite.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
+    text = stored(suite)[0].read_text()
+    assert home not in text and str(Path.home()) not in text
+    case = json.loads(text)["cases"]["alpha/inference/float32/bs8/cpu"]
+    assert case["environment"]["MXNET_HOME"] == "<path>"
+    assert case["environment"]["MXNET_CPU_WORKER_NTHREADS"] == "2"
+
+
+def test_clean_update_after_a_dirty_one_keeps_only_clean_runs(suite: pytest.Pytester) -> None:
+    write_speeds(suite, alpha=900, beta=900)  # uncommitted: the tree is dirty
+    dirty = suite.runpytest("--mxperf", "--mxperf-update", "--mxperf-allow-dirty")
+    dirty.assert_outcomes(passed=2)
+    git(suite.path, "checkout", "--", "speed.txt")
+    suite.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
+    data = json.loads(stored(suite)[0].read_text())
+    case = data["cases"]["alpha/inference/float32/bs8/cpu"]
+    assert data["commit"]["dirty"] is False and case["dirty"] is False
+    assert case["runs"] == [pytest.approx(400.0)]
+    assert case["images_per_sec"] == pytest.approx(400.0)
+
+
+@pytest.mark.parametrize("quiet", ["-q", "-qq"])
+def test_corrupt_file_error_survives_quiet_runs(suite: pytest.Pytester, quiet: str) -> None:
+    suite.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
+    path = stored(suite)[0]
+    path.write_text('{"schema": 1, "cases": {')
+    result = suite.runpytest("--mxperf", quiet, "--mxperf-json", "report.json")
+    assert result.ret == pytest.ExitCode.OK  # not --mxperf-strict: the run goes on without it
+    assert "mxperf: hardware" not in result.stdout.str()  # the header is hidden
+    result.stdout.fnmatch_lines([f"mxperf: error: baseline file {path} is not valid JSON*"])
+    data = json.loads((suite.path / "report.json").read_text())
+    assert len(data["baseline_errors"]) == 1 and str(path) in data["baseline_errors"][0]

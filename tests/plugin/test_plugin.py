@@ -116,7 +116,7 @@ def test_modes(mxperf):
     a = mxperf.inference(net, batch_size=2, model="m")
     b = mxperf.training(net, batch_size=2, model="m")
     c = mxperf.forward_backward(net, batch_size=2, model="m")
-    d = mxperf.callable(lambda: None, items_per_call=3, model="fn")
+    d = mxperf.callable(lambda: 1, items_per_call=3, model="fn")
     assert [r.mode for r in (a, b, c, d)] == ["inference", "training", "forward_backward", "inference"]
     assert b.images_per_sec < a.images_per_sec
     assert d.batch_size == 3
@@ -241,6 +241,17 @@ def test_help_lists_options(fake_pytester: pytest.Pytester) -> None:
         (["--mxperf-ctx", "tpu"], {}, "invalid value 'tpu' for command line option --mxperf-ctx"),
         ([], {"PYTEST_MXPERF_TOLERANCE": "lots"}, "environment variable PYTEST_MXPERF_TOLERANCE"),
         (["--mxperf-threads", "0"], {}, "--mxperf-threads: must be >= 1"),
+        (
+            ["--mxperf-machine", ""],
+            {},
+            "invalid value '' for command line option --mxperf-machine: invalid hardware key ''",
+        ),
+        (
+            [],
+            {"PYTEST_MXPERF_MACHINE": "ci runner/a"},
+            "invalid value 'ci runner/a' for environment variable PYTEST_MXPERF_MACHINE: "
+            "invalid hardware key",
+        ),
     ],
 )
 def test_bad_option_values_name_their_source(

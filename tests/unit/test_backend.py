@@ -13,7 +13,9 @@ from mxnet.gluon.model_zoo import vision  # noqa: E402
 
 from pytest_mxperf.backend import MXNetBackend  # noqa: E402
 from pytest_mxperf.measure import MeasureConfig, measure  # noqa: E402
-from pytest_mxperf.protocol import Backend, PrepareSpec  # noqa: E402
+from pytest_mxperf.protocol import Backend, ModelFileError, PrepareSpec, SpecError  # noqa: E402
+from pytest_mxperf.records import Status  # noqa: E402
+from pytest_mxperf.runner import run_case  # noqa: E402
 
 QUICK = MeasureConfig(
     min_time=0.05, max_time=0.2, warmup_time=0.3, warmup_min_time=0.0, block_time=0.02, min_blocks=3
@@ -149,9 +151,27 @@ def test_exported_model_missing_files(backend: MXNetBackend, tmp_path: Path) -> 
 def test_plain_callable(backend: MXNetBackend) -> None:
     a = mx.nd.ones((64, 64))
     prepared, rate = run(backend, lambda: mx.nd.dot(a, a), "inference", items_per_call=5)
-    assert prepared.items_per_step == 5 and rate > 0
-    with pytest.raises(ValueError, match="items_per_call"):
+    assert prepared.items_per_step == 5 and rate > 0 and prepared.computed()
+    with pytest.raises(SpecError, match="items_per_call"):
         prep(backend, lambda: None, mode="inference", batch_size=1, ctx=mx.cpu())
+
+
+def test_callable_returning_none_computed_nothing(backend: MXNetBackend) -> None:
+    prepared, _ = run(backend, lambda: None, "inference", items_per_call=1)
+    assert not prepared.computed()
+
+
+def test_model_errors_are_error_rows_not_usage_errors(backend: MXNetBackend) -> None:
+    class Broken(mx.gluon.HybridBlock):  # type: ignore[misc,name-defined]
+        def hybrid_forward(self, F: Any, x: Any) -> Any:
+            raise ValueError("this model cannot take that input")
+
+    spec = PrepareSpec(mode="inference", batch_size=2, ctx=mx.cpu(), input_shape=SHAPE)
+    done = run_case(backend, Broken(), spec, QUICK)
+    assert done.status == Status.ERROR
+    assert done.error == "ValueError: this model cannot take that input"
+    with pytest.raises(ModelFileError, match="does not exist"):
+        run_case(backend, "/nonexistent/model", spec, QUICK)
 
 
 def test_unsupported_object(backend: MXNetBackend) -> None:

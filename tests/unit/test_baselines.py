@@ -392,3 +392,31 @@ def test_bad_machine_ids_are_named(tmp_path: Path) -> None:
     path = write(tmp_path, json.dumps(good(cases={"x": {"images_per_sec": 1, "machine_ids": 3}})))
     with pytest.raises(BaselineError, match="'machine_ids' must be a list"):
         load(path)
+
+
+def test_clean_update_drops_runs_measured_on_a_dirty_tree(tmp_path: Path) -> None:
+    key = "m/inference/float32/bs8/cpu"
+    store(tmp_path, HW, commit(SHA_A, dirty=True), {key: rec(900.0, dirty=True)})
+    store(tmp_path, HW, commit(SHA_A, dirty=True), {key: rec(800.0, dirty=True)})
+    path = store(tmp_path, HW, commit(SHA_A), {key: rec(100.0, dirty=False)})
+    data = json.loads(path.read_text())
+    case = data["cases"][key]
+    assert data["commit"]["dirty"] is False and case["dirty"] is False
+    assert case["runs"] == [100.0] and case["images_per_sec"] == 100.0
+    # clean runs go on accumulating; a dirty run added to clean ones marks the case dirty
+    store(tmp_path, HW, commit(SHA_A), {key: rec(110.0, dirty=False)})
+    assert load(path).cases[key].runs == (100.0, 110.0)
+    store(tmp_path, HW, commit(SHA_A, dirty=True), {key: rec(120.0, dirty=True)})
+    assert load(path).cases[key].dirty is True
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_written_files_respect_the_umask(tmp_path: Path, umask: int, mode: int) -> None:
+    old = os.umask(umask)
+    try:
+        path = store(tmp_path, HW, commit(SHA_A), {"x": rec(10.0)})
+        baselines.write_json_atomic(tmp_path / "report.json", {"a": 1})
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == mode
+    assert (tmp_path / "report.json").stat().st_mode & 0o777 == mode

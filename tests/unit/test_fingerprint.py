@@ -285,3 +285,37 @@ def test_machine_id_is_an_anonymous_stable_hash(tmp_path: Path) -> None:
     (tmp_path / "other").write_text("fedcba9876543210fedcba9876543210")
     assert fp.machine_id((str(tmp_path / "other"),)) != first
     assert fp.machine_id((str(tmp_path / "missing"),)) is None
+
+
+def test_perf_environment_stores_no_paths_user_or_host_names() -> None:
+    env = {
+        "MXNET_HOME": "/home/alice/.mxnet",
+        "MXNET_LIBRARY_PATH": "lib/libmxnet.so",
+        "MXNET_PROFILER_FILENAME": "profile.json",  # a place, even without a slash
+        "KMP_SETTINGS_FILE": "~/kmp.txt",
+        "MXNET_KVSTORE_HOST": "build-box-7",
+        "MXNET_TAG": "run-by-alice",
+        "MXNET_ENGINE_TYPE": "ThreadedEnginePerDevice",
+        "MXNET_CPU_WORKER_NTHREADS": "2",
+        "OMP_NUM_THREADS": "2",
+        "KMP_AFFINITY": "granularity=fine,compact,1,0",
+    }
+    got = fp.perf_environment(env, private=("alice", "build-box-7"))
+    assert got == {
+        "KMP_AFFINITY": "granularity=fine,compact,1,0",
+        "KMP_SETTINGS_FILE": "<path>",
+        "MXNET_CPU_WORKER_NTHREADS": "2",
+        "MXNET_ENGINE_TYPE": "ThreadedEnginePerDevice",
+        "MXNET_HOME": "<path>",
+        "MXNET_KVSTORE_HOST": "<path>",
+        "MXNET_LIBRARY_PATH": "<path>",
+        "MXNET_PROFILER_FILENAME": "<path>",
+        "MXNET_TAG": "<set>",
+        "OMP_NUM_THREADS": "2",
+    }
+
+
+def test_private_names_are_this_user_and_host() -> None:
+    import platform
+
+    assert platform.node().lower() in fp.private_names() or len(platform.node()) < 3

@@ -1,0 +1,102 @@
+"""Device locks are machine-wide: separate pytest runs take turns, and a killed run never
+leaves anything that blocks the next one. Real processes, fake back end."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+#: A fake back end that holds its device for real time while preparing, so two runs that
+#: measured at once would show overlapping windows.
+SLOW_CONFTEST = """
+import os, pathlib, time
+import pytest
+from pytest_mxperf.testing import FakeBackend
+
+class SlowBackend(FakeBackend):
+    def prepare(self, model, spec):
+        pathlib.Path(os.environ["MXPERF_TEST_STARTED"]).touch()
+        time.sleep(float(os.environ.get("MXPERF_TEST_HOLD", "0.3")))
+        return super().prepare(model, spec)
+
+@pytest.fixture(scope="session")
+def mxperf_backend():
+    return SlowBackend()
+"""
+
+SUITE = """
+import pytest
+from pytest_mxperf.testing import FakeModel
+
+@pytest.mark.parametrize("model", ["a", "b", "c", "d"])
+def test_bench(mxperf, model):
+    mxperf.inference(FakeModel(images_per_sec=100.0), batch_size=4, model=model)
+"""
+
+
+@pytest.fixture
+def shared_tmp(pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytester.makeconftest(SLOW_CONFTEST)
+    pytester.makepyfile(test_suite=SUITE)
+    return tmp_path_factory.mktemp("shared-tmp")
+
+
+def _start(cwd: Path, tmp: Path, name: str, hold: float = 0.3) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "MXPERF_"))}
+    # TMPDIR: the lock directory of these runs is theirs alone, not this machine's real one.
+    env.update(
+        TMPDIR=str(tmp),
+        MXPERF_TEST_STARTED=str(cwd / f"{name}.started"),
+        MXPERF_TEST_HOLD=str(hold),
+    )
+    args = ["-m", "pytest", "-p", "no:cacheprovider", "--mxperf", "--mxperf-json", f"{name}.json"]
+    return subprocess.Popen(
+        [sys.executable, *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+
+
+def test_two_runs_take_turns(pytester: pytest.Pytester, shared_tmp: Path) -> None:
+    runs = [_start(pytester.path, shared_tmp, name) for name in ("one", "two")]
+    for run in runs:
+        out, _ = run.communicate(timeout=120)
+        assert run.returncode == 0, out.decode()
+    windows = []
+    for name in ("one", "two"):
+        cases = json.loads((pytester.path / f"{name}.json").read_text())["cases"]
+        windows += [(c["window"][0], c["window"][1], name) for c in cases]
+    assert len(windows) == 8
+    windows.sort()
+    for (_, end, a), (start, _, b) in zip(windows, windows[1:]):
+        assert start >= end, f"runs {a} and {b} measured at the same time: {windows}"
+    uid = os.getuid()
+    assert (shared_tmp / f"pytest-mxperf-{uid}" / "cpu.lock").exists()
+
+
+def test_sigterm_leaves_nothing_that_blocks(pytester: pytest.Pytester, shared_tmp: Path) -> None:
+    lock_dir = shared_tmp / f"pytest-mxperf-{os.getuid()}"
+    lock_dir.mkdir()
+    (lock_dir / "cpu.lock").write_text("stale: pid 999999, long gone\n")  # tolerated
+    holder = _start(pytester.path, shared_tmp, "holder", hold=600)
+    started = pytester.path / "holder.started"
+    deadline = time.monotonic() + 120
+    while not started.exists():  # the holder now owns the CPU lock, inside a case
+        assert holder.poll() is None and time.monotonic() < deadline, "holder never started"
+        time.sleep(0.05)
+    holder.send_signal(signal.SIGTERM)
+    holder.communicate(timeout=60)
+    assert holder.returncode == -signal.SIGTERM
+    after = _start(pytester.path, shared_tmp, "after", hold=0)
+    out, _ = after.communicate(timeout=120)  # would hang if the lock outlived its holder
+    assert after.returncode == 0, out.decode()
+    per_run = [
+        p.name for p in shared_tmp.iterdir() if re.fullmatch(r"pytest-mxperf-\w{12}", p.name)
+    ]
+    assert per_run == [], f"run directories left behind: {per_run}"
