@@ -87,7 +87,7 @@ def resolve_rev(repo_root: str | Path, rev: str, env: Mapping[str, str] | None =
 
 
 def default_cache_dir(repo_root: str | Path) -> Path:
-    """``<tmp>/pytest-mxperf-<user>/worktrees/<repo name>-<hash of its path>``.
+    """``<tmp>/pytest-mxperf-cache-<user>/worktrees/<repo name>-<hash of its path>``.
 
     Per user (temp directories are shared) and per repository (two clones never share a
     worktree, whose registration lives in one repository).
@@ -100,7 +100,7 @@ def default_cache_dir(repo_root: str | Path) -> Path:
     digest = hashlib.sha256(str(root).encode()).hexdigest()[:10]
     return (
         Path(tempfile.gettempdir())
-        / f"pytest-mxperf-{user}"
+        / f"pytest-mxperf-cache-{user}"
         / "worktrees"
         / f"{root.name}-{digest}"
     )

@@ -259,5 +259,6 @@ def test_default_cache_dir_is_outside_the_repo_and_per_repo(repo: Repo, tmp_path
     assert repo.path.resolve() not in here.parents
     assert here == default_cache_dir(repo.path)
     assert here.name.startswith("repo-")
+    assert here.parent.parent.name.startswith("pytest-mxperf-cache-")
     (tmp_path / "other" / "repo").mkdir(parents=True)
     assert default_cache_dir(tmp_path / "other" / "repo") != here
