@@ -39,6 +39,13 @@ def _nonneg_int(text: str) -> int:
     return value
 
 
+def _rounds(text: str) -> int:
+    value = int(text)
+    if value < 2:
+        raise ValueError("must be >= 2 (an interval needs two paired rounds)")
+    return value
+
+
 def _positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -230,7 +237,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         "rounds",
-        _positive_int,
+        _rounds,
         3,
         "Rounds of a paired run (each round measures both sides once, order alternating); "
         "more are added, up to --mxperf-max-rounds, while a case is undecided.",
@@ -238,7 +245,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         "max_rounds",
-        _positive_int,
+        _rounds,
         6,
         "Most rounds a paired run may take for an undecided case.",
         "N",

@@ -1,11 +1,24 @@
-"""Statistics of paired runs: per round, REV's and HEAD's img/s measured back to back on this
-machine; the estimate is the geometric mean of the per-round ratios HEAD/REV, with a
-t-interval on their logs.
+"""Statistics and the decision of a paired A/B run: is HEAD slower than REV on this machine?
 
-The round, not the block, is the unit: blocks of one process share that process's luck (thread
-placement, memory layout, the machine's phase), so only repeated processes say how much a
-figure moves. The per-round spread is floored by the blocks' own spread and a small constant,
-so three identical rounds never give a zero-width interval.
+Each round measures one case once for REV's code and once for HEAD's, in separate processes,
+the order alternating between rounds. The unit of evidence is the per-round ratio
+``r_i = head_i / rev_i`` of the two medians (images/sec): the pairing cancels what both sides of
+a round share (the machine, its current load, its clock), which is what makes stored figures
+from other hosts useless as evidence.
+
+Estimate: the geometric mean of the ratios. Interval: a Student t interval on ``log r_i`` with
+``n - 1`` degrees of freedom, whose per-round standard deviation is floored by the noise within
+each process (from the block rates) and by a small fixed floor, so that a few rounds that agree
+by chance never produce a confidently narrow interval.
+
+Decision, with ``e = min_effect``:
+
+- REGRESSED: the whole interval is below 1 and it reaches ``1 - e`` or lower;
+- IMPROVED: the whole interval is above 1 and it reaches ``1 + e`` or higher;
+- SAME: the interval lies within ``(1 - e, 1 + e)``, including a real but confidently small
+  change, which :func:`explain` reports as "slower by x%, less than the minimum effect";
+- UNKNOWN otherwise: more rounds may decide (:func:`need_more_rounds`); after the last round
+  the caller reports the case as unstable, with :attr:`PairedEstimate.suggested_rounds`.
 """
 
 from __future__ import annotations
@@ -15,43 +28,129 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-#: Two-sided confidence of the interval a verdict rests on.
+from pytest_mxperf.stats import median
+
+#: Default confidence level of the interval (two-sided).
 CONFIDENCE = 0.99
-#: The smallest per-round spread (SD of log ratios) assumed, whatever the data say.
-SD_FLOOR = 0.005
-#: IQR / 1.349 is the SD of a normal distribution.
-IQR_TO_SD = 1 / 1.349
+#: Default smallest change worth failing for (5%).
+MIN_EFFECT = 0.05
+#: Default floor of the per-round SD of log ratios (0.5%): no interval is ever zero-width.
+NOISE_FLOOR = 0.005
+#: Cap of :attr:`PairedEstimate.suggested_rounds`.
+MAX_SUGGESTED_ROUNDS = 1000
 
-# Student t quantiles for 0.975 and 0.995 (two-sided 95% and 99%), df 1..30.
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-         2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-         2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)  # fmt: skip
-_T995 = (63.657, 9.925, 5.841, 4.604, 4.032, 3.707, 3.499, 3.355, 3.250, 3.169,
-         3.106, 3.055, 3.012, 2.977, 2.947, 2.921, 2.898, 2.878, 2.861, 2.845,
-         2.831, 2.819, 2.807, 2.797, 2.787, 2.779, 2.771, 2.763, 2.756, 2.750)  # fmt: skip
+# Normal-theory factors: SD from the median absolute deviation, and the standard error of a
+# median relative to that of a mean (sqrt(pi / 2)).
+_MAD_TO_SD = 1.4826
+_MEDIAN_SE_FACTOR = math.sqrt(math.pi / 2)
 
 
-def t_quantile(confidence: float, df: int) -> float:
-    """The two-sided Student t quantile for 95% or 99% confidence (normal beyond df 30)."""
+# --- Student t distribution (integer degrees of freedom) -------------------------------------
+
+
+def _t_two_sided(t: float, df: int) -> float:
+    """P(|T| <= t) for t >= 0, by the closed forms for integer df (Abramowitz & Stegun 26.7.3-4)."""
+    theta = math.atan(t / math.sqrt(df))
+    cos2 = math.cos(theta) ** 2
+    if df % 2 == 1:
+        series, term = 0.0, math.cos(theta)
+        if df > 1:
+            series = term
+            for power in range(3, df - 1, 2):
+                term *= cos2 * (power - 1) / power
+                series += term
+        return (2 / math.pi) * (theta + math.sin(theta) * series)
+    series, term = 1.0, 1.0
+    for power in range(2, df - 1, 2):
+        term *= cos2 * (power - 1) / power
+        series += term
+    return math.sin(theta) * series
+
+
+def t_cdf(t: float, df: int) -> float:
+    """P(T <= t) for Student's t with ``df`` (a positive integer) degrees of freedom."""
     if df < 1:
         raise ValueError(f"degrees of freedom must be >= 1, got {df}")
-    table = {0.95: (_T975, 1.960), 0.99: (_T995, 2.576)}.get(round(confidence, 4))
-    if table is None:
-        raise ValueError(f"confidence must be 0.95 or 0.99, got {confidence}")
-    values, normal = table
-    return values[df - 1] if df <= len(values) else normal
+    half = 0.5 * _t_two_sided(abs(t), df)
+    return 0.5 + half if t >= 0 else 0.5 - half
 
 
-class Decision(str, enum.Enum):
+def t_quantile(p: float, df: int) -> float:
+    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (bisection on the CDF)."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"quantile level must be in (0, 1), got {p}")
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    target = 2.0 * p - 1.0  # P(|T| <= t)
+    lo, hi = 0.0, 1.0
+    while _t_two_sided(hi, df) < target:
+        lo, hi = hi, hi * 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if _t_two_sided(mid, df) < target:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-12 * hi:
+            break
+    return 0.5 * (lo + hi)
+
+
+# --- records ---------------------------------------------------------------------------------
+
+
+class Decision(enum.Enum):
+    """What the paired rounds say about HEAD relative to REV."""
+
+    SAME = "same"
     REGRESSED = "regressed"
     IMPROVED = "improved"
-    SAME = "same"
     UNKNOWN = "unknown"
 
 
 @dataclass(frozen=True)
+class PairedRound:
+    """One round of one case: each side's median images/sec and its block rates.
+
+    :param rev: REV's median images/sec in this round.
+    :param head: HEAD's median images/sec in this round.
+    :param rev_blocks: REV's per-block images/sec (the within-process noise); may be empty.
+    :param head_blocks: the same for HEAD.
+    """
+
+    rev: float
+    head: float
+    rev_blocks: tuple[float, ...] = ()
+    head_blocks: tuple[float, ...] = ()
+
+    @property
+    def ratio(self) -> float:
+        return self.head / self.rev
+
+    @property
+    def within_noise(self) -> float:
+        """SD of this round's log ratio that the two processes' own block noise explains."""
+        return math.hypot(median_noise(self.rev_blocks), median_noise(self.head_blocks))
+
+
+@dataclass(frozen=True)
 class PairedEstimate:
-    """HEAD/REV img/s: estimate, confidence interval, and what they decide."""
+    """HEAD/REV throughput ratio of one case over paired rounds, with its interval and decision.
+
+    :param ratio: geometric mean of the per-round ratios head/rev (< 1: HEAD is slower).
+    :param low: lower end of the interval on the ratio.
+    :param high: upper end.
+    :param n_rounds: rounds used.
+    :param ratios: the per-round ratios, in round order.
+    :param decision: see the module docstring.
+    :param suggested_rounds: for UNKNOWN, the rounds that would likely decide, assuming the
+        current estimate and noise hold (capped at MAX_SUGGESTED_ROUNDS); None otherwise.
+    :param sd: the per-round SD of log ratios used (after the floors).
+    :param sd_between: the SD measured between rounds (0 for identical rounds).
+    :param sd_within: the RMS within-process noise of the rounds.
+    """
 
     ratio: float
     low: float
@@ -59,65 +158,167 @@ class PairedEstimate:
     n_rounds: int
     ratios: tuple[float, ...]
     decision: Decision
-    #: For an undecided case: about how many rounds would give a decision.
-    suggested_rounds: int | None = None
+    suggested_rounds: int | None
+    confidence: float
+    min_effect: float
+    sd: float
+    sd_between: float
+    sd_within: float
+
+    @property
+    def change(self) -> float:
+        """Relative change of HEAD against REV: -0.08 is 8% slower."""
+        return self.ratio - 1.0
+
+    @property
+    def significant(self) -> bool:
+        """True when the interval excludes "no change"."""
+        return self.high < 1.0 or self.low > 1.0
 
 
-def estimate(
-    rev: Sequence[float],
-    head: Sequence[float],
-    *,
-    rev_noise: Sequence[float] = (),
-    head_noise: Sequence[float] = (),
-    min_effect: float = 0.05,
-    confidence: float = CONFIDENCE,
-) -> PairedEstimate:
-    """Estimate HEAD/REV from per-round medians ``rev[i]``, ``head[i]`` and decide.
+# --- estimation ------------------------------------------------------------------------------
 
-    :param rev_noise: per round, the relative IQR of REV's blocks (the within-process noise).
-    :param head_noise: the same for HEAD.
 
-    REGRESSED when the whole interval lies below 1 (the slowdown is real) and a drop of at
-    least ``min_effect`` is not ruled out (the interval reaches ``1 - min_effect``); IMPROVED
-    symmetrically; SAME when the interval lies within ``1 +- min_effect``, or is confidently on
-    one side of 1 but short of the minimum effect; else UNKNOWN.
+def median_noise(blocks: Sequence[float]) -> float:
+    """Relative standard error of the median of block rates (0 for fewer than two blocks).
+
+    From the MAD of the log rates, robust to the odd slow block that the median ignores too.
     """
-    if len(rev) != len(head) or not rev:
-        raise ValueError(f"need one REV and one HEAD figure per round, got {len(rev)}, {len(head)}")
-    if any(not (v > 0 and math.isfinite(v)) for v in (*rev, *head)):
-        raise ValueError("images/sec must be positive and finite in every round")
-    logs = [math.log(b / a) for a, b in zip(rev, head)]
-    n = len(logs)
-    mean = sum(logs) / n
-    sample_sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (n - 1)) if n > 1 else 0.0
-    within = [math.hypot(a * IQR_TO_SD, b * IQR_TO_SD) for a, b in zip(rev_noise, head_noise)]
-    floor = max(SD_FLOOR, sorted(within)[len(within) // 2] if within else 0.0)
-    sd = max(sample_sd, floor)
-    half = t_quantile(confidence, max(1, n - 1)) * sd / math.sqrt(n)
+    if len(blocks) < 2:
+        return 0.0
+    logs = [math.log(b) for b in blocks]
+    mid = median(logs)
+    sd = _MAD_TO_SD * median([abs(x - mid) for x in logs])
+    return _MEDIAN_SE_FACTOR * sd / math.sqrt(len(blocks))
+
+
+def decide(low: float, high: float, min_effect: float) -> Decision:
+    """The decision rule of the module docstring for an interval ``[low, high]`` on the ratio."""
+    if high < 1.0 and low <= 1.0 - min_effect:
+        return Decision.REGRESSED
+    if low > 1.0 and high >= 1.0 + min_effect:
+        return Decision.IMPROVED
+    if low > 1.0 - min_effect and high < 1.0 + min_effect:
+        return Decision.SAME
+    return Decision.UNKNOWN
+
+
+def _check_round(i: int, rnd: PairedRound) -> None:
+    for side, value in (("rev", rnd.rev), ("head", rnd.head)):
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"round {i}: {side} images/sec must be a positive number, got {value}")
+    for side, blocks in (("rev", rnd.rev_blocks), ("head", rnd.head_blocks)):
+        bad = [b for b in blocks if not (math.isfinite(b) and b > 0)]
+        if bad:
+            raise ValueError(f"round {i}: {side} block rates must be positive, got {bad[0]}")
+
+
+def paired_estimate(
+    rounds: Sequence[PairedRound],
+    *,
+    confidence: float = CONFIDENCE,
+    min_effect: float = MIN_EFFECT,
+    noise_floor: float = NOISE_FLOOR,
+) -> PairedEstimate:
+    """Estimate HEAD/REV over ``rounds`` (at least two) and decide; see the module docstring.
+
+    :raises ValueError: fewer than two rounds, a rate that is not a positive number, or a
+        confidence, minimum effect or floor out of range.
+    """
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    if not 0.0 < min_effect < 1.0:
+        raise ValueError(f"min_effect must be in (0, 1), got {min_effect}")
+    if not (math.isfinite(noise_floor) and noise_floor >= 0.0):
+        raise ValueError(f"noise_floor must be >= 0, got {noise_floor}")
+    n = len(rounds)
+    if n < 2:
+        # One ratio says nothing about the noise between processes.
+        raise ValueError(f"a paired estimate needs at least 2 rounds, got {n}")
+    for i, rnd in enumerate(rounds):
+        _check_round(i, rnd)
+
+    logs = [math.log(rnd.ratio) for rnd in rounds]
+    mean = math.fsum(logs) / n
+    sd_between = math.sqrt(math.fsum((x - mean) ** 2 for x in logs) / (n - 1))
+    sd_within = math.sqrt(math.fsum(rnd.within_noise**2 for rnd in rounds) / n)
+    sd = max(sd_between, sd_within, noise_floor)
+    half = t_quantile(0.5 + confidence / 2.0, n - 1) * sd / math.sqrt(n)
     low, high = math.exp(mean - half), math.exp(mean + half)
     decision = decide(low, high, min_effect)
-    suggested = None
-    if decision == Decision.UNKNOWN:
-        # Rounds for a half-width of about half the minimum effect.
-        z = t_quantile(confidence, 30)
-        suggested = min(50, max(n + 1, math.ceil((2 * z * sd / min_effect) ** 2)))
+    suggested = (
+        _suggest_rounds(mean, sd, n, confidence, min_effect)
+        if decision is Decision.UNKNOWN
+        else None
+    )
     return PairedEstimate(
         ratio=math.exp(mean),
         low=low,
         high=high,
         n_rounds=n,
-        ratios=tuple(math.exp(x) for x in logs),
+        ratios=tuple(rnd.ratio for rnd in rounds),
         decision=decision,
         suggested_rounds=suggested,
+        confidence=confidence,
+        min_effect=min_effect,
+        sd=sd,
+        sd_between=sd_between,
+        sd_within=sd_within,
     )
 
 
-def decide(low: float, high: float, min_effect: float) -> Decision:
-    """The decision of an interval ``[low, high]`` of HEAD/REV (see `estimate`)."""
-    if high < 1:
-        return Decision.REGRESSED if low <= 1 - min_effect else Decision.SAME
-    if low > 1:
-        return Decision.IMPROVED if high >= 1 + min_effect else Decision.SAME
-    if low > 1 - min_effect and high < 1 + min_effect:
-        return Decision.SAME
-    return Decision.UNKNOWN
+def _suggest_rounds(mean: float, sd: float, n: int, confidence: float, min_effect: float) -> int:
+    # The interval decides once its half-width drops below the distance from the estimate to 1
+    # (then REGRESSED/IMPROVED, or SAME when the estimate is inside the band) or to the nearer
+    # edge of the SAME band, whichever is larger: that happens first while it shrinks.
+    band = min(mean - math.log(1.0 - min_effect), math.log(1.0 + min_effect) - mean)
+    target = max(abs(mean), band)
+    for m in range(n + 1, MAX_SUGGESTED_ROUNDS + 1):
+        if t_quantile(0.5 + confidence / 2.0, m - 1) * sd / math.sqrt(m) < target:
+            return m
+    return MAX_SUGGESTED_ROUNDS
+
+
+def need_more_rounds(estimate: PairedEstimate, rounds_done: int, max_rounds: int) -> bool:
+    """True when the decision is UNKNOWN and rounds are left to run.
+
+    ``rounds_done`` counts rounds run, including ones a side failed in (those are not in the
+    estimate), so a flaky side cannot make the run go on for ever.
+    """
+    if max_rounds < 1:
+        raise ValueError(f"max_rounds must be >= 1, got {max_rounds}")
+    return estimate.decision is Decision.UNKNOWN and rounds_done < max_rounds
+
+
+# --- explanation -----------------------------------------------------------------------------
+
+
+def _pct(x: float) -> str:
+    return f"{abs(x) * 100:.1f}%"
+
+
+def explain(estimate: PairedEstimate, *, final: bool = True) -> str:
+    """One sentence for the user, written from the estimate (deciding is done already).
+
+    :param final: no more rounds will run; an UNKNOWN is then reported as unstable.
+    """
+    est = estimate
+    level = f"{est.confidence * 100:g}%"
+    interval = f"{level} interval {est.low:.3f}-{est.high:.3f}, {est.n_rounds} paired rounds"
+    direction = "slower" if est.ratio < 1 else "faster"
+    if est.decision is Decision.REGRESSED:
+        return f"slower by {_pct(est.change)} than the base revision ({interval})"
+    if est.decision is Decision.IMPROVED:
+        return f"faster by {_pct(est.change)} than the base revision ({interval})"
+    if est.decision is Decision.SAME:
+        if est.significant:
+            return (
+                f"{direction} by {_pct(est.change)}, less than the minimum effect of "
+                f"{_pct(est.min_effect)} ({interval})"
+            )
+        return f"no change beyond {_pct(est.min_effect)}: ratio {est.ratio:.3f} ({interval})"
+    state = "unstable" if final else "undecided"
+    return (
+        f"{state}: {direction} by {_pct(est.change)} but the rounds disagree (SD "
+        f"{_pct(est.sd)} per round; {interval}); about {est.suggested_rounds} rounds would decide"
+    )

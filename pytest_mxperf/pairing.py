@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest_mxperf
-from pytest_mxperf import envs, paired, sides, worktree
+from pytest_mxperf import envs, paired, procgroup, worktree
 from pytest_mxperf.options import Settings
 from pytest_mxperf.records import CaseResult
 
@@ -77,16 +77,20 @@ class PairedData:
         return any(key in r[side].cases for r in self.rounds)
 
     def estimate(self, key: str, min_effect: float) -> paired.PairedEstimate | None:
+        """The paired estimate of ``key``; None with fewer than two rounds measuring both."""
         pairs = self.pairs(key)
-        if not pairs:
+        if len(pairs) < 2:
             return None
-        return paired.estimate(
-            [a.images_per_sec or 0.0 for a, _ in pairs],
-            [b.images_per_sec or 0.0 for _, b in pairs],
-            rev_noise=[a.rel_iqr for a, _ in pairs],
-            head_noise=[b.rel_iqr for _, b in pairs],
-            min_effect=min_effect,
-        )
+        rounds = [
+            paired.PairedRound(
+                rev=a.images_per_sec or 0.0,
+                head=b.images_per_sec or 0.0,
+                rev_blocks=tuple(a.measurement.block_rates) if a.measurement else (),
+                head_blocks=tuple(b.measurement.block_rates) if b.measurement else (),
+            )
+            for a, b in pairs
+        ]
+        return paired.paired_estimate(rounds, min_effect=min_effect)
 
 
 @dataclass(frozen=True)
@@ -96,6 +100,8 @@ class SideSpec:
     name: str
     rootdir: Path
     python: str = sys.executable
+    #: The whole environment of the side's processes (None: this one, see `side_env`).
+    env: dict[str, str] | None = None
 
 
 def side_argv(
@@ -182,10 +188,14 @@ def run_rounds(
                     this[name] = SideResult()  # none of the files exists on that side
                     continue
                 out.unlink(missing_ok=True)
-                done = sides.run_side(argv, cwd=side.rootdir, env=side_env(), timeout=timeout)
+                done = procgroup.run_bounded(
+                    argv, cwd=side.rootdir, env=side.env or side_env(), timeout=timeout
+                )
                 result = read_side(out)
-                if done.failed and not result.cases:
-                    result.error = done.describe()
+                # pytest exits 1 when a test failed: the side's JSON still holds its cases.
+                failed = done.timed_out or done.returncode not in (0, 1)
+                if failed and not result.cases:
+                    result.error = f"the side process {done.describe(timeout)}:\n{done.tail}"
                 this[name] = result
             data.rounds.append(this)
 
@@ -252,25 +262,23 @@ class Pairer:
         self._stack = contextlib.ExitStack()
         self._trees: dict[str, Path] = {}
         self._cache: dict[tuple[str, tuple[str, ...]], PairedData] = {}
-        self._tmp: Path | None = None
 
     def _tree(self, sha: str) -> Path:
         if sha not in self._trees:
-            if self._tmp is None:
-                self._tmp = Path(
-                    self._stack.enter_context(tempfile.TemporaryDirectory(prefix="mxperf-wt-"))
-                )
+            cache = worktree.default_cache_dir(self.repo_root)
             self._trees[sha] = self._stack.enter_context(
-                worktree.checkout(self.repo_root, sha, self._tmp)
+                worktree.checkout(self.repo_root, sha, cache)
             )
         return self._trees[sha]
 
-    def _python(self, sha: str, tree: Path) -> str:
+    def _rev_side(self, sha: str, tree: Path, rootdir: Path) -> SideSpec:
+        """REV's side: this environment, or the revision's own (``--mxperf-env-command``)."""
         command = self.settings.env_command
         if not command:
-            return sys.executable
-        cache = Path(tempfile.gettempdir()) / "pytest-mxperf-envs"
-        return str(envs.ensure_env(command, tree, cache, sha))
+            return SideSpec(REV, rootdir)
+        cache = worktree.default_cache_dir(self.repo_root).parent.parent / "envs"
+        env = envs.ensure_env(command, tree, cache, revision=sha)
+        return SideSpec(REV, rootdir, str(env.python), env.environ(side_env()))
 
     def run(
         self, rev_label: str, sha: str, nodeids: Sequence[str], progress: Callable[[str], None]
@@ -282,10 +290,7 @@ class Pairer:
             return self._cache[cache_key]
         tree = self._tree(sha)
         rel = self.rootdir.resolve().relative_to(self.repo_root.resolve())
-        specs = {
-            REV: SideSpec(REV, tree / rel, self._python(sha, tree)),
-            HEAD: SideSpec(HEAD, self.rootdir),
-        }
+        specs = {REV: self._rev_side(sha, tree, tree / rel), HEAD: SideSpec(HEAD, self.rootdir)}
         data = PairedData(rev_label, sha)
         s = self.settings
         run_rounds(data, specs, s, nodeids, s.rounds, progress)
