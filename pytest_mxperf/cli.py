@@ -95,14 +95,22 @@ def _rate(value: float | None) -> str:
 
 
 def cmd_list(root: Path, _: argparse.Namespace) -> int:
-    rows = []
+    rows: list[list[str]] = []
     for hardware in baselines.hardware_keys(root):
+        # Stored runs carry an anonymous machine id: a key used by several hosts (a CI fleet
+        # whose runners share a CPU name) shows it here.
+        machines: set[str] = set()
+        unknown = False
+        first = len(rows)
         for path in baselines.commit_files(root, hardware).values():
             try:
                 f = baselines.load(path)
             except baselines.BaselineError as exc:
-                rows.append([hardware, path.stem[:10], "-", "-", "-", f"unreadable: {exc}"])
+                rows.append([hardware, path.stem[:10], "-", "-", "-", "", f"unreadable: {exc}"])
                 continue
+            ids = [i for case in f.cases.values() for i in case.machine_ids or (None,)]
+            machines.update(i for i in ids if i)
+            unknown = unknown or None in ids
             c = f.commit
             rows.append(
                 [
@@ -111,15 +119,24 @@ def cmd_list(root: Path, _: argparse.Namespace) -> int:
                     f.date[:19],
                     c.get("branch") or "-",
                     str(len(f.cases)),
+                    str(len({i for i in ids if i})) or "0",
                     "dirty" if c.get("dirty") else "",
                 ]
             )
+        if len(rows) > first:
+            seen = f"{len(machines)} machine(s)" + (
+                " + runs stored without an id" if unknown else ""
+            )
+            rows.append([hardware, "(all)", "", "", "", str(len(machines)), seen])
     if not rows:
         raise CliError(f"no baselines stored under {root}")
-    rows.sort(key=lambda r: (r[0], str(r[2])), reverse=False)
+    # Per hardware key: its commits by date, then the "(all)" line.
+    rows.sort(key=lambda r: (r[0], r[1] == "(all)", str(r[2])))
     print(
         tabulate(
-            rows, ["hardware", "commit", "date", "branch", "cases", "note"], disable_numparse=True
+            rows,
+            ["hardware", "commit", "date", "branch", "cases", "machines", "note"],
+            disable_numparse=True,
         )
     )
     return 0

@@ -189,6 +189,8 @@ class MxPerf:
         result.verdict = judge(result, ref, expectations, policy, elsewhere)
         if why_not is not None and result.verdict.outcome == Outcome.REGRESSED:
             note = f"\nnot confirmed by a paired run ({why_not}): judged against the stored figure"
+            if self._other_machine(ref):
+                note += " (the baseline was measured on another machine)"
             result.verdict = result.verdict.explained(result.verdict.message + note)
         return ref
 
@@ -214,8 +216,7 @@ class MxPerf:
         pair = None if estimate is None else decide_paired(estimate, self._policy(0.0))
         changed = what_changed(result, ref)
         verdict = decide_arbitrated(result.verdict, pair, bool(changed))
-        ours = self._run.machine_id
-        other = bool(ours) and bool(ref.case.machine_ids) and ours not in ref.case.machine_ids
+        other = self._other_machine(ref)
         why = "; ".join(data.side_failures(pairing.REV) + data.side_failures(pairing.HEAD))
         message = explain_arbitrated(
             result.verdict.message,
@@ -228,6 +229,11 @@ class MxPerf:
             why_not=why or None,
         )
         result.verdict = verdict.explained(message)
+
+    def _other_machine(self, ref: BaselineRef | None) -> bool:
+        """Whether the baseline's runs were all stored by other machines (anonymous ids)."""
+        ours, ids = self._run.machine_id, () if ref is None else ref.case.machine_ids
+        return bool(ours) and any(ids) and ours not in ids
 
     def _judge_pair(self, result: CaseResult) -> None:
         data = self._session.paired

@@ -325,6 +325,9 @@ def test_console_script_list_show_compare(
     assert cli.main(["--dir", root, "list"]) == 0
     out = capsys.readouterr().out
     assert first[:10] in out and second[:10] in out and "cpu-" in out
+    # Both runs were stored here: one anonymous machine id for the key.
+    (summary,) = [line for line in out.splitlines() if "(all)" in line]
+    assert summary.split()[2:] == ["1", "1", "machine(s)"]
     assert cli.main(["--dir", root, "show", first[:10]]) == 0
     out = capsys.readouterr().out
     assert "alpha/inference/float32/bs8/cpu" in out and "400.0" in out

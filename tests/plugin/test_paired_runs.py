@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -256,3 +261,77 @@ def test_without_the_baseline_commit_the_wider_floor_applies(
     result = fake_pytester.runpytest("--mxperf", "--mxperf-compare", "f" * 40)
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*mxperf verdicts: 2 pass*"])
+
+
+SLOW_SUITE = """
+import time
+from pytest_mxperf.testing import FakeModel
+
+def test_slow(mxperf):
+    # Real seconds per call, so the controller can be interrupted while a side runs.
+    mxperf.callable(lambda: time.sleep(0.05), items_per_call=1, model="slow")
+"""
+
+
+def test_ctrl_c_mid_round_leaves_no_worktree_process_or_file(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    fake_pytester.makepyfile(test_suite=SLOW_SUITE)
+    commit("A")
+    fake_pytester.makepyfile(test_suite=SLOW_SUITE + "\n# B\n")
+    commit("B")
+    before = sorted(p.name for p in fake_pytester.path.rglob("*") if ".git" not in p.parts)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--mxperf",
+            "--mxperf-ab",
+            "HEAD~1",
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=fake_pytester.path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while len(_worktrees(fake_pytester.path)) < 2:  # REV's worktree exists: a side runs
+            assert time.monotonic() < deadline and proc.poll() is None, "no worktree appeared"
+            time.sleep(0.1)
+        time.sleep(1.0)
+        sides = _children(proc.pid)
+        assert sides, "no side process was running"
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, out.decode()[-2000:]
+    assert len(_worktrees(fake_pytester.path)) == 1
+    assert not [pid for pid in sides if Path(f"/proc/{pid}").exists()], "a side outlived it"
+    after = sorted(p.name for p in fake_pytester.path.rglob("*") if ".git" not in p.parts)
+    assert [p for p in after if p not in before and "__pycache__" not in p] == []
+
+
+def _children(pid: int) -> list[int]:
+    """Every descendant of ``pid`` now (from /proc)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(stat.parent.name)] = int(fields[1])
+    found, frontier = [], [pid]
+    while frontier:
+        current = frontier.pop()
+        kids = [p for p, parent in parents.items() if parent == current]
+        found += kids
+        frontier += kids
+    return found
