@@ -1,11 +1,16 @@
-"""A/A and slowdown check on real MXNet: how often identical runs fail, how often slow ones pass.
+"""A/A and slowdown check on real MXNet: how often identical code fails, how often slower code
+is caught, for the paired mode and for stored baselines with arbitration.
 
 Makes a git repository in a temporary directory with a one-test suite (a tiny model-zoo net,
-see ``REAL_SUITE`` in `pytest_mxperf.testing`), stores its baseline with
-``pytest --mxperf --mxperf-update``, then runs ``pytest --mxperf`` again ``--runs`` times for
-each slowdown (0 = identical runs) as separate processes, and prints every change and verdict.
+``REAL_SUITE`` in `pytest_mxperf.testing`) whose work per batch comes from a committed file:
+commit A does the plain work; for each slowdown a commit B adds that much extra forward work
+per batch (0.11 = 11% more work, a ~10% lower throughput). Every run is its own process.
 
-    python scripts/aa_check.py --runs 10 --slowdowns 0,0.2,0.3,0.4 --model resnet18_v1 --size 32
+- ``paired``: ``pytest --mxperf --mxperf-ab A`` at B, ``--runs`` times per slowdown.
+- ``stored``: baselines stored at A by ``--stores`` ``--mxperf-update`` runs, then
+  ``pytest --mxperf`` at B (arbitration on, the default), ``--runs`` times per slowdown.
+
+    python scripts/aa_check.py --modes paired,stored --runs 10 --slowdowns 0,0.053,0.11,0.25
 """
 
 from __future__ import annotations
@@ -16,45 +21,71 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 from pytest_mxperf.testing import GIT_ENV, REAL_SUITE
 
 
-def run(cwd: Path, env: dict[str, str], *args: str) -> dict[str, Any]:
-    report = cwd / "report.json"
+def git(repo: Path, env: dict[str, str], *args: str) -> str:
+    done = subprocess.run(
+        ["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True
+    )
+    return done.stdout.strip()
+
+
+def pytest_run(repo: Path, env: dict[str, str], *args: str) -> tuple[dict[str, Any], float]:
+    """One ``pytest --mxperf -k target`` process: its target case from the JSON report."""
+    report = repo.parent / "report.json"
     report.unlink(missing_ok=True)
+    start = time.monotonic()
     done = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "--mxperf",
-            "-k",
-            "target",
-            "--mxperf-json",
-            str(report),
-            *args,
+            *(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--mxperf"),
+            *("-k", "target", "--mxperf-json", str(report), *args),
         ],
-        cwd=cwd,
+        cwd=repo,
         env=env,
         capture_output=True,
         text=True,
     )
+    seconds = time.monotonic() - start
     cases = json.loads(report.read_text())["cases"] if report.exists() else []
     if not cases:
         raise SystemExit(f"the benchmark run measured nothing:\n{done.stdout[-3000:]}")
-    return dict(cases[0])
+    return dict(cases[0]), seconds
+
+
+def commit_work(repo: Path, env: dict[str, str], extra: float, message: str) -> str:
+    (repo / "extra_work.txt").write_text(f"{extra}\n")
+    git(repo, env, "add", "-A")
+    git(repo, env, "commit", "-qm", message, "--allow-empty")
+    return git(repo, env, "rev-parse", "HEAD")
+
+
+def loadavg() -> str:
+    try:
+        return Path("/proc/loadavg").read_text().split()[0]
+    except OSError:
+        return "?"
+
+
+def describe(case: dict[str, Any]) -> str:
+    v = case["verdict"]
+    interval = v.get("interval")
+    span = f" [{interval[0] - 1:+.1%}, {interval[1] - 1:+.1%}]" if interval else ""
+    change = "-" if v.get("change") is None else f"{v['change']:+.1%}"
+    rounds = f" {v['rounds']} rounds" if v.get("rounds") else ""
+    return f"{change}{span}{rounds} {v['status']}"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--modes", default="paired,stored")
     parser.add_argument("--runs", type=int, default=10)
-    parser.add_argument("--slowdowns", default="0,0.4", help="extra work per batch, e.g. 0,0.4")
+    parser.add_argument("--stores", type=int, default=3, help="--mxperf-update runs at A")
+    parser.add_argument("--slowdowns", default="0,0.053,0.11,0.25", help="extra work per batch")
     parser.add_argument("--model", default="resnet18_v1")
     parser.add_argument("--size", type=int, default=32)
     args = parser.parse_args()
@@ -64,36 +95,42 @@ def main() -> int:
         "MXPERF_TEST_MODEL": args.model,
         "MXPERF_TEST_SIZE": str(args.size),
     }
+    env.pop("MXPERF_EXTRA_WORK", None)
+    slowdowns = [float(s) for s in args.slowdowns.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
-        repo = Path(tmp)
+        repo = Path(tmp) / "repo"
+        repo.mkdir()
         (repo / "test_suite.py").write_text(REAL_SUITE)
-        (repo / ".gitignore").write_text("report.json\n__pycache__/\n")
-        for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "suite"]):
-            subprocess.run(["git", *cmd], cwd=repo, env=env, check=True)
-        base = run(repo, {**env, "MXPERF_EXTRA_WORK": "0"}, "--mxperf-update")
-        print(
-            f"baseline: {base['key']} {base['measurement']['images_per_sec']:.1f} img/s "
-            f"(attempts {', '.join(f'{a:.1f}' for a in base['attempts'])})"
-        )
-        for slowdown in (float(s) for s in args.slowdowns.split(",")):
-            failed = 0
-            changes = []
-            for i in range(args.runs):
-                case = run(repo, {**env, "MXPERF_EXTRA_WORK": str(slowdown)})
-                v = case["verdict"]
-                failed += bool(v["failed"])
-                changes.append(v["change"])
+        (repo / ".gitignore").write_text("__pycache__/\n")
+        git(repo, env, "init", "-q", "-b", "main")
+        base = commit_work(repo, env, 0.0, "A: plain work")
+        for mode in args.modes.split(","):
+            git(repo, env, "checkout", "-q", base)
+            if mode == "stored":
+                for i in range(args.stores):
+                    case, _ = pytest_run(repo, env, "--mxperf-update")
+                    print(f"stored run {i + 1}: {case['measurement']['images_per_sec']:.1f} img/s")
+            for extra in slowdowns:
+                git(repo, env, "checkout", "-q", "-B", f"b-{mode}-{extra}", base)
+                commit_work(repo, env, extra, f"B: {extra:.0%} more work")
+                failed, lines, walls = 0, [], []
+                for i in range(args.runs):
+                    extra_args = ["--mxperf-ab", base] if mode == "paired" else []
+                    case, seconds = pytest_run(repo, env, *extra_args)
+                    failed += bool(case["verdict"]["failed"])
+                    walls.append(seconds)
+                    lines.append(describe(case))
+                    print(
+                        f"  {mode} extra {extra:.1%} run {i + 1}: {lines[-1]} "
+                        f"({seconds:.0f} s, load {loadavg()})",
+                        flush=True,
+                    )
                 print(
-                    f"  extra work {slowdown:.0%} run {i + 1}: {v['change']:+.1%} "
-                    f"(threshold {v['threshold']:.1%}) {v['status']}",
+                    f"{mode}: extra work {extra:.1%} (throughput -{1 - 1 / (1 + extra):.1%}): "
+                    f"{failed}/{args.runs} failed; wall {min(walls):.0f}-{max(walls):.0f} s "
+                    f"per run",
                     flush=True,
                 )
-            worst = min(changes)
-            print(
-                f"extra work {slowdown:.0%}: {failed}/{args.runs} failed, changes "
-                f"{min(changes):+.1%} .. {max(changes):+.1%} (worst {worst:+.1%})",
-                flush=True,
-            )
     return 0
 
 
