@@ -1,0 +1,122 @@
+"""An MXNet upgrade, judged: baselines stored under mxnet 1.8.0.post0, measured under this
+environment's MXNet (1.9.1), same machine, same code.
+
+Builds (once, cached) a venv with mxnet 1.8.0.post0 and this checkout of pytest-mxperf, makes a
+scratch repository with one benchmark (squeezenet1.1 inference, batch 1, 224x224: the case that
+moved), stores its baseline from the 1.8 venv, then runs, printing each verdict and message:
+
+1. ``pytest --mxperf`` here (arbitration on): the pair in today's environment clears the code,
+   so the case must stay regressed, naming the MXNet change;
+2. the same with ``--mxperf-arbitrate off``;
+3. arbitration with ``--mxperf-env-command``: the baseline side runs under 1.8, and the pair
+   (code and software together) must confirm the regression;
+4. ``--mxperf-ab A`` with ``--mxperf-env-command``: a paired run across the two environments.
+
+    python scripts/upgrade_check.py [--venv /tmp/mxperf-mx18] [--stores 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from pytest_mxperf.testing import GIT_ENV
+
+SUITE = """
+from mxnet.gluon.model_zoo import vision
+
+
+def test_squeezenet(mxperf):
+    net = vision.squeezenet1_1()
+    mxperf.inference(net, batch_size=1, model="squeezenet1.1")
+"""
+PLUGIN = Path(__file__).resolve().parents[1]
+INSTALL = f"{{python}} -m pip install -q -e {PLUGIN} mxnet==1.8.0.post0 numpy<1.24"
+
+
+def run(cmd: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+
+
+def case_of(repo: Path, python: str, env: dict[str, str], *args: str) -> tuple[Any, float]:
+    report = repo.parent / "report.json"
+    report.unlink(missing_ok=True)
+    start = time.monotonic()
+    done = run(
+        [
+            python,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--mxperf",
+            "--mxperf-json",
+            *[str(report), *args],
+        ],
+        repo,
+        env,
+    )
+    seconds = time.monotonic() - start
+    if not report.exists():
+        raise SystemExit(f"no report:\n{done.stdout[-3000:]}\n{done.stderr[-2000:]}")
+    return json.loads(report.read_text())["cases"][0], seconds
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--venv", default=str(Path(tempfile.gettempdir()) / "mxperf-mx18"))
+    parser.add_argument("--stores", type=int, default=3)
+    args = parser.parse_args()
+    env = {**os.environ, **GIT_ENV}
+    venv = Path(args.venv)
+    python18 = venv / "bin" / "python"
+    if not python18.exists():
+        start = time.monotonic()
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        cmd = INSTALL.format(python=python18).split()
+        subprocess.run(cmd, check=True)
+        print(f"built {venv} in {time.monotonic() - start:.0f} s")
+    version = run([str(python18), "-c", "import mxnet; print(mxnet.__version__)"], PLUGIN, env)
+    print(f"baseline environment: mxnet {version.stdout.strip()}; here: ", end="")
+    print(run([sys.executable, "-c", "import mxnet; print(mxnet.__version__)"], PLUGIN, env).stdout)
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = Path(tmp) / "repo"
+        repo.mkdir()
+        (repo / "test_suite.py").write_text(SUITE)
+        (repo / ".gitignore").write_text("__pycache__/\n")
+        for cmd in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "A"]):
+            run(["git", *cmd], repo, env)
+        for i in range(args.stores):
+            case, _ = case_of(repo, str(python18), env, "--mxperf-update")
+            rate = case["measurement"]["images_per_sec"]
+            print(f"stored under 1.8 (run {i + 1}): {rate:.1f} img/s")
+        run(["git", "add", "-A"], repo, env)
+        run(["git", "commit", "-qm", "baselines stored under mxnet 1.8"], repo, env)
+        sha = run(["git", "rev-parse", "HEAD~1"], repo, env).stdout.strip()
+        scenarios = [
+            ("1. arbitration on (default)", []),
+            ("2. arbitration off", ["--mxperf-arbitrate", "off"]),
+            ("3. arbitration, baseline side in its own env", ["--mxperf-env-command", INSTALL]),
+            (
+                "4. paired run across environments",
+                ["--mxperf-ab", sha, "--mxperf-env-command", INSTALL],
+            ),
+        ]
+        for title, extra in scenarios:
+            case, seconds = case_of(repo, sys.executable, env, *extra)
+            v = case["verdict"]
+            print(f"\n{title}: {v['status']} (failed: {v['failed']}, {seconds:.0f} s)")
+            print("  " + v["message"].replace("\n", "\n  "))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
