@@ -1,0 +1,100 @@
+"""The plugin side of paired runs without processes: side commands, side output, pairs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_mxperf import pairing
+from pytest_mxperf.options import Settings
+from pytest_mxperf.paired import Decision
+from pytest_mxperf.records import CaseKey, CaseResult
+from pytest_mxperf.testing import measurement_of
+
+KEY = "m/inference/float32/bs8/cpu"
+
+
+def result(rate: float, nodeid: str = "test_a.py::test_m") -> CaseResult:
+    key = CaseKey.parse(KEY)
+    return CaseResult(key, "cpu(0)", "hw", measurement=measurement_of(rate, 0.01), nodeid=nodeid)
+
+
+def data(*rounds: tuple[float | None, float | None]) -> pairing.PairedData:
+    out = pairing.PairedData("main", "a" * 40)
+    for rev, head in rounds:
+        out.rounds.append(
+            {
+                pairing.REV: pairing.SideResult({} if rev is None else {KEY: result(rev)}),
+                pairing.HEAD: pairing.SideResult({} if head is None else {KEY: result(head)}),
+            }
+        )
+    return out
+
+
+def test_pairs_use_only_rounds_where_both_sides_measured() -> None:
+    d = data((100.0, 90.0), (None, 91.0), (101.0, 89.0))
+    assert [(a.images_per_sec, b.images_per_sec) for a, b in d.pairs(KEY)] == [
+        (pytest.approx(100.0), pytest.approx(90.0)),
+        (pytest.approx(101.0), pytest.approx(89.0)),
+    ]
+    assert d.measured(pairing.HEAD, KEY) and d.measured(pairing.REV, KEY)
+
+
+def test_estimate_needs_two_paired_rounds() -> None:
+    assert data((100.0, 90.0)).estimate(KEY, 0.05) is None
+    est = data((100.0, 80.0), (100.0, 80.0), (100.0, 80.0)).estimate(KEY, 0.05)
+    assert est is not None and est.decision == Decision.REGRESSED
+    assert est.ratio == pytest.approx(0.8)
+
+
+def test_undecided_cases_and_their_node_ids() -> None:
+    noisy = data((100.0, 99.0), (100.0, 90.0))
+    assert pairing.undecided(noisy, [KEY], 0.05) == [KEY]
+    assert pairing.nodeids_of(noisy, [KEY]) == ["test_a.py::test_m"]
+    same = data(*[(100.0, 100.0)] * 4)  # two rounds never decide: t(0.995, 1) is 63.7
+    assert pairing.undecided(same, [KEY], 0.05) == []
+
+
+def test_side_command_runs_this_plugin_on_the_side_tree(tmp_path: Path) -> None:
+    side = pairing.SideSpec(pairing.REV, tmp_path / "wt")
+    argv = pairing.side_argv(
+        side, Settings(min_time=1.0, max_time=5.0), ["t.py"], tmp_path / "o", tmp_path / "s"
+    )
+    assert argv[:2] == [side.python, "-c"]
+    assert "sys.path.insert(0" in argv[2] and "pytest_mxperf.plugin" in argv[2]
+    assert argv[argv.index("--rootdir") + 1] == str(tmp_path / "wt")
+    assert argv[argv.index("--mxperf-min-time") + 1] == "0.5"
+    assert argv[argv.index("--mxperf-max-time") + 1] == "2.5"
+    assert "--continue-on-collection-errors" in argv and argv[-1] == "t.py"
+
+
+def test_side_environment_cannot_pair_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTEST_MXPERF_AB", "main")
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-n 2")
+    monkeypatch.setenv("PYTEST_MXPERF_THREADS", "1")
+    env = pairing.side_env()
+    assert "PYTEST_MXPERF_AB" not in env and "PYTEST_ADDOPTS" not in env
+    assert env["PYTEST_MXPERF_THREADS"] == "1"
+
+
+def test_read_side_reports_missing_or_garbled_output(tmp_path: Path) -> None:
+    assert "no results" in (pairing.read_side(tmp_path / "none.json").error or "")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert "no results" in (pairing.read_side(bad).error or "")
+    good = tmp_path / "good.json"
+    good.write_text(
+        json.dumps({"cases": [result(50.0).as_dict()], "collect_errors": [["t.py", "boom"]]})
+    )
+    side = pairing.read_side(good)
+    assert side.error is None and side.cases[KEY].images_per_sec == pytest.approx(50.0)
+    assert side.collect_errors == [("t.py", "boom")]
+
+
+def test_side_failures_name_the_file_of_the_case() -> None:
+    d = data((None, 100.0))
+    d.rounds[0][pairing.REV].collect_errors = [("a.py", "ImportError: x"), ("b.py", "other")]
+    assert d.side_failures(pairing.REV, "a.py::test_m") == ["a.py: ImportError: x"]
+    assert len(d.side_failures(pairing.REV)) == 2
