@@ -9,6 +9,9 @@ per batch (0.11 = 11% more work, a ~10% lower throughput). Every run is its own 
 - ``paired``: ``pytest --mxperf --mxperf-ab A`` at B, ``--runs`` times per slowdown.
 - ``stored``: baselines stored at A by ``--stores`` ``--mxperf-update`` runs, then
   ``pytest --mxperf`` at B (arbitration on, the default), ``--runs`` times per slowdown.
+- ``host``: both cases stored at A, their figures raised 40% in the files (as if stored on a
+  faster host) and committed; then one default run with identical code, and one with the
+  largest slowdown in the target model only.
 
     python scripts/aa_check.py --modes paired,stored --runs 10 --slowdowns 0,0.053,0.11,0.25
 """
@@ -37,13 +40,19 @@ def git(repo: Path, env: dict[str, str], *args: str) -> str:
 
 def pytest_run(repo: Path, env: dict[str, str], *args: str) -> tuple[dict[str, Any], float]:
     """One ``pytest --mxperf -k target`` process: its target case from the JSON report."""
+    cases, seconds = pytest_cases(repo, env, "-k", "target", *args)
+    return cases[0], seconds
+
+
+def pytest_cases(repo: Path, env: dict[str, str], *args: str) -> tuple[list[dict[str, Any]], float]:
+    """One ``pytest --mxperf`` process: every case of its JSON report."""
     report = repo.parent / "report.json"
     report.unlink(missing_ok=True)
     start = time.monotonic()
     done = subprocess.run(
         [
             *(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--mxperf"),
-            *("-k", "target", "--mxperf-json", str(report), *args),
+            *("--mxperf-json", str(report), *args),
         ],
         cwd=repo,
         env=env,
@@ -54,7 +63,40 @@ def pytest_run(repo: Path, env: dict[str, str], *args: str) -> tuple[dict[str, A
     cases = json.loads(report.read_text())["cases"] if report.exists() else []
     if not cases:
         raise SystemExit(f"the benchmark run measured nothing:\n{done.stdout[-3000:]}")
-    return dict(cases[0]), seconds
+    return [dict(c) for c in cases], seconds
+
+
+def inflate(repo: Path, factor: float) -> None:
+    """Raise every stored figure, as if stored on a faster host."""
+    for file in (repo / "baselines").rglob("*.json"):
+        data = json.loads(file.read_text())
+        for case in data["cases"].values():
+            case["images_per_sec"] *= factor
+            case["runs"] = [r * factor for r in case["runs"]]
+        file.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def host_check(repo: Path, env: dict[str, str], base: str, stores: int, extra: float) -> None:
+    """Baselines of both cases stored at A, raised 40% (committed), then the default run with
+    identical code and with ``extra`` more work in the target model only."""
+    git(repo, env, "checkout", "-q", "-B", "host", base)
+    for i in range(stores):
+        cases, _ = pytest_cases(repo, env, "--mxperf-update")
+        print(f"host: stored run {i + 1}: " + ", ".join(describe_rate(c) for c in cases))
+    inflate(repo, 1.4)
+    git(repo, env, "add", "-A")
+    git(repo, env, "commit", "-qm", "baselines raised 40%: stored on a faster host")
+    for work in (0.0, extra):
+        commit_work(repo, env, work, f"target: {work:.0%} more work")
+        cases, seconds = pytest_cases(repo, env)
+        print(f"host: target with {work:.0%} more work ({seconds:.0f} s, load {loadavg()}):")
+        for c in cases:
+            print(f"  {c['key']}: {describe(c)} failed={c['verdict']['failed']}")
+            print("    " + c["verdict"]["message"].replace("\n", "\n    "))
+
+
+def describe_rate(case: dict[str, Any]) -> str:
+    return f"{case['model']} {case['measurement']['images_per_sec']:.1f} img/s"
 
 
 def commit_work(repo: Path, env: dict[str, str], extra: float, message: str) -> str:
@@ -106,6 +148,9 @@ def main() -> int:
         base = commit_work(repo, env, 0.0, "A: plain work")
         for mode in args.modes.split(","):
             git(repo, env, "checkout", "-q", base)
+            if mode == "host":
+                host_check(repo, env, base, args.stores, max(slowdowns))
+                continue
             if mode == "stored":
                 for i in range(args.stores):
                     case, _ = pytest_run(repo, env, "--mxperf-update")
