@@ -139,10 +139,13 @@ class MxPerf:
                 time_left=lambda: time.monotonic() < deadline,
             )
             self._close_curve(curve, self.results[first:], out)
+        skipped = {d: c.skipped for d, c in out.curves.items() if c.skipped}
+        for r in out.results:
+            r.sweep = {**(r.sweep or {}), "skipped": skipped}
         if all(c.skipped for c in out.curves.values()):
             pytest.skip("; ".join(str(c.skipped) for c in out.curves.values()))
         for line in out.lines():
-            if "skipped" in line or "not measured" in line or "dropped" in line:
+            if "not measured" in line or "dropped" in line:
                 warnings.warn(f"mxperf: sweep {label}: {line}", pytest.PytestWarning, stacklevel=2)
         return out
 
@@ -188,9 +191,8 @@ class MxPerf:
         self, curve: sweeps.Curve, results: list[CaseResult], out: sweeps.Sweep
     ) -> None:
         summary = curve.summary()
-        skipped = {d: c.skipped for d, c in out.curves.items() if c.skipped}
         for r in results:
-            r.sweep = {**summary, "skipped": skipped}
+            r.sweep = summary
             ref = self._run.baseline_for(r.hardware, str(r.key))
             drop = (
                 None

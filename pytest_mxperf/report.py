@@ -130,7 +130,7 @@ def render_sweeps(results: Iterable[CaseResult], width: int = 120) -> list[tuple
         skipped: dict[str, str] = {}
         for summary in summaries.values():
             skipped.update(summary.get("skipped") or {})
-        dtypes = sorted(summaries, key=_dtype_order) + sorted(set(skipped) - set(summaries))
+        dtypes = sorted(set(summaries) | set(skipped), key=_dtype_order)
         table = {(r.dtype, r.batch_size): r for r in members}
         rows = []
         for batch in sorted({r.batch_size for r in members}):
