@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import time
 import warnings
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from pytest_mxperf import fingerprint, locks, pairing
+from pytest_mxperf import sweep as sweeps
 from pytest_mxperf.explain import explain_arbitrated, explain_paired, judge, what_changed
 from pytest_mxperf.markers import MarkerSpec
 from pytest_mxperf.measure import MeasureConfig, Measurement
@@ -21,9 +24,7 @@ from pytest_mxperf.runner import run_case
 from pytest_mxperf.session import MxperfSession
 from pytest_mxperf.verdict import Policy, decide, decide_arbitrated, decide_paired
 
-FP16_CPU_REASON = (
-    "float16 on CPU: MXNet 1.9 has no float16 GEMM on CPU (benchmark_score skips it too)"
-)
+FP16_CPU_REASON = sweeps.FP16_CPU_REASON
 
 
 def _check_positive(name: str, value: object) -> None:
@@ -86,6 +87,123 @@ class MxPerf:
         _check_positive("items_per_call", items_per_call)
         return self._case(fn, mode, items_per_call, items_per_call=items_per_call, **options)
 
+    def sweep(
+        self,
+        net: Any,
+        *,
+        batch_sizes: Sequence[int] | str = sweeps.AUTO,
+        mode: str = "inference",
+        dtypes: Sequence[str] = ("float32",),
+        start: int = 1,
+        max_batch: int = sweeps.MAX_BATCH,
+        model: str | None = None,
+        name: str | None = None,
+        ctx: Any = None,
+        **options: Any,
+    ) -> sweeps.Sweep:
+        """Measure ``net`` at many batch sizes and dtypes; each point is a normal case.
+
+        :param net: what `inference` takes, or a function of no arguments that builds it (called
+            for every point: needed for float16, which casts the network in place).
+        :param batch_sizes: a list (measured powers of two first), or ``"auto"``: from
+            ``start``, doubling until a batch does not fit (out of memory; on CPU, predicted
+            over ``--mxperf-memory-budget``) or ``max_batch``, then bisecting.
+        :param dtypes: any of float32, float16, amp, bfloat16; one the device cannot run is
+            skipped with its reason (the test is skipped when none can run).
+        """
+        plan = sweeps.make_plan(batch_sizes, start, max_batch)
+        ctx = self._default_ctx if ctx is None else ctx
+        kind, _ = self._backend.describe(ctx)
+        label = self._label(model)
+        build = net if callable(net) and not _is_model(net) else _constant(net)
+        out = sweeps.Sweep(label, mode, kind)
+        deadline = time.monotonic() + self._settings.sweep_time
+        for dtype in dtypes:
+            why_not = self._unsupported(dtype, kind, mode)
+            if why_not:
+                out.curves[dtype] = sweeps.Curve(dtype, skipped=why_not)
+                continue
+            first = len(self.results)
+            budget = self._memory_budget() if kind == "cpu" else None
+
+            def point(batch: int, dtype: str = dtype) -> sweeps.Point:
+                return self._point(
+                    build, mode, batch, model=label, name=name, ctx=ctx, dtype=dtype, **options
+                )
+
+            out.curves[dtype] = curve = sweeps.run_curve(
+                dtype,
+                plan,
+                point,
+                budget=budget,
+                time_left=lambda: time.monotonic() < deadline,
+            )
+            self._close_curve(curve, self.results[first:], out)
+        skipped = {d: c.skipped for d, c in out.curves.items() if c.skipped}
+        for r in out.results:
+            r.sweep = {**(r.sweep or {}), "skipped": skipped}
+        if all(c.skipped for c in out.curves.values()):
+            pytest.skip("; ".join(str(c.skipped) for c in out.curves.values()))
+        for line in out.lines():
+            if "not measured" in line or "dropped" in line:
+                warnings.warn(f"mxperf: sweep {label}: {line}", pytest.PytestWarning, stacklevel=2)
+        return out
+
+    def _unsupported(self, dtype: str, kind: str, mode: str) -> str | None:
+        if dtype in ("float32", "float16") and kind == "gpu":
+            return None  # nothing to ask the back end
+        features = str(self._backend.software().get("mxnet_features", ""))
+        return sweeps.unsupported_dtype(
+            dtype, kind, mode, flags=sweeps.cpu_flags(), features=features
+        )
+
+    def _memory_budget(self) -> sweeps.MemoryBudget | None:
+        start = sweeps.read_status().get("VmRSS")
+        budget = self._settings.memory_budget
+        if budget is None:
+            available = sweeps.available_memory()
+            if available is None or start is None:
+                return None
+            budget = start + available // 2
+        return sweeps.MemoryBudget(budget, start=start)
+
+    def _point(self, build: Any, mode: str, batch: int, **kwargs: Any) -> sweeps.Point:
+        meter = sweeps.PeakMeter()
+        with meter.measuring():
+            r = self._case(build(), mode, batch, **kwargs)
+        point = sweeps.Point(batch, r.status.value, r.images_per_sec, r.rel_iqr, meter.peak)
+        if r.status == Status.OOM:
+            # Free what the failed allocation left (run_case dropped the model), then say how
+            # much the process still holds: MXNet's pool and the allocator may keep it.
+            gc.collect()
+            self._backend.sync()
+            now = sweeps.read_status().get("VmRSS")
+            kept = None if now is None or meter.before is None else now - meter.before
+            point.note = r.error or "out of memory"
+            if kept is not None and kept > sweeps.RETAINED_REPORT:
+                point.note += (
+                    f"; after freeing it the process still holds {sweeps.mib(kept)} more than "
+                    "before (MXNet's memory pool or the allocator keeps it)"
+                )
+        return point
+
+    def _close_curve(
+        self, curve: sweeps.Curve, results: list[CaseResult], out: sweeps.Sweep
+    ) -> None:
+        summary = curve.summary()
+        for r in results:
+            r.sweep = summary
+            ref = self._run.baseline_for(r.hardware, str(r.key))
+            drop = (
+                None
+                if ref is None
+                else sweeps.largest_fit_drop(curve.largest_fit, ref.case.record.get("sweep"))
+            )
+            if drop and drop not in curve.notes:
+                curve.notes.append(drop)
+        out.results += results
+        curve.notes += [f"batch {p.batch_size}: {p.note}" for p in curve.points if p.note]
+
     def _label(self, model: str | None) -> str:
         if model:
             return model
@@ -113,8 +231,9 @@ class MxPerf:
             mode=mode, batch_size=batch_size, ctx=ctx, dtype=dtype, options=options
         )
         kind, index = backend.describe(ctx)
-        if dtype == "float16" and kind == "cpu":
-            pytest.skip(FP16_CPU_REASON)
+        why_not = self._unsupported(dtype, kind, mode)
+        if why_not:
+            pytest.skip(why_not)
         key = CaseKey(self._label(model), mode, dtype, batch_size, kind, name)
         text = str(key)
         if text in self._seen:
@@ -276,6 +395,23 @@ class MxPerf:
             failures,
         )
         result.verdict = verdict.explained(message)
+
+
+def _constant(net: Any) -> Any:
+    def same() -> Any:
+        return net
+
+    return same
+
+
+def _is_model(net: Any) -> bool:
+    """A Gluon Block, a Symbol or an exported model's path (used as it is for every point),
+    as opposed to a function that builds one."""
+    return (
+        hasattr(net, "collect_params")
+        or hasattr(net, "list_arguments")
+        or isinstance(net, (str, os.PathLike))
+    )
 
 
 def _quiet(_: str) -> None:

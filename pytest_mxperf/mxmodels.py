@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from pytest_mxperf.protocol import Prepared, PrepareSpec, SpecError
+from pytest_mxperf.records import AMP_TARGETS
 
 
 @contextlib.contextmanager
@@ -84,9 +85,12 @@ def prepare_gluon(mx: Any, net: Any, spec: PrepareSpec) -> Prepared:
         except RuntimeError:  # not initialized yet
             p.initialize(ctx=ctx, default_init=mx.init.Xavier(magnitude=2))
     params.reset_ctx(ctx)
-    if spec.dtype != "float32":
+    amp_target = AMP_TARGETS.get(spec.dtype)
+    if amp_target is None and spec.dtype != "float32":
         net.cast(spec.dtype)
-    x = _data(mx, (batch, *spec.input_shape), ctx, spec.dtype)
+    x = _data(mx, (batch, *spec.input_shape), ctx, "float32" if amp_target else spec.dtype)
+    if amp_target is not None:
+        net = amp_block(mx, net, x, amp_target, spec)
     hybrid = spec.hybridize and isinstance(net, mx.gluon.HybridBlock)
     if hybrid:
         net.hybridize(static_alloc=True, static_shape=True)
@@ -131,6 +135,22 @@ def prepare_gluon(mx: Any, net: Any, spec: PrepareSpec) -> Prepared:
     return Prepared(train, batch, check_train, info=info)
 
 
+def amp_block(mx: Any, net: Any, x: Any, target: str, spec: PrepareSpec) -> Any:
+    """Inference in mixed precision as MXNet's AMP tutorial does it: the float32 block,
+    hybridized and run once, converted by ``mxnet.contrib.amp.convert_hybrid_block`` (cast
+    layers around the operators AMP lists for ``target``; inputs stay float32)."""
+    from mxnet.contrib import amp
+
+    if spec.mode != "inference" or not isinstance(net, mx.gluon.HybridBlock):
+        raise SpecError(
+            f"dtype={spec.dtype!r} runs inference of a HybridBlock only (AMP training needs "
+            "amp.init() before the network is built, which would change every later case)"
+        )
+    net.hybridize()
+    net(x).wait_to_read()
+    return amp.convert_hybrid_block(net, target_dtype=target, ctx=spec.ctx)
+
+
 def prepare_symbol(mx: Any, sym: Any, spec: PrepareSpec) -> Prepared:
     """Bind like benchmark_score: a Module, Xavier(magnitude=2) params, data on the device."""
     ctx, batch, shape, data_name = spec.ctx, spec.batch_size, spec.input_shape, spec.data_name
@@ -139,10 +159,21 @@ def prepare_symbol(mx: Any, sym: Any, spec: PrepareSpec) -> Prepared:
         raise SpecError(f"the symbol has no input named {data_name!r} (arguments: {args[:5]})")
     labels = [a for a in args if a.endswith("_label")]
     training = spec.mode != "inference"
+    amp_target = AMP_TARGETS.get(spec.dtype)
+    if amp_target is not None:
+        if training:
+            raise SpecError(
+                f"dtype={spec.dtype!r} runs inference only (AMP training needs "
+                "amp.init() before the network is built)"
+            )
+        from mxnet.contrib import amp
+
+        sym = amp.convert_symbol(sym, target_dtype=amp_target)
     if training and not labels:
         sym = mx.sym.SoftmaxOutput(sym, name="softmax")  # a loss head to train against
         labels = ["softmax_label"]
-    data_desc = mx.io.DataDesc(data_name, (batch, *shape), dtype=spec.dtype)
+    in_dtype = "float32" if amp_target else spec.dtype
+    data_desc = mx.io.DataDesc(data_name, (batch, *shape), dtype=in_dtype)
     _, out_shapes, _ = sym.infer_shape(**{data_name: (batch, *shape)})
     classes = int(out_shapes[0][-1]) if out_shapes and out_shapes[0] else 1
     mod = mx.mod.Module(symbol=sym, context=ctx, data_names=[data_name], label_names=labels or None)
@@ -159,7 +190,7 @@ def prepare_symbol(mx: Any, sym: Any, spec: PrepareSpec) -> Prepared:
         mod.init_optimizer(
             kvstore=None, optimizer=spec.optimizer, optimizer_params=optimizer_params(spec)
         )
-    data = [_data(mx, (batch, *shape), ctx, spec.dtype)]
+    data = [_data(mx, (batch, *shape), ctx, in_dtype)]
     label = [_labels(mx, batch, classes, ctx, "float32") for _ in labels]
     db = mx.io.DataBatch(data, label)
     info = {"form": "symbol-module", "input": [batch, *shape]}

@@ -68,6 +68,12 @@ def parse_ctx(text: str) -> tuple[str, ...]:
     return tuple(kinds)
 
 
+def _size(text: str) -> int:
+    from pytest_mxperf.sweep import parse_size
+
+    return parse_size(text)
+
+
 def _text(text: str) -> str:
     return text
 
@@ -276,6 +282,23 @@ SPECS: tuple[Spec, ...] = (
         "FRACTION",
     ),
     Spec(
+        "memory_budget",
+        _size,
+        None,
+        "CPU sweeps: the process's peak resident memory a batch size may need (2GiB, 512MiB); "
+        "a batch predicted to exceed it is not run and ends the doubling. Default: half the "
+        "memory available when the sweep starts.",
+        "SIZE",
+    ),
+    Spec(
+        "sweep_time",
+        _positive_float,
+        600.0,
+        "Total time budget of one mxperf.sweep; points left when it runs out are listed as "
+        "not measured.",
+        "SECONDS",
+    ),
+    Spec(
         "env_command",
         _text,
         None,
@@ -317,6 +340,8 @@ class Settings:
     arbitrate: bool = DEFAULTS["arbitrate"]
     unconfirmed_tolerance: float = DEFAULTS["unconfirmed_tolerance"]
     env_command: str | None = DEFAULTS["env_command"]
+    memory_budget: int | None = DEFAULTS["memory_budget"]
+    sweep_time: float = DEFAULTS["sweep_time"]
     #: Set in the processes of a paired run: write measured cases here instead of judging.
     side_out: str | None = None
 

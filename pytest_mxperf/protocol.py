@@ -74,7 +74,7 @@ class PrepareSpec:
         if self.mode not in MODES:
             raise ValueError(f"unknown mode {self.mode!r}; choose from {', '.join(MODES)}")
         if self.dtype not in DTYPES:
-            raise ValueError(f"dtype must be {' or '.join(DTYPES)}, got {self.dtype!r}")
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
 
     @classmethod
     def from_options(

@@ -15,8 +15,13 @@ from pytest_mxperf.measure import Measurement
 from pytest_mxperf.options import DEVICE_KINDS
 
 MODES = ("inference", "training", "forward_backward")
-DTYPES = ("float32", "float16")
+#: float16: parameters cast, multi_precision SGD (GPU); amp: mxnet.contrib.amp mixed precision
+#: with float16 (GPU); bfloat16: AMP with bfloat16 through oneDNN (CPUs with AVX512-BF16/AMX).
+DTYPES = ("float32", "float16", "amp", "bfloat16")
+#: The dtypes that run through mxnet.contrib.amp, and the low precision each targets.
+AMP_TARGETS = {"amp": "float16", "bfloat16": "bfloat16"}
 __all__ = [
+    "AMP_TARGETS",
     "DEVICE_KINDS",
     "DTYPES",
     "MODES",
@@ -175,6 +180,8 @@ class CaseResult:
     #: Why the figure may not mean what it says (e.g. a callable that computed nothing).
     warnings: list[str] = field(default_factory=list)
     verdict: Verdict | None = None
+    #: Set on the points of a sweep: the curve's summary (largest fit, best, plateau, ...).
+    sweep: dict[str, Any] | None = None
 
     # the key's parts, as the tables and grids read them
     @property

@@ -117,6 +117,54 @@ def _grid(
     ).splitlines()
 
 
+def render_sweeps(results: Iterable[CaseResult], width: int = 120) -> list[tuple[str, list[str]]]:
+    """One grid per sweep (model, mode, device): batch sizes x dtypes in img/s, like the
+    published fp32/fp16 tables, then each dtype's largest fit, best batch and plateau."""
+    groups: dict[tuple[str, str, str, str], list[CaseResult]] = {}
+    for r in results:
+        if r.sweep is not None:
+            groups.setdefault((r.key.label, r.mode, r.device_kind, r.hardware), []).append(r)
+    out = []
+    for (label, mode, kind, hardware), members in sorted(groups.items()):
+        summaries = {r.dtype: r.sweep for r in members if r.sweep is not None}
+        skipped: dict[str, str] = {}
+        for summary in summaries.values():
+            skipped.update(summary.get("skipped") or {})
+        dtypes = sorted(set(summaries) | set(skipped), key=_dtype_order)
+        table = {(r.dtype, r.batch_size): r for r in members}
+        rows = []
+        for batch in sorted({r.batch_size for r in members}):
+            found = [table.get((d, batch)) for d in dtypes]
+            rows.append(
+                [str(batch)] + ["" if f is None else _cell(f).split(" ±")[0] for f in found]
+            )
+        lines = tabulate(
+            rows, ["batch", *dtypes], tablefmt="simple", stralign="right", disable_numparse=True
+        ).splitlines()
+        for dtype in dtypes:
+            if dtype in skipped and dtype not in summaries:
+                lines.append(f"{dtype}: skipped ({skipped[dtype]})")
+                continue
+            sm = summaries[dtype]
+            line = (
+                f"{dtype}: largest batch that fits {sm.get('largest_fit') or 'none'} "
+                f"(limit: {sm.get('limit')}), best {sm.get('best') or '-'}, "
+                f"plateau from {sm.get('plateau') or '-'}"
+            )
+            if sm.get("not_measured"):
+                line += "; not measured (time budget): " + ", ".join(map(str, sm["not_measured"]))
+            lines.append(line)
+        out.append(
+            (f"{label}, {MODE_SHORT.get(mode, mode)}, {kind} ({hardware}), images/sec", lines)
+        )
+    return out
+
+
+def _dtype_order(dtype: str) -> int:
+    order = ("float32", "float16", "amp", "bfloat16")
+    return order.index(dtype) if dtype in order else len(order)
+
+
 def verdict_counts(results: Iterable[CaseResult]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for r in results:
@@ -200,6 +248,7 @@ def results_sections(
         ("mxperf: throughput (images/sec, median ± half IQR)", render_table(results, width))
     ]
     sections += [(f"mxperf grid: {title}", lines) for title, lines in render_grids(results, width)]
+    sections += [(f"mxperf sweep: {t}", lines) for t, lines in render_sweeps(results, width)]
     counts = ", ".join(f"{n} {status}" for status, n in verdict_counts(results).items())
     tail = [f"mxperf verdicts: {counts}"]
     for hardware in sorted({r.hardware for r in results} - set(stored_keys)):

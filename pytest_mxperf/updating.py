@@ -56,6 +56,7 @@ def baseline_record(
         "environment": result.environment,
         "dirty": bool(commit.dirty),
         "machine_id": machine_id,
+        **({"sweep": result.sweep} if result.sweep else {}),
     }
 
 

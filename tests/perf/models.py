@@ -89,19 +89,57 @@ QUICK: tuple[Case, ...] = (
     Case("vgg16", "inference", 1, 32),
 )
 
-INFERENCE_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-TRAINING_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128)
+#: The published tables' largest batch sizes: where the full selection's sweeps stop doubling.
+INFERENCE_MAX_BATCH = 256
+TRAINING_MAX_BATCH = 128
 
 
-def full() -> tuple[Case, ...]:
-    """The full selection (GPU runners): every network at its published size, inference over
-    batch sizes 1-256 in float32 and float16, training over 1-128 in float32 (AlexNet training
-    at 16x the batch, as published). float16 cases skip on CPU."""
-    cases: list[Case] = []
+@dataclass(frozen=True)
+class SweepCase:
+    """One sweep of the full selection: ``mxperf.sweep(..., batch_sizes="auto")`` from
+    ``start`` doubling to ``max_batch`` (or the largest batch that fits, then bisecting)."""
+
+    model: str
+    mode: str
+    size: int
+    dtype: str
+    start: int
+    max_batch: int
+
+    def points(self) -> list[Case]:
+        """The cases the doubling reaches when everything fits (the published batch sizes)."""
+        out, batch = [], self.start
+        while batch <= self.max_batch:
+            out.append(Case(self.model, self.mode, batch, self.size, self.dtype))
+            batch *= 2
+        return out
+
+    @property
+    def label(self) -> str:
+        return self.points()[0].label
+
+    @property
+    def id(self) -> str:
+        parts = [self.label, self.mode, "sweep"]
+        return "-".join(parts + ([self.dtype] if self.dtype != "float32" else []))
+
+
+def full_sweeps() -> tuple[SweepCase, ...]:
+    """The full selection (GPU runners): every network at its published size, inference swept
+    over batch sizes 1-256 in float32 and float16, training over 1-128 in float32 (AlexNet
+    training at 16x the batch, as published). float16 sweeps skip on CPU."""
+    sweeps: list[SweepCase] = []
     for model in PUBLISHED + SMALL:
         size = NATIVE_SIZE[model]
         for dtype in ("float32", "float16"):
-            cases += [Case(model, "inference", b, size, dtype) for b in INFERENCE_BATCHES]
+            sweeps.append(SweepCase(model, "inference", size, dtype, 1, INFERENCE_MAX_BATCH))
         factor = ALEXNET_TRAINING_BATCH_FACTOR if model == "alexnet" else 1
-        cases += [Case(model, "training", b * factor, size) for b in TRAINING_BATCHES]
-    return tuple(cases)
+        sweeps.append(
+            SweepCase(model, "training", size, "float32", factor, TRAINING_MAX_BATCH * factor)
+        )
+    return tuple(sweeps)
+
+
+def full() -> tuple[Case, ...]:
+    """Every case the full selection's sweeps reach by doubling."""
+    return tuple(case for sweep in full_sweeps() for case in sweep.points())

@@ -62,3 +62,22 @@ def test_full_selection_covers_every_published_figure() -> None:
     covered = {(c.label, c.mode, c.dtype, c.published_batch) for c in full()}
     for fig in load():
         assert (fig.model, fig.mode, fig.dtype, fig.batch_size) in covered, fig
+
+
+def test_full_sweeps_keep_published_figures_at_their_batch_sizes() -> None:
+    from models import full_sweeps
+    from test_models import marks_for
+
+    resnet = next(
+        s
+        for s in full_sweeps()
+        if s.label == "resnet50_v1" and s.mode == "inference" and s.dtype == "float32"
+    )
+    marks = [m for c in resnet.points() for m in marks_for(c)]
+    spec = merge(parse_marker(d.mark.args, d.mark.kwargs) for d in marks)
+    found = spec.matching(
+        model="resnet50_v1", mode="inference", dtype="float32", batch_size=32, hardware=V100
+    )
+    assert [e.images_per_sec for e in found] == [1076.81]
+    alexnet = next(s for s in full_sweeps() if s.label == "alexnet" and s.mode == "training")
+    assert (alexnet.start, alexnet.max_batch) == (16, 2048)

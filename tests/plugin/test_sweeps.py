@@ -1,0 +1,202 @@
+"""``mxperf.sweep`` end to end: each point a case, the curve in the report, unsupported dtypes
+skipped with reasons, and a real CPU allocation failure ending the doubling (issue #15)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+FAKE_SWEEP = """
+import pytest
+from pytest_mxperf.testing import FakeModel
+
+def test_auto(mxperf):
+    s = mxperf.sweep(lambda: FakeModel(images_per_sec=500.0, oom_from_batch=40),
+                     model="toy", max_batch=256)
+    curve = s.curves["float32"]
+    assert curve.limit == "oom" and curve.largest_fit == 36, s.lines()  # 40-36 <= 36/8
+    assert [r.batch_size for r in s.results][:7] == [1, 2, 4, 8, 16, 32, 64]
+
+def test_dtypes(mxperf):
+    s = mxperf.sweep(FakeModel(images_per_sec=100.0), batch_sizes=[1, 2],
+                     dtypes=["float32", "float16", "bfloat16"], model="grid")
+    assert "no float16 GEMM on CPU" in s.curves["float16"].skipped
+    assert s.curves["bfloat16"].skipped
+
+def test_all_skipped(mxperf):
+    mxperf.sweep(FakeModel(images_per_sec=100.0), batch_sizes=[1], dtypes=["float16"])
+"""
+
+
+def test_a_sweep_makes_a_case_per_point_and_a_curve(fake_pytester: pytest.Pytester) -> None:
+    fake_pytester.makepyfile(FAKE_SWEEP)
+    result = fake_pytester.runpytest("--mxperf", "--mxperf-json", "r.json", "-rs")
+    result.assert_outcomes(passed=2, skipped=1)
+    cases: dict[str, Any] = {
+        c["key"]: c for c in json.loads((fake_pytester.path / "r.json").read_text())["cases"]
+    }
+    oom = cases["toy/inference/float32/bs64/cpu"]
+    assert oom["status"] == "oom" and oom["verdict"]["status"] == "oom"
+    fit = cases["toy/inference/float32/bs36/cpu"]
+    assert fit["status"] == "ok" and fit["sweep"]["largest_fit"] == 36
+    assert fit["sweep"]["limit"] == "oom"
+    assert "bs256" not in " ".join(cases)
+    assert set(cases["grid/inference/float32/bs2/cpu"]["sweep"]["skipped"]) == {
+        "float16",
+        "bfloat16",
+    }
+    result.stdout.fnmatch_lines(
+        [
+            "*mxperf sweep: grid, infer, cpu*",
+            "*batch*float32*float16*bfloat16*",
+            "*float16: skipped (float16 on CPU*",
+            "*mxperf sweep: toy, infer, cpu*",
+            "*float32: largest batch that fits 36 (limit: oom)*",
+            "SKIPPED*float16 on CPU: MXNet 1.9 has no float16 GEMM on CPU*",
+        ]
+    )
+
+
+#: Under an address-space limit (~1.2 GB over what MXNet holds once warm) a real sweep's
+#: doubling ends in MXNet's CPU allocation failure; the next test still measures normally.
+CPU_OOM_SWEEP = """
+import re
+import resource
+
+import pytest
+
+HEADROOM = 1_200_000_000
+
+
+def _vm_size():
+    status = open("/proc/self/status").read()
+    return int(re.search(r"VmSize:\\s+(\\d+)", status).group(1)) * 1024
+
+
+@pytest.fixture(scope="session", autouse=True)
+def limited_memory():
+    import mxnet as mx
+
+    mx.nd.ones((4, 4)).wait_to_read()
+    resource.setrlimit(resource.RLIMIT_AS, (_vm_size() + HEADROOM, resource.RLIM_INFINITY))
+
+
+def net():
+    from mxnet.gluon.model_zoo import vision
+
+    return vision.get_model("mobilenet0.25", classes=10)
+
+
+def test_a_sweep(mxperf):
+    s = mxperf.sweep(net, start=256, max_batch=65536, input_shape=(3, 64, 64),
+                     model="mobilenet0.25-64px")
+    curve = s.curves["float32"]
+    print("\\n".join(s.lines()))
+    assert curve.limit == "oom", s.lines()
+    assert curve.largest_fit is not None and curve.largest_fit >= 256
+
+
+def test_b_next_case(mxperf):
+    r = mxperf.inference(net(), batch_size=1, input_shape=(3, 32, 32), model="mobilenet0.25-32px")
+    assert r.status.value == "ok"
+"""
+
+
+def test_a_real_cpu_allocation_failure_ends_the_doubling(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("mxnet")
+    resource = pytest.importorskip("resource")
+    assert resource.RLIMIT_AS
+    pytester.makepyfile(test_oom_sweep=CPU_OOM_SWEEP)
+    fast = ["--mxperf-min-time", "0.2", "--mxperf-max-time", "0.5", "--mxperf-warmup-time", "1"]
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        "--mxperf",
+        "--mxperf-json",
+        "r.json",
+        *fast,
+        "--mxperf-memory-budget",
+        "16GiB",
+        "--mxperf-sweep-time",
+        "200",
+        timeout=400,
+    )
+    result.assert_outcomes(passed=2)
+    cases = json.loads((pytester.path / "r.json").read_text())["cases"]
+    ooms = [c for c in cases if c["status"] == "oom"]
+    assert ooms and all("Failed to allocate CPU Memory" in c["error"] for c in ooms)
+    fits = [c for c in cases if c.get("sweep") and c["status"] == "ok"]
+    assert fits and fits[0]["sweep"]["limit"] == "oom"
+    assert fits[0]["sweep"]["largest_fit"] == max(c["batch_size"] for c in fits)
+    result.stdout.fnmatch_lines(["*float32: largest batch that fits * (limit: oom)*"])
+
+
+def _bf16_reason() -> str | None:
+    from pytest_mxperf import sweep
+    from pytest_mxperf.backend import MXNetBackend
+
+    features = MXNetBackend().software()["mxnet_features"]
+    return sweep.unsupported_dtype(
+        "bfloat16", "cpu", "inference", flags=sweep.cpu_flags(), features=features
+    )
+
+
+def test_bfloat16_inference_on_cpu(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("mxnet")
+    reason = _bf16_reason()
+    if reason:
+        pytest.skip(reason)
+    from pytest_mxperf.backend import MXNetBackend
+    from pytest_mxperf.measure import MeasureConfig
+    from pytest_mxperf.protocol import PrepareSpec
+    from pytest_mxperf.runner import run_case
+
+    backend = MXNetBackend()
+    from mxnet.gluon.model_zoo import vision
+
+    spec = PrepareSpec(
+        mode="inference",
+        batch_size=2,
+        ctx=backend.context("cpu"),
+        dtype="bfloat16",
+        input_shape=(3, 32, 32),
+    )
+    run = run_case(
+        backend,
+        vision.get_model("mobilenet0.25", classes=10),
+        spec,
+        MeasureConfig(min_time=0.2, max_time=0.5, warmup_time=1.0),
+    )
+    assert run.status.value == "ok", run.error
+
+
+@pytest.mark.parametrize("dtype", ["float16", "amp"])
+def test_float16_and_amp_on_gpu(dtype: str) -> None:
+    pytest.importorskip("mxnet")
+    from pytest_mxperf.backend import MXNetBackend
+
+    backend = MXNetBackend()
+    if backend.num_gpus() == 0:
+        pytest.skip(f"{dtype}: no GPU here (MXNet sees none)")
+    from mxnet.gluon.model_zoo import vision
+
+    from pytest_mxperf.measure import MeasureConfig
+    from pytest_mxperf.protocol import PrepareSpec
+    from pytest_mxperf.runner import run_case
+
+    spec = PrepareSpec(
+        mode="inference",
+        batch_size=8,
+        ctx=backend.context("gpu"),
+        dtype=dtype,
+        input_shape=(3, 64, 64),
+    )
+    run = run_case(
+        backend,
+        vision.get_model("resnet18_v1", classes=10),
+        spec,
+        MeasureConfig(min_time=0.2, max_time=0.5, warmup_time=1.0),
+    )
+    assert run.status.value == "ok", run.error
