@@ -71,8 +71,11 @@ class MxPerf:
 
     def training(self, net: Any, *, batch_size: int, **options: Any) -> CaseResult:
         """Forward + backward + optimizer update; also takes ``loss``, ``optimizer``,
-        ``optimizer_params``, ``num_classes`` (default: softmax cross-entropy on random labels,
-        SGD with learning rate 0.01 and momentum 0.9, multi_precision for float16)."""
+        ``optimizer_params``, ``num_classes``, ``task`` and ``labels`` (default: classification,
+        softmax cross-entropy on random labels, SGD with learning rate 0.01 and momentum 0.9,
+        multi_precision for float16). ``task="segmentation"`` or ``"detection"`` (SSD) make the
+        labels and loss of that kind; ``labels=`` (NDArray, tuple, or callable
+        ``(batch_size, ctx, dtype)``) gives any others. The loss gets ``(*outputs, *labels)``."""
         return self._case(net, "training", batch_size, **options)
 
     def forward_backward(self, net: Any, *, batch_size: int, **options: Any) -> CaseResult:

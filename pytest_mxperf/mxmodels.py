@@ -11,6 +11,7 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
+from pytest_mxperf import tasks
 from pytest_mxperf.protocol import Prepared, PrepareSpec, SpecError
 from pytest_mxperf.records import AMP_TARGETS
 
@@ -60,13 +61,14 @@ def _labels(mx: Any, batch: int, classes: int, ctx: Any, dtype: str) -> Any:
 
 
 def optimizer_params(spec: PrepareSpec) -> dict[str, Any] | None:
-    """SGD defaults as in train_imagenet (lr 0.01, momentum 0.9 for sgd/nag); an Optimizer
-    instance carries its own settings."""
+    """SGD defaults as in train_imagenet (lr 0.01, momentum 0.9 for sgd/nag), the task's where
+    it has its own (`tasks.OPTIMIZER_DEFAULTS`); an Optimizer instance carries its own settings."""
     if not isinstance(spec.optimizer, str):
         return None
     merged: dict[str, Any] = {"learning_rate": 0.01}
     if spec.optimizer.lower() in ("sgd", "nag"):
         merged["momentum"] = 0.9
+    merged.update(tasks.OPTIMIZER_DEFAULTS.get(spec.task, {}))
     if spec.dtype == "float16":
         merged["multi_precision"] = True  # fp32 master weights, as train_imagenet does
     merged.update(spec.optimizer_params or {})
@@ -88,48 +90,52 @@ def prepare_gluon(mx: Any, net: Any, spec: PrepareSpec) -> Prepared:
     amp_target = AMP_TARGETS.get(spec.dtype)
     if amp_target is None and spec.dtype != "float32":
         net.cast(spec.dtype)
-    x = _data(mx, (batch, *spec.input_shape), ctx, "float32" if amp_target else spec.dtype)
+    data_dtype = "float32" if amp_target else spec.dtype
+    xs = [_data(mx, (batch, *shape), ctx, data_dtype) for shape in tasks.input_shapes(spec)]
     if amp_target is not None:
-        net = amp_block(mx, net, x, amp_target, spec)
+        net = amp_block(mx, net, xs[0], amp_target, spec)
     hybrid = spec.hybridize and isinstance(net, mx.gluon.HybridBlock)
     if hybrid:
         net.hybridize(static_alloc=True, static_shape=True)
     last: dict[str, Any] = {}
-    info = {
+    info: dict[str, Any] = {
         "form": "gluon-hybrid" if hybrid else "gluon-imperative",
-        "input": [batch, *spec.input_shape],
+        "input": [[batch, *x.shape[1:]] for x in xs] if len(xs) > 1 else [batch, *xs[0].shape[1:]],
     }
 
     if spec.mode == "inference":
 
         def infer() -> None:
-            last["out"] = net(x)
+            last["out"] = net(*xs)
 
         def check() -> str | None:
             return finite_message("model output", outputs(last.get("out")))
 
         return Prepared(infer, batch, check, info=info)
 
-    out = net(x)  # deferred init + output shape for the labels
-    classes = spec.num_classes or int(outputs(out)[0].shape[-1])
-    y = _labels(mx, batch, classes, ctx, spec.dtype)
-    loss_fn = spec.loss or mx.gluon.loss.SoftmaxCrossEntropyLoss()
+    with autograd.train_mode():  # deferred init; training-mode outputs (SSD: anchors too)
+        first = outputs(net(*xs))
+    setup = tasks.training(mx, first, spec)
+    tasks.trial(mx, first, setup, spec)
+    labels, loss_fn = setup.labels, setup.loss
+    info["task"] = setup.describe
+    info["labels"] = [list(y.shape) for y in labels]
     trainer = None
     if spec.mode == "training":
         trainer = mx.gluon.Trainer(params, spec.optimizer, optimizer_params(spec), kvstore=None)
 
     def train() -> None:
         with autograd.record():
-            out = net(x)
-            value = loss_fn(out, y)
-        value.backward()
+            out = outputs(net(*xs))
+            value = outputs(loss_fn(*out, *labels))
+        autograd.backward(value)
         if trainer is not None:
             trainer.step(batch)
         last["out"], last["loss"] = out, value
 
     def check_train() -> str | None:
-        return finite_message("training loss", [last["loss"]]) or finite_message(
-            "model output", outputs(last.get("out"))
+        return finite_message("training loss", last["loss"]) or finite_message(
+            "model output", last.get("out", [])
         )
 
     return Prepared(train, batch, check_train, info=info)
@@ -153,7 +159,15 @@ def amp_block(mx: Any, net: Any, x: Any, target: str, spec: PrepareSpec) -> Any:
 
 def prepare_symbol(mx: Any, sym: Any, spec: PrepareSpec) -> Prepared:
     """Bind like benchmark_score: a Module, Xavier(magnitude=2) params, data on the device."""
-    ctx, batch, shape, data_name = spec.ctx, spec.batch_size, spec.input_shape, spec.data_name
+    ctx, batch, data_name = spec.ctx, spec.batch_size, spec.data_name
+    shapes = tasks.input_shapes(spec)
+    if len(shapes) > 1 or spec.task != "classification" or spec.labels is not None:
+        raise SpecError(
+            "a Symbol is bound with one data input and its own label heads: input_shape with "
+            "several shapes, task= and labels= apply to Gluon blocks (load it with "
+            "mx.gluon.SymbolBlock to use them)"
+        )
+    shape = shapes[0]
     args = sym.list_arguments()
     if data_name not in args:
         raise SpecError(f"the symbol has no input named {data_name!r} (arguments: {args[:5]})")

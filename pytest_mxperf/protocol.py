@@ -17,6 +17,9 @@ _OOM_PATTERNS = (
     "failed to allocate cpu memory",
 )
 
+#: What a training step's labels and default loss are made for (``task=``, pytest_mxperf.tasks).
+TASKS = ("classification", "segmentation", "detection")
+
 
 class SpecError(ValueError):
     """What a back end was handed cannot be benchmarked at all (a wrong kind of model, missing
@@ -61,7 +64,8 @@ class PrepareSpec:
     batch_size: int
     ctx: Any
     dtype: str = "float32"
-    input_shape: tuple[int, ...] = (3, 224, 224)
+    #: One input's shape without the batch axis, or a tuple of them for a multi-input network.
+    input_shape: tuple[int, ...] | tuple[tuple[int, ...], ...] = (3, 224, 224)
     items_per_call: int | None = None
     loss: Any = None
     optimizer: Any = "sgd"
@@ -69,12 +73,19 @@ class PrepareSpec:
     num_classes: int | None = None
     data_name: str = "data"
     hybridize: bool = True
+    #: Training labels and default loss: classification, segmentation or detection.
+    task: str = "classification"
+    #: Training labels instead of the task's: an NDArray, a tuple of them, or a callable
+    #: ``(batch_size, ctx, dtype) -> labels``.
+    labels: Any = None
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"unknown mode {self.mode!r}; choose from {', '.join(MODES)}")
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
+        if self.task not in TASKS:
+            raise ValueError(f"unknown task {self.task!r}; choose from {', '.join(TASKS)}")
 
     @classmethod
     def from_options(
@@ -91,7 +102,9 @@ class PrepareSpec:
             )
         values = dict(options)
         if "input_shape" in values:
-            values["input_shape"] = tuple(values["input_shape"])
+            shape = values["input_shape"]
+            nested = bool(shape) and all(isinstance(s, (tuple, list)) for s in shape)
+            values["input_shape"] = tuple(tuple(s) for s in shape) if nested else tuple(shape)
         return cls(mode=mode, batch_size=batch_size, ctx=ctx, dtype=dtype, **values)
 
 
