@@ -65,9 +65,10 @@ def case_of(repo: Path, python: str, env: dict[str, str], *args: str) -> tuple[A
         env,
     )
     seconds = time.monotonic() - start
-    if not report.exists():
-        raise SystemExit(f"no report:\n{done.stdout[-3000:]}\n{done.stderr[-2000:]}")
-    return json.loads(report.read_text())["cases"][0], seconds
+    cases = json.loads(report.read_text())["cases"] if report.exists() else []
+    if not cases:
+        raise SystemExit(f"no case measured:\n{done.stdout[-3000:]}\n{done.stderr[-2000:]}")
+    return cases[0], seconds
 
 
 def main() -> int:
