@@ -227,9 +227,15 @@ def where_time_went(s: Scaling, ref: BaselineRef | None) -> str:
     if base is None:
         return f"kvstore ({s.kvstore}) share of a step: {s.comm_share:.0%}"
     text = f"kvstore ({s.kvstore}) share of a step: {base:.0%} -> {s.comm_share:.0%}"
-    if s.comm_share - base >= COMM_GREW:
-        return text + ": scaling dropped because communication grew"
     assert ref is not None
+    if s.comm_share - base >= COMM_GREW:
+        eff = ref.case.efficiency
+        if eff is not None and s.efficiency < eff:
+            return (
+                f"{text}: scaling dropped because communication grew (efficiency {eff:.1%} -> "
+                f"{s.efficiency:.1%})"
+            )
+        return f"{text}: communication grew"
     single = ref.case.record.get("single_images_per_sec")
     was = f"{single:.1f} -> " if isinstance(single, (int, float)) else ""
     return (
@@ -246,7 +252,11 @@ def explain_scaling(result: CaseResult, verdict: Verdict, ref: BaselineRef | Non
     assert s is not None
     key = str(result.key)
     if not verdict.scaling:
-        return f"{key}: {scaling_summary(s)}"
+        lines = [f"{key}: {scaling_summary(s)}"]
+        if verdict.outcome == Outcome.REGRESSED and ref is not None:
+            # The aggregate dropped: say whether the exchange took the time.
+            lines.append(where_time_went(s, ref))
+        return "\n".join(lines)
     if verdict.outcome == Outcome.BELOW:
         assert verdict.efficiency_floor is not None
         return "\n".join(
@@ -293,7 +303,8 @@ def judge_scaling(
     if result.scaling is None or verdict.outcome in (Outcome.NAN, Outcome.ERROR):
         return verdict.explained(aggregate)
     if verdict.scaling:
-        return verdict.explained(
-            explain_scaling(result, verdict, ref) + "\naggregate: " + aggregate
-        )
+        # What changed since the baseline is said once, in the scaling part.
+        kept = [x for x in aggregate.splitlines() if not x.startswith("changed since the")]
+        lead = explain_scaling(result, verdict, ref)
+        return verdict.explained(lead + "\naggregate: " + "\n".join(kept))
     return verdict.explained(aggregate + "\n" + explain_scaling(result, verdict, ref))

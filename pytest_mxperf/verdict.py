@@ -8,6 +8,7 @@ the verdict by `pytest_mxperf.explain`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -170,11 +171,12 @@ def decide_arbitrated(stored: Verdict, pair: Verdict | None, environment_changed
 
 
 def efficiency_noise(result: CaseResult, ref: BaselineRef | None) -> float:
-    """The relative noise of a scaling efficiency, img/s(N) / (N x img/s(1)): the noises of
-    its two rates add (a ratio of two noisy figures), now and in the baseline."""
+    """The relative noise of a scaling efficiency, img/s(N) / (N x img/s(1)): a ratio of two
+    independently measured rates, so their relative noises add in quadrature (now and in the
+    baseline, the larger of each)."""
     single = 0.0 if result.scaling is None else result.scaling.single_rel_iqr
     stored_single = 0.0 if ref is None else ref.case.single_rel_iqr
-    return noise_of(result, ref) + max(single, stored_single)
+    return math.hypot(noise_of(result, ref), max(single, stored_single))
 
 
 def decide_scaling(

@@ -111,7 +111,7 @@ def test_scaling_drop_against_stored_baseline_names_the_kvstore_share(
             "*toy/training/float32/bs8/cpu/x2/dist_sync: scaling efficiency 60.0% vs baseline "
             "90.0% (-33.3%), tolerance 20.0%; baseline commit aaaaaaaaaa*",
             "*kvstore (dist_sync) share of a step: 10% -> 40%: scaling dropped because "
-            "communication grew*",
+            "communication grew (efficiency 90.0% -> 60.0%)",
             "*aggregate: *120.0 img/s vs baseline 180.0 img/s (-33.3%)*",
         ]
     )
@@ -140,8 +140,10 @@ def test_a_dead_worker_fails_only_its_case_with_its_output(fake_pytester: pytest
     result = fake_pytester.runpytest("--mxperf", "--mxperf-json", "report.json")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
-        ["*dead/training/float32/bs8/cpu/x2/local: worker 1 (pid 0) of local*SIGKILL*",
-         "*kv_app.h:624 Check failed*"]
+        [
+            "*dead/training/float32/bs8/cpu/x2/local: worker 1 (pid 0) of local*SIGKILL*",
+            "*kv_app.h:624 Check failed*",
+        ]
     )
     cases = _cases(fake_pytester)
     assert cases["dead/training/float32/bs8/cpu/x2/local"]["status"] == "error"
