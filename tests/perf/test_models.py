@@ -40,7 +40,8 @@ def marks_for(case: Case) -> list[pytest.MarkDecorator]:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "case" in metafunc.fixturenames:
-        cases = full() if metafunc.config.getoption("suite") == "full" else QUICK
+        suite = metafunc.config.getoption("suite")
+        cases = full() if suite == "full" else () if suite == "scaling" else QUICK
         metafunc.parametrize("case", [pytest.param(c, marks=marks_for(c), id=c.id) for c in cases])
 
 
