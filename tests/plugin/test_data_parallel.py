@@ -182,3 +182,33 @@ def test_in_process_gpus_count_in_the_hardware_key(fake_pytester: pytest.Pyteste
     assert case["hardware"] == "ci-box-gpu-x4"
     assert case["device"] == "gpu(0,1,2,3)"
     assert case["scaling"]["efficiency"] == pytest.approx(0.95)
+
+
+def test_paired_mode_judges_a_data_parallel_case_like_any_case(
+    fake_pytester: pytest.Pytester, commit: Any
+) -> None:
+    suite = """
+from pytest_mxperf.testing import FakeModel
+
+def test_dist(mxperf):
+    mxperf.data_parallel(
+        FakeModel(300.0, scaling={s}), batch_size=8, kvstore="local",
+        contexts=["cpu(0)", "cpu(1)"], model="toy",
+    )
+"""
+    fake_pytester.makepyfile(test_suite=suite.format(s=0.9))
+    commit("base")
+    fake_pytester.makepyfile(test_suite=suite.format(s=0.6))
+    commit("more exchange")
+    result = fake_pytester.runpytest(
+        "--mxperf", "--mxperf-ab", "HEAD~1", "--mxperf-json", "report.json"
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*toy/training/float32/bs8/cpu/x2/local: HEAD vs HEAD~1: -33.3%*slower*"]
+    )
+    case = _cases(fake_pytester)["toy/training/float32/bs8/cpu/x2/local"]
+    assert case["verdict"]["status"] == "regressed"
+    # The side processes' results carry the scaling record through to the report.
+    assert case["scaling"]["efficiency"] == pytest.approx(0.6)
+    assert case["scaling"]["comm_share"] == pytest.approx(0.4)
