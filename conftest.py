@@ -24,10 +24,11 @@ def mxperf_backend():
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--suite",
-        choices=("quick", "full"),
+        choices=("quick", "full", "scaling"),
         default=os.environ.get("MXPERF_SUITE", "quick"),
-        help="Model benchmark suite selection: quick (2-core CPU, default) or full "
-        "(every published network and batch size 1-256, for GPU runners). Env MXPERF_SUITE.",
+        help="Model benchmark suite selection: quick (2-core CPU, default), full "
+        "(every published network and batch size 1-256 and the scaling cases, for GPU "
+        "runners) or scaling (the data-parallel scaling cases only). Env MXPERF_SUITE.",
     )
 
 

@@ -13,7 +13,7 @@ import platform
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_mxperf import mxmodels
 from pytest_mxperf.protocol import (
@@ -24,6 +24,9 @@ from pytest_mxperf.protocol import (
     SpecError,
     looks_like_oom,
 )
+
+if TYPE_CHECKING:
+    from pytest_mxperf.dataparallel import DataParallelResult, DataParallelSpec
 
 
 class MXNetUnavailable(RuntimeError):
@@ -150,6 +153,16 @@ class MXNetBackend:
             f"cannot benchmark a {type(model).__name__}: pass a Gluon Block, an mx.sym.Symbol, "
             "an exported model prefix or a callable with items_per_call="
         )
+
+    def data_parallel(self, model: Any, spec: DataParallelSpec) -> DataParallelResult:
+        """In this process for ``local``/``device``/``nccl``; launched ranks for dist kvstores."""
+        from pytest_mxperf.dataparallel import run_in_process
+
+        if spec.distributed:
+            from pytest_mxperf.launch import run_distributed
+
+            return run_distributed(spec)
+        return run_in_process(spec, model)
 
     def load_exported(self, prefix: str | os.PathLike[str], ctx: Any, data_name: str) -> Any:
         """Load ``prefix-symbol.json`` + the newest ``prefix-NNNN.params`` as a SymbolBlock."""

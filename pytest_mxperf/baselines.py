@@ -74,6 +74,12 @@ class StoredCase:
     #: The anonymous ids of the machines that measured the stored runs (None: not recorded).
     machine_ids: tuple[str | None, ...]
     record: dict[str, Any] = field(compare=False, repr=False)
+    #: Data-parallel cases: the stored scaling efficiency at the key's world size, the
+    #: communication share at N, and the block spread of img/s(1) (None/0 in other cases and
+    #: in files written before data-parallel cases existed).
+    efficiency: float | None = None
+    comm_share: float | None = None
+    single_rel_iqr: float = 0.0
 
     @classmethod
     def from_dict(cls, data: Any, where: str) -> StoredCase:
@@ -107,6 +113,11 @@ class StoredCase:
             dirty=dirty,
             machine_ids=_ids(data.get("machine_ids", []), where),
             record=dict(data),
+            efficiency=_num(
+                data.get("efficiency"), f"{where}: 'efficiency'", positive=True, optional=True
+            ),
+            comm_share=_num(data.get("comm_share"), f"{where}: 'comm_share'", optional=True),
+            single_rel_iqr=_num(data.get("single_rel_iqr", 0.0), f"{where}: 'single_rel_iqr'"),
         )
 
     def as_dict(self) -> dict[str, Any]:

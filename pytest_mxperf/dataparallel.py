@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable
 
 from pytest_mxperf.measure import MeasureConfig, Measurement, measure
+from pytest_mxperf.records import Scaling
 
 IN_PROCESS_KVSTORES = ("local", "device", "nccl")
 DIST_KVSTORES = ("dist_sync", "dist_device_sync", "dist_async")
@@ -249,6 +250,46 @@ class DataParallelResult:
     @property
     def threads_per_worker(self) -> int | None:
         return self.scaled.workers[0].threads
+
+    def aggregate_measurement(self) -> Measurement:
+        """The scaled run as one `Measurement` whose median is the aggregate img/s.
+
+        One process driving all devices measured the aggregate itself. For launched workers,
+        the blocks of the noisiest worker are scaled to the aggregate level: the result keeps
+        that worker's block spread (the case's noise) and the common-window aggregate.
+        """
+        workers = self.scaled.workers
+        if len(workers) == 1:
+            return replace(workers[0].full, extra=self._extra())
+        noisiest = max(workers, key=lambda w: w.full.rel_iqr).full
+        factor = self.images_per_sec / noisiest.items_per_sec
+        n = len(workers)
+        return replace(
+            noisiest,
+            items_per_step=noisiest.items_per_step * n,
+            block_seconds=tuple(n * s / factor for s in noisiest.block_seconds),
+            extra=self._extra(),
+        )
+
+    def _extra(self) -> dict[str, Any]:
+        return {"form": "data-parallel", "kvstore": self.kvstore, "world_size": self.world_size}
+
+    def scaling(self) -> Scaling:
+        """The record a `~pytest_mxperf.records.CaseResult` carries of this result."""
+        first = self.scaled.workers[0]
+        return Scaling(
+            kvstore=self.kvstore,
+            world_size=self.world_size,
+            single_images_per_sec=self.single.images_per_sec,
+            per_worker_images_per_sec=self.per_worker_images_per_sec,
+            efficiency=self.efficiency,
+            comm_share=self.comm_share,
+            single_comm_share=self.single.comm_share,
+            single_rel_iqr=max(w.full.rel_iqr for w in self.single.workers),
+            threads_per_worker=self.threads_per_worker,
+            contexts=first.contexts,
+            wall_seconds=self.single.wall_seconds + self.scaled.wall_seconds,
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -517,13 +558,16 @@ def build_model(spec: DataParallelSpec) -> Any:
 # in one process ---------------------------------------------------------------------------------
 
 
-def measure_in_process(spec: DataParallelSpec) -> WorkerReport:
-    """Train on all of ``spec.contexts`` in this process and measure full and compute-only."""
+def measure_in_process(spec: DataParallelSpec, net: Any = None) -> WorkerReport:
+    """Train on all of ``spec.contexts`` in this process and measure full and compute-only.
+
+    ``net`` (a Gluon block) replaces ``spec.factory`` when given: one process needs no import.
+    """
     from pytest_mxperf.backend import import_mxnet
 
     mx = import_mxnet()
     contexts = [to_context(mx, c) for c in spec.contexts]
-    net = build_model(spec)
+    net = build_model(spec) if net is None else net
     # As Trainer does with a kvstore name: one device of one machine needs no exchange.
     kv = mx.kv.create(spec.kvstore) if len(contexts) > 1 else None
     full = build_training_step(mx, net, contexts, spec, kv=kv, hook=make_hook(spec, kv, contexts))
@@ -556,14 +600,15 @@ def omp_threads() -> int | None:
     return int(value) if value.isdigit() else None
 
 
-def run_in_process(spec: DataParallelSpec) -> DataParallelResult:
-    """img/s(1) on the first device, then img/s(N) on all of them, in this process."""
+def run_in_process(spec: DataParallelSpec, net: Any = None) -> DataParallelResult:
+    """img/s(1) on the first device, then img/s(N) on all of them, in this process (``net``:
+    one Gluon block for both, instead of two from ``spec.factory``)."""
     if spec.distributed:
         raise ValueError(f"{spec.kvstore} runs as separate processes: use data_parallel()")
     cases = []
     for n in (1, spec.world_size):
         t0 = time.perf_counter()
-        report = measure_in_process(spec.with_world(n))
+        report = measure_in_process(spec.with_world(n), net)
         wall = time.perf_counter() - t0
         # One process drives all N devices: its images are the aggregate.
         cases.append(

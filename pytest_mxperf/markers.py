@@ -24,10 +24,11 @@ MARKER_DOC = (
     "an MXNet throughput benchmark. expect maps batch size -> expected images/sec (or model -> "
     "{batch size: images/sec}); it applies where the hardware key matches the glob pattern "
     "`hardware`, and to cases of `mode`/`dtype` when given. A case measured below "
-    "expected * (1 - tolerance) fails. model also names the cases of the test."
+    "expected * (1 - tolerance) fails. model also names the cases of the test. "
+    "efficiency maps world size -> lowest scaling efficiency of a data-parallel case."
 )
 
-ALLOWED = frozenset({"expect", "hardware", "tolerance", "model", "mode", "dtype"})
+ALLOWED = frozenset({"expect", "hardware", "tolerance", "model", "mode", "dtype", "efficiency"})
 
 
 class MarkerError(ValueError):
@@ -61,11 +62,38 @@ class Expectation:
 
 
 @dataclass(frozen=True)
+class EfficiencyFloor:
+    """The lowest scaling efficiency a data-parallel case of ``world_size`` may reach."""
+
+    world_size: int
+    floor: float
+    hardware: str = "*"
+    model: str | None = None
+
+    def applies(self, *, model: str, world_size: int, hardware: str) -> bool:
+        return (
+            self.world_size == world_size
+            and (self.model is None or self.model == model)
+            and fnmatch.fnmatchcase(hardware.lower(), self.hardware.lower())
+        )
+
+
+@dataclass(frozen=True)
 class MarkerSpec:
     """Everything the ``mxperf`` markers of one test declare."""
 
     expectations: tuple[Expectation, ...] = ()
     model: str | None = None
+    efficiency: tuple[EfficiencyFloor, ...] = ()
+
+    def efficiency_floor(self, *, model: str, world_size: int, hardware: str) -> float | None:
+        """The highest efficiency floor that applies to a data-parallel case, if any."""
+        floors = [
+            f.floor
+            for f in self.efficiency
+            if f.applies(model=model, world_size=world_size, hardware=hardware)
+        ]
+        return max(floors) if floors else None
 
     def matching(
         self, *, model: str, mode: str, dtype: str, batch_size: int, hardware: str
@@ -164,15 +192,45 @@ def parse_marker(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> MarkerSpec
             raise MarkerError("expect mixes model names and batch sizes as keys")
         else:
             add(model, expect, "expect")
-    return MarkerSpec(expectations=tuple(found), model=model)
+    return MarkerSpec(
+        expectations=tuple(found),
+        model=model,
+        efficiency=_efficiency(kwargs.get("efficiency"), hardware, model),
+    )
+
+
+def _efficiency(value: Any, hardware: str, model: str | None) -> tuple[EfficiencyFloor, ...]:
+    """``efficiency={2: 0.85, 8: 0.9}``: world size (>= 2) -> floor in (0, 1]."""
+    if value is None:
+        return ()
+    if not isinstance(value, Mapping) or not value:
+        raise MarkerError(f"efficiency must map world size -> fraction, got {value!r}")
+    floors = []
+    for size, floor in value.items():
+        if isinstance(size, bool) or not isinstance(size, int) or size < 2:
+            raise MarkerError(f"efficiency: world size must be an int >= 2, got {size!r}")
+        if (
+            isinstance(floor, bool)
+            or not isinstance(floor, (int, float))
+            or not math.isfinite(floor)
+            or not 0 < floor <= 1
+        ):
+            raise MarkerError(
+                f"efficiency[{size}]: the floor must be a fraction in (0, 1], e.g. 0.9, "
+                f"got {floor!r}"
+            )
+        floors.append(EfficiencyFloor(size, float(floor), hardware, model))
+    return tuple(floors)
 
 
 def merge(specs: Iterable[MarkerSpec]) -> MarkerSpec:
     """Combine the markers of one test (closest first, as ``iter_markers`` yields them)."""
     expectations: list[Expectation] = []
+    efficiency: list[EfficiencyFloor] = []
     model: str | None = None
     for spec in specs:
         expectations.extend(spec.expectations)
+        efficiency.extend(spec.efficiency)
         if model is None:
             model = spec.model
-    return MarkerSpec(expectations=tuple(expectations), model=model)
+    return MarkerSpec(expectations=tuple(expectations), model=model, efficiency=tuple(efficiency))

@@ -308,6 +308,14 @@ SPECS: tuple[Spec, ...] = (
         "environment, so a pair compares code only.",
         "COMMAND",
     ),
+    Spec(
+        "dist_timeout",
+        _positive_float,
+        900.0,
+        "Longest a data-parallel case with launched ranks (dist kvstores) may run, per "
+        "launch; then every rank is ended and that case alone fails with their output.",
+        "SECONDS",
+    ),
 )
 SPECS_BY_NAME = {spec.name: spec for spec in SPECS}
 #: The one place defaults live; `Settings`, `MeasureConfig` and the help text read them here.
@@ -342,6 +350,7 @@ class Settings:
     env_command: str | None = DEFAULTS["env_command"]
     memory_budget: int | None = DEFAULTS["memory_budget"]
     sweep_time: float = DEFAULTS["sweep_time"]
+    dist_timeout: float = DEFAULTS["dist_timeout"]
     #: Set in the processes of a paired run: write measured cases here instead of judging.
     side_out: str | None = None
 

@@ -5,9 +5,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from pytest_mxperf.records import DTYPES, MODES
+
+if TYPE_CHECKING:
+    from pytest_mxperf.dataparallel import DataParallelResult, DataParallelSpec
 
 _OOM_PATTERNS = (
     "out of memory",
@@ -135,4 +138,11 @@ class Backend(Protocol):
 
     def prepare(self, model: Any, spec: PrepareSpec) -> Prepared:
         """Turn ``model`` into a step on synthetic device-resident data."""
+        ...
+
+    def data_parallel(self, model: Any, spec: DataParallelSpec) -> DataParallelResult:
+        """Measure data-parallel training at world size 1 and N (`pytest_mxperf.dataparallel`).
+        ``model`` is a block for in-process kvstores, or None to build it from
+        ``spec.factory`` (launched ranks always do). Raises `DataParallelError` (a rank died,
+        a timeout) with the message the case fails with."""
         ...

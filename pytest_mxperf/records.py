@@ -28,6 +28,7 @@ __all__ = [
     "CaseKey",
     "CaseResult",
     "Outcome",
+    "Scaling",
     "Status",
     "Verdict",
 ]
@@ -132,6 +133,15 @@ class Verdict:
     #: Paired evidence: the confidence interval of HEAD/REV img/s, and the rounds it rests on.
     interval: tuple[float, float] | None = None
     rounds: int | None = None
+    #: Data-parallel cases: the stored efficiency at this world size, the relative change of
+    #: the efficiency and its threshold, the marker's floor; ``scaling`` says the efficiency
+    #: (not the aggregate img/s) decided the outcome.
+    baseline_efficiency: float | None = None
+    efficiency_change: float | None = None
+    efficiency_threshold: float | None = None
+    efficiency_floor: float | None = None
+    baseline_comm_share: float | None = None
+    scaling: bool = False
 
     @property
     def status(self) -> str:
@@ -155,6 +165,45 @@ class Verdict:
         if kwargs.get("interval") is not None:
             low, high = kwargs["interval"]
             kwargs["interval"] = (float(low), float(high))
+        return cls(**kwargs)
+
+
+@dataclass(frozen=True)
+class Scaling:
+    """What a data-parallel case adds to its result (``mxperf.data_parallel``): the aggregate
+    images/sec of N workers (the case's measurement) over N x img/s(1) of one worker with the
+    same per-device batch, measured in the same run (weak scaling), and where the time went."""
+
+    kvstore: str
+    world_size: int
+    #: img/s(1): one worker (or device) alone, same per-device batch, same threads.
+    single_images_per_sec: float
+    per_worker_images_per_sec: tuple[float, ...]
+    #: img/s(N) / (N x img/s(1)).
+    efficiency: float
+    #: Share of a step spent exchanging gradients at N and at 1 (1 - compute-only / full time).
+    comm_share: float
+    single_comm_share: float = 0.0
+    #: Relative IQR of the img/s(1) blocks (its noise enters the efficiency's).
+    single_rel_iqr: float = 0.0
+    threads_per_worker: int | None = None
+    #: Devices of one worker (in-process kvstores: all N devices).
+    contexts: tuple[str, ...] = ()
+    #: Wall time of the whole case: both launches (or both in-process runs), start-up included.
+    wall_seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["per_worker_images_per_sec"] = list(self.per_worker_images_per_sec)
+        data["contexts"] = list(self.contexts)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Scaling:
+        names = set(cls.__dataclass_fields__)
+        kwargs = {k: v for k, v in data.items() if k in names}
+        kwargs["per_worker_images_per_sec"] = tuple(kwargs.get("per_worker_images_per_sec", ()))
+        kwargs["contexts"] = tuple(kwargs.get("contexts", ()))
         return cls(**kwargs)
 
 
@@ -182,6 +231,8 @@ class CaseResult:
     verdict: Verdict | None = None
     #: Set on the points of a sweep: the curve's summary (largest fit, best, plateau, ...).
     sweep: dict[str, Any] | None = None
+    #: Data-parallel cases only: per-worker figures, efficiency and communication share.
+    scaling: Scaling | None = None
 
     # the key's parts, as the tables and grids read them
     @property
@@ -222,6 +273,7 @@ class CaseResult:
         data["name"] = self.key.name
         data["measurement"] = None if self.measurement is None else self.measurement.as_dict()
         data["verdict"] = None if self.verdict is None else self.verdict.as_dict()
+        data["scaling"] = None if self.scaling is None else self.scaling.as_dict()
         return data
 
     @classmethod
@@ -234,4 +286,6 @@ class CaseResult:
         kwargs["measurement"] = None if m is None else Measurement.from_dict(m)
         v = data.get("verdict")
         kwargs["verdict"] = None if v is None else Verdict.from_dict(v)
+        s = data.get("scaling")
+        kwargs["scaling"] = None if s is None else Scaling.from_dict(s)
         return cls(**kwargs)

@@ -83,6 +83,8 @@ def render_grids(results: Iterable[CaseResult], width: int = 120) -> list[tuple[
     ``width`` is split into several, each with as many model columns as fit."""
     groups: dict[tuple[str, str, str, str], list[CaseResult]] = {}
     for r in results:
+        if r.scaling is not None:
+            continue  # data-parallel cases have their own table (render_scaling)
         groups.setdefault((r.mode, r.dtype, r.device_kind, r.hardware), []).append(r)
     out = []
     for (mode, dtype, kind, hardware), members in sorted(groups.items()):
@@ -163,6 +165,60 @@ def render_sweeps(results: Iterable[CaseResult], width: int = 120) -> list[tuple
 def _dtype_order(dtype: str) -> int:
     order = ("float32", "float16", "amp", "bfloat16")
     return order.index(dtype) if dtype in order else len(order)
+
+
+def render_scaling(results: Iterable[CaseResult], width: int = 120) -> list[str]:
+    """Data-parallel cases as the published scaling tables show them: per model, kvstore and
+    per-device batch, devices (world size) -> aggregate img/s -> efficiency, with img/s(1),
+    the per-worker figures, the kvstore share of a step and the stored efficiency."""
+    rows = []
+    scaled = [r for r in results if r.scaling is not None]
+    for r in sorted(scaled, key=lambda r: (r.model, r.device_kind, r.batch_size, str(r.key))):
+        s = r.scaling
+        assert s is not None
+        v = r.verdict
+        base = None if v is None else v.baseline_efficiency
+        rows.append(
+            [
+                r.key.label,
+                r.batch_size,
+                s.world_size,
+                _rate(r.images_per_sec),
+                f"{s.efficiency:.1%}",
+                "-" if base is None else f"{base:.1%}",
+                _rate(s.single_images_per_sec),
+                " ".join(_rate(x) for x in s.per_worker_images_per_sec),
+                f"{s.comm_share:.0%}",
+                "-" if s.threads_per_worker is None else str(s.threads_per_worker),
+            ]
+        )
+    if not rows:
+        return []
+    headers = [
+        "case",
+        "bs/dev",
+        "devices",
+        "img/s",
+        "efficiency",
+        "baseline",
+        "img/s(1)",
+        "per worker",
+        "kv share",
+        "threads",
+    ]
+    keep = list(range(len(headers)))
+    for drop in (None, "threads", "bs/dev", "baseline", "img/s(1)"):
+        if drop is not None:
+            keep.remove(headers.index(drop))
+        lines = tabulate(
+            [[row[i] for i in keep] for row in rows],
+            [headers[i] for i in keep],
+            tablefmt="simple",
+            disable_numparse=True,
+        ).splitlines()
+        if max(len(line) for line in lines) <= width:
+            break
+    return lines
 
 
 def verdict_counts(results: Iterable[CaseResult]) -> dict[str, int]:
@@ -249,6 +305,9 @@ def results_sections(
     ]
     sections += [(f"mxperf grid: {title}", lines) for title, lines in render_grids(results, width)]
     sections += [(f"mxperf sweep: {t}", lines) for t, lines in render_sweeps(results, width)]
+    scaling = render_scaling(results, width)
+    if scaling:
+        sections.append(("mxperf: data-parallel scaling (weak: same batch per device)", scaling))
     counts = ", ".join(f"{n} {status}" for status, n in verdict_counts(results).items())
     tail = [f"mxperf verdicts: {counts}"]
     for hardware in sorted({r.hardware for r in results} - set(stored_keys)):

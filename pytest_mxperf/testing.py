@@ -22,10 +22,13 @@ import random
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_mxperf.measure import Measurement
 from pytest_mxperf.protocol import ModelTypeError, Prepared, PrepareSpec, looks_like_oom
+
+if TYPE_CHECKING:
+    from pytest_mxperf.dataparallel import DataParallelResult, DataParallelSpec
 
 #: MXNet's message when cudaMalloc fails (src/storage/pooled_storage_manager.h).
 OOM_MESSAGE = (
@@ -67,6 +70,11 @@ class FakeModel:
     nan: bool = False
     first_step_seconds: float = 0.5
     seed: int = 0
+    #: Data-parallel runs: the efficiency at any world size > 1; the lost time is exchange
+    #: (the communication share at N is ``1 - scaling``).
+    scaling: float = 1.0
+    #: Data-parallel runs: worker 1 dies with this output (a `RankFailed`), when set.
+    rank_failure: str | None = None
 
 
 @dataclass(frozen=True)
@@ -139,6 +147,87 @@ class FakeBackend:
             return "model output contains NaN/inf (8 of 8 values)" if model.nan else None
 
         return Prepared(step, batch_size * (items_per_call or 1), check, info={"form": "fake"})
+
+    def data_parallel(self, model: Any, spec: DataParallelSpec) -> DataParallelResult:
+        """Exact figures from a `FakeModel` (see `fake_data_parallel`); with ``model`` None,
+        ``spec.factory`` must return one."""
+        if model is None:
+            from pytest_mxperf.dataparallel import load_object
+
+            model = load_object(spec.factory)()
+        if not isinstance(model, FakeModel):
+            raise ModelTypeError(
+                f"FakeBackend benchmarks FakeModel objects, not {type(model).__name__}"
+            )
+        return fake_data_parallel(model, spec)
+
+
+def fake_blocks(rate: float, items_per_step: int, jitter: float) -> Measurement:
+    """Five blocks of one step around ``rate`` (median exactly ``rate``, spread ``jitter``)."""
+    rates = [rate * (1 + jitter * f) for f in (-1.0, -0.5, 0.0, 0.5, 1.0)]
+    return Measurement(
+        items_per_step=items_per_step,
+        steps_per_block=1,
+        block_seconds=tuple(items_per_step / r for r in rates),
+        warmup_steps=12,
+        warmup_seconds=0.5,
+        warmup_steady=True,
+        first_step_seconds=0.1,
+        sync_seconds=1e-5,
+    )
+
+
+def fake_data_parallel(model: FakeModel, spec: DataParallelSpec) -> DataParallelResult:
+    """What `FakeBackend.data_parallel` returns: exact figures from the model's declared speed.
+
+    One device trains at ``images_per_sec / train_factor``; at N each worker (device) loses
+    ``1 - scaling`` of its time to exchange, so the efficiency is ``scaling`` exactly."""
+    from pytest_mxperf.dataparallel import DataParallelResult, ScalingCase, WorkerReport
+    from pytest_mxperf.launch import RankFailed, RankProcess
+
+    if model.rank_failure is not None and spec.world_size > 1:
+        log = Path(f"worker-1-of-{spec.kvstore}.log")
+        raise RankFailed(
+            f"worker 1 (pid 0) of {spec.kvstore} with {spec.world_size} workers was killed by "
+            f"SIGKILL; the other ranks were ended. Last lines of its output:\n"
+            f"{model.rank_failure}",
+            RankProcess("worker", 1, 0, log),
+            -9,
+            model.rank_failure,
+        )
+    single_rate = model.images_per_sec / model.train_factor
+    batch = spec.batch_per_device
+    threads = spec.threads_per_worker
+
+    def case(n: int) -> ScalingCase:
+        lost = model.scaling if n > 1 else 1.0
+        per_device = single_rate * lost
+        if spec.distributed:
+            reports = tuple(
+                WorkerReport(
+                    rank=r,
+                    contexts=spec.worker_contexts,
+                    full=fake_blocks(per_device, batch, model.jitter),
+                    compute=fake_blocks(single_rate, batch, model.jitter),
+                    block_starts=(0.0,),
+                    block_ends=(1.0,),
+                    threads=threads,
+                )
+                for r in range(n)
+            )
+            return ScalingCase(n, per_device * n, 1.0, reports, 2.0)
+        report = WorkerReport(
+            rank=0,
+            contexts=spec.contexts[:n],
+            full=fake_blocks(per_device * n, batch * n, model.jitter),
+            compute=None if n == 1 else fake_blocks(single_rate * n, batch * n, model.jitter),
+            block_starts=(0.0,),
+            block_ends=(1.0,),
+            threads=threads,
+        )
+        return ScalingCase(n, per_device * n, 1.0, (report,), 2.0)
+
+    return DataParallelResult(spec, case(1), case(spec.world_size))
 
 
 # git repositories for tests and scripts ----------------------------------------------------

@@ -39,7 +39,7 @@ def baseline_record(
 ) -> dict[str, Any]:
     """What a baseline file keeps of a case: summary, samples, and the stack it ran on."""
     m = result.measurement
-    return {
+    record: dict[str, Any] = {
         "model": result.model,
         "mode": result.mode,
         "dtype": result.dtype,
@@ -57,6 +57,26 @@ def baseline_record(
         "dirty": bool(commit.dirty),
         "machine_id": machine_id,
         **({"sweep": result.sweep} if result.sweep else {}),
+    }
+    if result.scaling is not None:
+        record.update(scaling_record(result))
+    return record
+
+
+def scaling_record(result: CaseResult) -> dict[str, Any]:
+    """What a baseline keeps of a data-parallel case besides the aggregate img/s (stored as
+    ``images_per_sec``): the efficiency at its world size and where the time went."""
+    s = result.scaling
+    assert s is not None
+    return {
+        "kvstore": s.kvstore,
+        "world_size": s.world_size,
+        "efficiency": s.efficiency,
+        "comm_share": s.comm_share,
+        "single_images_per_sec": s.single_images_per_sec,
+        "single_rel_iqr": s.single_rel_iqr,
+        "per_worker_images_per_sec": list(s.per_worker_images_per_sec),
+        "threads_per_worker": s.threads_per_worker,
     }
 
 

@@ -8,6 +8,7 @@ the verdict by `pytest_mxperf.explain`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -167,3 +168,53 @@ def decide_arbitrated(stored: Verdict, pair: Verdict | None, environment_changed
             stored, outcome=Outcome.UNSTABLE, failed=False, interval=interval, rounds=rounds
         )
     return replace(stored, outcome=Outcome.MACHINE, failed=False, interval=interval, rounds=rounds)
+
+
+def efficiency_noise(result: CaseResult, ref: BaselineRef | None) -> float:
+    """The relative noise of a scaling efficiency, img/s(N) / (N x img/s(1)): a ratio of two
+    independently measured rates, so their relative noises add in quadrature (now and in the
+    baseline, the larger of each)."""
+    single = 0.0 if result.scaling is None else result.scaling.single_rel_iqr
+    stored_single = 0.0 if ref is None else ref.case.single_rel_iqr
+    return math.hypot(noise_of(result, ref), max(single, stored_single))
+
+
+def decide_scaling(
+    verdict: Verdict,
+    result: CaseResult,
+    ref: BaselineRef | None,
+    floor: float | None,
+    policy: Policy,
+) -> Verdict:
+    """Add the scaling gates to the verdict on a data-parallel case's aggregate img/s: the
+    marker's efficiency floor (``efficiency={N: floor}``), then a drop of the efficiency
+    against the stored one beyond its noise, judged like a throughput drop. A failure the
+    verdict already has (error, NaN, OOM, a missed expectation) stands."""
+    scaling = result.scaling
+    if scaling is None or verdict.outcome in (Outcome.NAN, Outcome.ERROR, Outcome.OOM):
+        return verdict
+    if verdict.outcome == Outcome.BELOW:
+        return verdict
+    base = None if ref is None else ref.case.efficiency
+    verdict = replace(
+        verdict,
+        efficiency_floor=floor,
+        baseline_efficiency=base,
+        baseline_comm_share=None if ref is None else ref.case.comm_share,
+    )
+    if floor is not None and scaling.efficiency < floor:
+        return replace(verdict, outcome=Outcome.BELOW, failed=True, scaling=True)
+    if base is None:
+        return verdict
+    noise = efficiency_noise(result, ref)
+    outcome, failed, threshold = compare_rates(
+        scaling.efficiency, base, noise, result.rel_iqr, policy
+    )
+    verdict = replace(
+        verdict, efficiency_change=scaling.efficiency / base - 1, efficiency_threshold=threshold
+    )
+    if outcome == Outcome.REGRESSED:
+        # Whether or not the aggregate dropped too, the message leads with the scaling.
+        failed = failed or verdict.failed
+        return replace(verdict, outcome=Outcome.REGRESSED, failed=failed, scaling=True)
+    return verdict

@@ -143,3 +143,52 @@ def full_sweeps() -> tuple[SweepCase, ...]:
 def full() -> tuple[Case, ...]:
     """Every case the full selection's sweeps reach by doubling."""
     return tuple(case for sweep in full_sweeps() for case in sweep.points())
+
+
+# data-parallel scaling (test_scaling.py) -------------------------------------------------------
+# Factories "models:<name>": launched ranks import them (they get this process's sys.path).
+
+
+def mobilenet0_25() -> Any:
+    """MobileNet 0.25 with 10 classes: small enough for dist_sync ranks on a 2-core runner,
+    and it runs under ps-lite in MXNet 1.9.1 (resnet18_v1 and a Conv2D with bias abort there,
+    kv_app.h:624)."""
+    from mxnet.gluon.model_zoo import vision
+
+    return vision.mobilenet0_25(classes=10)
+
+
+def resnet50_v1() -> Any:
+    """ResNet-50 v1 with 1000 classes, as the published multi-GPU scaling figures."""
+    from mxnet.gluon.model_zoo import vision
+
+    return vision.resnet50_v1(classes=1000)
+
+
+@dataclass(frozen=True)
+class ScalingCase:
+    """One data-parallel case: img/s(1) and img/s(N) of a network with one kvstore."""
+
+    factory: str
+    label: str
+    kvstore: str
+    world_size: int
+    batch_per_device: int
+    size: int
+
+    @property
+    def id(self) -> str:
+        return f"{self.label}-{self.kvstore}-x{self.world_size}-bs{self.batch_per_device}"
+
+
+#: CPU: 1 and 2 dist_sync workers with 1 server on 127.0.0.1 (about 35 s on 2 vCPUs).
+SCALING_CPU: tuple[ScalingCase, ...] = (
+    ScalingCase("models:mobilenet0_25", "mobilenet0.25-32px", "dist_sync", 2, 16, 32),
+)
+#: GPU runners: ResNet-50 at 2, 4 and 8 GPUs of one process (each case measures 1 GPU too);
+#: sizes the runner lacks skip.
+SCALING_GPU: tuple[ScalingCase, ...] = tuple(
+    ScalingCase("models:resnet50_v1", "resnet50_v1", kv, n, 32, 224)
+    for kv in ("device", "nccl")
+    for n in (2, 4, 8)
+)

@@ -42,7 +42,7 @@ def marks_for(case: Case) -> list[pytest.MarkDecorator]:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     full = metafunc.config.getoption("suite") == "full"
     if "case" in metafunc.fixturenames:
-        cases = () if full else QUICK
+        cases = () if full or metafunc.config.getoption("suite") == "scaling" else QUICK
         metafunc.parametrize("case", [pytest.param(c, marks=marks_for(c), id=c.id) for c in cases])
     if "sweep_case" in metafunc.fixturenames:
         sweeps = full_sweeps() if full else ()

@@ -1,0 +1,214 @@
+"""``mxperf.data_parallel`` through pytester with the fake back end (exact figures): the case key
+and table, the efficiency marker, a scaling regression against a stored baseline naming the
+kvstore share, a dead worker failing only its case, multi-GPU hardware keys."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+SUITE = """
+import os
+import pytest
+from pytest_mxperf.testing import FakeModel
+
+SCALING = float(os.environ.get("FAKE_SCALING", "0.9"))
+
+
+def toy():
+    return FakeModel(images_per_sec=300.0, scaling=SCALING)
+
+
+@pytest.mark.mxperf(efficiency={2: float(os.environ.get("FAKE_FLOOR", "0.5"))})
+def test_dist(mxperf):
+    r = mxperf.data_parallel("test_suite:toy", batch_size=8, workers=2, model="toy")
+    assert r.scaling.world_size == 2
+
+
+def test_plain(mxperf):
+    mxperf.training(FakeModel(images_per_sec=300.0), batch_size=8, model="toy")
+"""
+
+
+def _cases(pytester: pytest.Pytester) -> dict[str, Any]:
+    data = json.loads((pytester.path / "report.json").read_text())
+    return {c["key"]: c for c in data["cases"]}
+
+
+def test_dist_case_reports_aggregate_per_worker_and_efficiency(
+    fake_pytester: pytest.Pytester,
+) -> None:
+    fake_pytester.makepyfile(test_suite=SUITE)
+    result = fake_pytester.runpytest("--mxperf", "--mxperf-json", "report.json")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*mxperf: data-parallel scaling (weak: same batch per device)*",
+            # 80 columns: img/s(1), the stored efficiency and threads are dropped (JSON has all)
+            "case*devices*img/s*efficiency*per worker*kv share",
+            "toy ?dist_sync?*2*180.0*90.0%*90.0 90.0*10%",
+        ]
+    )
+    case = _cases(fake_pytester)["toy/training/float32/bs8/cpu/x2/dist_sync"]
+    assert case["device"] == "2x cpu(0)"
+    assert case["measurement"]["block_images_per_sec"][2] == pytest.approx(180.0)
+    s = case["scaling"]
+    assert s["per_worker_images_per_sec"] == pytest.approx([90.0, 90.0])
+    assert s["single_images_per_sec"] == pytest.approx(100.0)
+    assert s["efficiency"] == pytest.approx(0.9)
+    assert s["comm_share"] == pytest.approx(0.1)
+    assert s["kvstore"] == "dist_sync" and s["world_size"] == 2
+    assert case["verdict"]["status"] == "new"
+
+
+def test_efficiency_below_the_markers_floor_fails(
+    fake_pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_pytester.makepyfile(test_suite=SUITE)
+    monkeypatch.setenv("FAKE_FLOOR", "0.95")
+    result = fake_pytester.runpytest("--mxperf")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*toy/training/float32/bs8/cpu/x2/dist_sync: scaling efficiency 90.0% at world size"
+            " 2 is below the marker's floor 95.0% on hardware cpu-*",
+            "*kvstore (dist_sync) share of a step: 10%*",
+        ]
+    )
+
+
+def test_bad_efficiency_marker_is_a_usage_error(fake_pytester: pytest.Pytester) -> None:
+    fake_pytester.makepyfile(
+        """
+        import pytest
+        @pytest.mark.mxperf(efficiency={1: 0.9})
+        def test_a(mxperf):
+            pass
+        """
+    )
+    result = fake_pytester.runpytest("--mxperf")
+    result.stderr.fnmatch_lines(["*test_a*efficiency: world size must be an int >= 2, got 1*"])
+
+
+def test_scaling_drop_against_stored_baseline_names_the_kvstore_share(
+    fake_pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_pytester.makepyfile(test_suite=SUITE)
+    monkeypatch.setenv("PYTEST_MXPERF_COMMIT", "a" * 40)
+    fake_pytester.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
+    stored = next((fake_pytester.path / "baselines").glob("*/*.json"))
+    case = json.loads(stored.read_text())["cases"]["toy/training/float32/bs8/cpu/x2/dist_sync"]
+    assert case["efficiency"] == pytest.approx(0.9) and case["comm_share"] == pytest.approx(0.1)
+    assert case["images_per_sec"] == pytest.approx(180.0)
+    # Same single-device speed, more time in exchange: efficiency 0.9 -> 0.6.
+    monkeypatch.setenv("FAKE_SCALING", "0.6")
+    result = fake_pytester.runpytest("--mxperf", "--mxperf-json", "report.json")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*toy/training/float32/bs8/cpu/x2/dist_sync: scaling efficiency 60.0% vs baseline "
+            "90.0% (-33.3%), tolerance 20.0%; baseline commit aaaaaaaaaa*",
+            "*kvstore (dist_sync) share of a step: 10% -> 40%: scaling dropped because "
+            "communication grew (efficiency 90.0% -> 60.0%)",
+            "*aggregate: *120.0 img/s vs baseline 180.0 img/s (-33.3%)*",
+        ]
+    )
+    verdict = _cases(fake_pytester)["toy/training/float32/bs8/cpu/x2/dist_sync"]["verdict"]
+    assert verdict["status"] == "regressed" and verdict["scaling"] is True
+    assert verdict["baseline_efficiency"] == pytest.approx(0.9)
+    assert verdict["efficiency_change"] == pytest.approx(0.6 / 0.9 - 1)
+
+
+def test_a_dead_worker_fails_only_its_case_with_its_output(fake_pytester: pytest.Pytester) -> None:
+    fake_pytester.makepyfile(
+        """
+        from pytest_mxperf.testing import FakeModel
+
+        def test_dead(mxperf):
+            r = mxperf.data_parallel(
+                FakeModel(300.0, rank_failure="ps-lite: kv_app.h:624 Check failed"),
+                batch_size=8, kvstore="local", contexts=["cpu(0)", "cpu(1)"], model="dead",
+            )
+            assert r.status == "error"
+
+        def test_after(mxperf):
+            mxperf.training(FakeModel(images_per_sec=300.0), batch_size=8, model="after")
+        """
+    )
+    result = fake_pytester.runpytest("--mxperf", "--mxperf-json", "report.json")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*dead/training/float32/bs8/cpu/x2/local: worker 1 (pid 0) of local*SIGKILL*",
+            "*kv_app.h:624 Check failed*",
+        ]
+    )
+    cases = _cases(fake_pytester)
+    assert cases["dead/training/float32/bs8/cpu/x2/local"]["status"] == "error"
+    assert cases["after/training/float32/bs8/cpu"]["status"] == "ok"
+
+
+def test_in_process_gpus_count_in_the_hardware_key(fake_pytester: pytest.Pytester) -> None:
+    fake_pytester.makeconftest(
+        """
+        import pytest
+        from pytest_mxperf.testing import FakeBackend
+
+        @pytest.fixture(scope="session")
+        def mxperf_backend():
+            return FakeBackend(gpus=4)
+        """
+    )
+    fake_pytester.makepyfile(
+        """
+        from pytest_mxperf.testing import FakeContext, FakeModel
+
+        def test_nccl(mxperf):
+            ctxs = [FakeContext("gpu", i) for i in range(4)]
+            mxperf.data_parallel(
+                FakeModel(800.0, scaling=0.95), batch_size=32, kvstore="nccl",
+                contexts=ctxs, model="r50",
+            )
+        """
+    )
+    result = fake_pytester.runpytest(
+        "--mxperf", "--mxperf-json", "report.json", "--mxperf-machine", "ci-box"
+    )
+    result.assert_outcomes(passed=1)
+    (case,) = _cases(fake_pytester).values()
+    assert case["key"] == "r50/training/float32/bs32/gpu/x4/nccl"
+    assert case["hardware"] == "ci-box-gpu-x4"
+    assert case["device"] == "gpu(0,1,2,3)"
+    assert case["scaling"]["efficiency"] == pytest.approx(0.95)
+
+
+def test_paired_mode_judges_a_data_parallel_case_like_any_case(
+    fake_pytester: pytest.Pytester, commit: Any
+) -> None:
+    suite = """
+from pytest_mxperf.testing import FakeModel
+
+def test_dist(mxperf):
+    mxperf.data_parallel(
+        FakeModel(300.0, scaling={s}), batch_size=8, kvstore="local",
+        contexts=["cpu(0)", "cpu(1)"], model="toy",
+    )
+"""
+    fake_pytester.makepyfile(test_suite=suite.format(s=0.9))
+    commit("base")
+    fake_pytester.makepyfile(test_suite=suite.format(s=0.6))
+    commit("more exchange")
+    result = fake_pytester.runpytest(
+        "--mxperf", "--mxperf-ab", "HEAD~1", "--mxperf-json", "report.json"
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*toy/training/float32/bs8/cpu/x2/local: HEAD vs HEAD~1: -33.3%*slower*"]
+    )
+    case = _cases(fake_pytester)["toy/training/float32/bs8/cpu/x2/local"]
+    assert case["verdict"]["status"] == "regressed"
+    # The side processes' results carry the scaling record through to the report.
+    assert case["scaling"]["efficiency"] == pytest.approx(0.6)
+    assert case["scaling"]["comm_share"] == pytest.approx(0.4)
