@@ -196,6 +196,8 @@ def explain_arbitrated(
         )
     if verdict.outcome == Outcome.UNSTABLE:
         return f"{stored_message}\na paired run could not confirm it: {pair}\n{rounds}"
+    if verdict.outcome in (Outcome.PASS, Outcome.IMPROVED):
+        return f"{stored_message}\na paired run on this machine found no loss: {pair}\n{rounds}"
     if estimate.decision != paired.Decision.REGRESSED:
         return (
             f"{stored_message}\na paired run in today's environment cleared the code ({pair}), "

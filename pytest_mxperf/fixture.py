@@ -30,7 +30,7 @@ from pytest_mxperf.records import CaseKey, CaseResult, Outcome, Scaling, Status,
 from pytest_mxperf.resolution import BaselineRef
 from pytest_mxperf.runner import run_case
 from pytest_mxperf.session import MxperfSession
-from pytest_mxperf.verdict import Policy, decide, decide_arbitrated, decide_paired
+from pytest_mxperf.verdict import Policy, decide, decide_arbitrated, decide_paired, suspected
 
 if TYPE_CHECKING:
     from pytest_mxperf.dataparallel import DataParallelSpec
@@ -337,7 +337,7 @@ class MxPerf:
             start = time.time()
             ref = self._measure_data_parallel(result, block, spec)
             result.window = [start, time.time()]
-        if result.verdict is not None and result.verdict.outcome == Outcome.REGRESSED:
+        if result.verdict is not None and suspected(result.verdict, self._settings.tolerance):
             self._arbitrate(result, ref)
         self.results.append(result)
         return result
@@ -477,7 +477,7 @@ class MxPerf:
             start = time.time()
             ref = self._measure(result, net, spec)
             result.window = [start, time.time()]
-        if result.verdict is not None and result.verdict.outcome == Outcome.REGRESSED:
+        if result.verdict is not None and suspected(result.verdict, self._settings.tolerance):
             self._arbitrate(result, ref)  # outside the lock: the sides take it themselves
         self.results.append(result)
         return result
@@ -539,8 +539,9 @@ class MxPerf:
         )
 
     def _arbitrate(self, result: CaseResult, ref: BaselineRef | None) -> None:
-        """Measure the baseline commit's code paired with HEAD before a stored-baseline
-        regression fails the test (issue: a stored figure from another host is no evidence)."""
+        """Measure the baseline commit's code paired with HEAD for a suspected stored-baseline
+        regression (a stored figure from another host is no evidence, and block noise can
+        hide a real loss from the stored threshold)."""
         assert result.verdict is not None
         sha = None if ref is None else ref.commit.get("sha")
         if ref is None or not sha or self._session.why_no_pair(sha) is not None:
@@ -550,7 +551,7 @@ class MxPerf:
         estimate = data.estimate(key, self._settings.min_effect)
         pair = None if estimate is None else decide_paired(estimate, self._policy(0.0))
         changed = what_changed(result, ref)
-        verdict = decide_arbitrated(result.verdict, pair, bool(changed))
+        verdict = decide_arbitrated(result.verdict, pair, bool(changed), self._settings.update)
         other = self._other_machine(ref)
         why = "; ".join(data.side_failures(pairing.REV) + data.side_failures(pairing.HEAD))
         message = explain_arbitrated(

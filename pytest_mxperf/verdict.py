@@ -151,17 +151,42 @@ def decide_paired(estimate: PairedEstimate | None, policy: Policy) -> Verdict:
     )
 
 
-def decide_arbitrated(stored: Verdict, pair: Verdict | None, environment_changed: bool) -> Verdict:
-    """A stored-baseline regression after a paired run of the baseline commit on this machine:
-    confirmed -> regressed; cleared -> ``machine`` (passes), unless the software or
+def suspected(verdict: Verdict, tolerance: float) -> bool:
+    """Whether a stored-baseline verdict is worth a paired run: regressed, or slower than the
+    floor though the measured noise widened the threshold past it (the pair has its own,
+    better, handle on noise: rounds measured back to back)."""
+    if verdict.outcome == Outcome.REGRESSED:
+        return True
+    change = verdict.change
+    return (
+        verdict.outcome in (Outcome.PASS, Outcome.UNSTABLE)
+        and change is not None
+        and change < -tolerance
+    )
+
+
+def decide_arbitrated(
+    stored: Verdict, pair: Verdict | None, environment_changed: bool, update: bool = False
+) -> Verdict:
+    """A suspected stored-baseline regression after a paired run of the baseline commit on this
+    machine: confirmed -> regressed (also when the stored threshold, widened by noise, had let
+    it pass); cleared -> ``machine`` (passes) for a stored regression, unless the software or
     environment changed since the baseline (a pair in today's environment judges code only);
     undecided -> unstable. Without a pair the stored verdict stands."""
     if pair is None or pair.outcome == Outcome.NEW:
         return stored
     interval, rounds = pair.interval, pair.rounds
-    if pair.outcome == Outcome.REGRESSED or (
-        pair.outcome != Outcome.UNSTABLE and environment_changed
-    ):
+    if pair.outcome == Outcome.REGRESSED:
+        return replace(
+            stored,
+            outcome=Outcome.REGRESSED,
+            failed=not update,
+            interval=interval,
+            rounds=rounds,
+        )
+    if stored.outcome != Outcome.REGRESSED:
+        return replace(stored, interval=interval, rounds=rounds)  # the pair agrees: no loss
+    if pair.outcome != Outcome.UNSTABLE and environment_changed:
         return replace(stored, interval=interval, rounds=rounds)
     if pair.outcome == Outcome.UNSTABLE:
         return replace(

@@ -335,3 +335,37 @@ def _children(pid: int) -> list[int]:
         found += kids
         frontier += kids
     return found
+
+
+NOISY_SUITE = """
+from pytest_mxperf.testing import FakeModel
+
+SPEED = {speed}
+
+def test_noisy(mxperf):
+    mxperf.inference(FakeModel(SPEED, jitter=0.25, seed=3), batch_size=8, model="noisy")
+"""
+
+
+def test_a_loss_hidden_by_block_noise_is_still_paired_and_confirmed(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    fake_pytester.makepyfile(test_suite=NOISY_SUITE.format(speed=100.0))
+    commit("A")
+    fake_pytester.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=1)
+    commit("baselines")
+    fake_pytester.makepyfile(test_suite=NOISY_SUITE.format(speed=90.0))
+    commit("B: 10% slower")
+    # The stored threshold alone (2 x the blocks' noise) lets -10% pass ...
+    off = fake_pytester.runpytest(
+        "--mxperf", "--mxperf-arbitrate", "off", "--mxperf-json", "r.json"
+    )
+    off.assert_outcomes(passed=1)
+    stored = _report(fake_pytester, "r.json")["cases"][0]["verdict"]
+    assert stored["status"] == "pass" and stored["change"] < -0.05 < stored["threshold"]
+    # ... but beyond the 5% floor a pair is asked, and it confirms the loss.
+    on = fake_pytester.runpytest("--mxperf", "--mxperf-json", "r.json")
+    on.assert_outcomes(failed=1)
+    verdict = _report(fake_pytester, "r.json")["cases"][0]["verdict"]
+    assert verdict["status"] == "regressed" and verdict["rounds"] >= 3
+    assert "confirmed by a paired run on this machine" in verdict["message"]
