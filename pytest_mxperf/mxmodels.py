@@ -11,6 +11,7 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
+from pytest_mxperf.flops import macs_or_none
 from pytest_mxperf.protocol import Prepared, PrepareSpec, SpecError
 
 
@@ -87,6 +88,8 @@ def prepare_gluon(mx: Any, net: Any, spec: PrepareSpec) -> Prepared:
     if spec.dtype != "float32":
         net.cast(spec.dtype)
     x = _data(mx, (batch, *spec.input_shape), ctx, spec.dtype)
+    # Traced with a symbol once, before hybridizing: the graph, not the cached op.
+    macs = macs_or_none(mx, net, spec.input_shape, spec.data_name)
     hybrid = spec.hybridize and isinstance(net, mx.gluon.HybridBlock)
     if hybrid:
         net.hybridize(static_alloc=True, static_shape=True)
@@ -104,7 +107,7 @@ def prepare_gluon(mx: Any, net: Any, spec: PrepareSpec) -> Prepared:
         def check() -> str | None:
             return finite_message("model output", outputs(last.get("out")))
 
-        return Prepared(infer, batch, check, info=info)
+        return Prepared(infer, batch, check, info=info, macs_per_image=macs)
 
     out = net(x)  # deferred init + output shape for the labels
     classes = spec.num_classes or int(outputs(out)[0].shape[-1])
@@ -128,12 +131,13 @@ def prepare_gluon(mx: Any, net: Any, spec: PrepareSpec) -> Prepared:
             "model output", outputs(last.get("out"))
         )
 
-    return Prepared(train, batch, check_train, info=info)
+    return Prepared(train, batch, check_train, info=info, macs_per_image=macs)
 
 
 def prepare_symbol(mx: Any, sym: Any, spec: PrepareSpec) -> Prepared:
     """Bind like benchmark_score: a Module, Xavier(magnitude=2) params, data on the device."""
     ctx, batch, shape, data_name = spec.ctx, spec.batch_size, spec.input_shape, spec.data_name
+    macs = macs_or_none(mx, sym, shape, data_name)
     args = sym.list_arguments()
     if data_name not in args:
         raise SpecError(f"the symbol has no input named {data_name!r} (arguments: {args[:5]})")
@@ -182,4 +186,4 @@ def prepare_symbol(mx: Any, sym: Any, spec: PrepareSpec) -> Prepared:
     def check() -> str | None:
         return finite_message("model output", mod.get_outputs())
 
-    return Prepared(step, batch, check, info=info)
+    return Prepared(step, batch, check, info=info, macs_per_image=macs)

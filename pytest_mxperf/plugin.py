@@ -177,6 +177,8 @@ def _settings(config: pytest.Config) -> options.Settings:
             strict=False,
             confirm=0,
             json=None,
+            markdown=None,
+            benchmark_action=None,
             ab=None,
             arbitrate=False,
             side_out=str(side_out),
@@ -213,7 +215,7 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(str(exc)) from None
         unwritable = outputs.check_outputs(
             settings.json, run.baseline_root if settings.update else None
-        )
+        ) or outputs.check_summaries(settings.markdown, settings.benchmark_action)
         if unwritable:
             raise pytest.UsageError(unwritable)
         if settings.update:

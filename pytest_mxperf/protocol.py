@@ -51,6 +51,8 @@ class Prepared:
     #: Whether the step produced anything to wait on; False when a plain callable returned
     #: None on every call (then only Python's call overhead may have been timed).
     computed: Callable[[], bool] = lambda: True
+    #: Multiply-accumulates per item counted from the model's graph (None: no graph to read).
+    macs_per_image: int | None = None
 
 
 @dataclass(frozen=True)
@@ -122,4 +124,8 @@ class Backend(Protocol):
 
     def prepare(self, model: Any, spec: PrepareSpec) -> Prepared:
         """Turn ``model`` into a step on synthetic device-resident data."""
+        ...
+
+    def peak_gflops(self, ctx: Any, dtype: str) -> float | None:
+        """A short probe of the device's dense arithmetic in GFLOP/s (None: not measurable)."""
         ...

@@ -67,6 +67,8 @@ class FakeModel:
     nan: bool = False
     first_step_seconds: float = 0.5
     seed: int = 0
+    #: As if counted from a graph (None: no graph, like a plain callable).
+    macs_per_image: int | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,8 @@ class FakeBackend:
         self.now = 0.0
         self.gpus = gpus
         self.syncs = 0
+        self.peak: float | None = 100.0
+        self.peak_probes: list[tuple[tuple[str, int], str]] = []
         self._software = software or {"mxnet": "fake-1.9.1", "python": "3.11", "numpy": "1.23"}
 
     def clock(self) -> float:
@@ -138,7 +142,18 @@ class FakeBackend:
         def check() -> str | None:
             return "model output contains NaN/inf (8 of 8 values)" if model.nan else None
 
-        return Prepared(step, batch_size * (items_per_call or 1), check, info={"form": "fake"})
+        return Prepared(
+            step,
+            batch_size * (items_per_call or 1),
+            check,
+            info={"form": "fake"},
+            macs_per_image=model.macs_per_image,
+        )
+
+    def peak_gflops(self, ctx: Any, dtype: str) -> float | None:
+        """A declared peak (``self.peak``); counts the probes in ``self.peak_probes``."""
+        self.peak_probes.append((self.describe(ctx), dtype))
+        return self.peak
 
 
 # git repositories for tests and scripts ----------------------------------------------------
