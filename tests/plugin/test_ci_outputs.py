@@ -92,3 +92,37 @@ def test_cost_and_percent_of_peak(
         }
     ]
     assert data["settings"]["price_per_hour"] == 3.6
+
+
+PROGRESS_SUITE = """
+import pytest
+from pytest_mxperf.testing import FakeModel
+
+@pytest.mark.parametrize("batch_size", [1, 8, 16])
+def test_toy(mxperf, batch_size):
+    mxperf.inference(FakeModel(images_per_sec=400.0), batch_size=batch_size, model="toy")
+
+def test_gpu_only(mxperf):
+    pytest.skip("no GPU")
+
+def test_plain():
+    pass
+"""
+
+
+def test_verbose_runs_show_progress_after_each_benchmark(fake_pytester: pytest.Pytester) -> None:
+    fake_pytester.makepyfile(PROGRESS_SUITE)
+    result = fake_pytester.runpytest("--mxperf", "-v")
+    result.assert_outcomes(passed=4, skipped=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_toy?1? PASSED*",
+            "mxperf: measured toy/inference/float32/bs1/cpu (1/4, elapsed *)",
+            "*test_toy?8? PASSED*",
+            "mxperf: measured toy/inference/float32/bs8/cpu (2/4, elapsed *, about * left)",
+            "*test_toy?16? PASSED*",
+            "mxperf: measured toy/inference/float32/bs16/cpu (3/4, elapsed *, about * left)",
+            "*test_plain PASSED*",
+        ]
+    )
+    assert "mxperf: measured" not in fake_pytester.runpytest("--mxperf").stdout.str()
