@@ -40,6 +40,11 @@ def _cell(result: CaseResult) -> str:
     return f"{_rate(rate)} ±{result.rel_iqr / 2:.1%}" if rate is not None else "-"
 
 
+def _dollars(value: float) -> str:
+    # Cents hide the cost of small models: below a dollar, three significant digits.
+    return f"${value:,.2f}" if value >= 1 else f"${value:.3g}"
+
+
 def cost_cells(
     result: CaseResult, price_per_hour: float | None, epoch_images: int | None
 ) -> tuple[str, str]:
@@ -50,12 +55,12 @@ def cost_cells(
         return "-", "-"
     per_million = "-"
     if price_per_hour is not None:
-        per_million = f"${cost.dollars_per_million_images(rate, price_per_hour):,.2f}"
+        per_million = _dollars(cost.dollars_per_million_images(rate, price_per_hour))
     epoch = "-"
     if epoch_images is not None:
         epoch = cost.format_duration(cost.epoch_seconds(rate, epoch_images))
         if price_per_hour is not None:
-            epoch += f" ${cost.epoch_dollars(rate, price_per_hour, epoch_images):,.2f}"
+            epoch += " " + _dollars(cost.epoch_dollars(rate, price_per_hour, epoch_images))
     return per_million, epoch
 
 

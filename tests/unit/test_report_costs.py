@@ -129,3 +129,8 @@ def test_write_summaries_failure_is_an_error(tmp_path: Path) -> None:
         f"mxperf: --mxperf-benchmark-action: cannot write {blocker / 'b.json'} "
         f"({blocker} is not a directory)"
     )
+
+
+def test_small_costs_keep_three_significant_digits() -> None:
+    lines = render_table([case(rate=5000.0)], width=200, price_per_hour=0.0832)
+    assert "$0.00462" in lines[2]  # 0.0832e6 / (5000 x 3600), not "$0.00"
