@@ -164,6 +164,12 @@ class MXNetBackend:
             return run_distributed(spec)
         return run_in_process(spec, model)
 
+    def peak_gflops(self, ctx: Any, dtype: str) -> float | None:
+        """Square matrix products for about a second (`flops.peak_gflops`)."""
+        from pytest_mxperf import flops
+
+        return flops.peak_gflops(self.mx, ctx, dtype)
+
     def load_exported(self, prefix: str | os.PathLike[str], ctx: Any, data_name: str) -> Any:
         """Load ``prefix-symbol.json`` + the newest ``prefix-NNNN.params`` as a SymbolBlock."""
         text = str(prefix)

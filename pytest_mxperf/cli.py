@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from pytest_mxperf import baselines, gitinfo, report_command
+from pytest_mxperf import baselines, cost, gitinfo, report_command
 from pytest_mxperf.records import Outcome
 from pytest_mxperf.verdict import Policy, compare_rates, stored_noise
 
@@ -169,6 +169,7 @@ def cmd_compare(root: Path, args: argparse.Namespace) -> int:
     old, new = _pick(root, stored, hardware, args.old), _pick(root, stored, hardware, args.new)
     stored.warn()
     policy = Policy(tolerance=args.tolerance)
+    price = getattr(args, "price_per_hour", None)
     rows, regressed = [], 0
     for key in sorted(set(old.cases) | set(new.cases)):
         before, after = old.cases.get(key), new.cases.get(key)
@@ -188,15 +189,26 @@ def cmd_compare(root: Path, args: argparse.Namespace) -> int:
             change, status = f"{rate / old_rate - 1:+.1%}", outcome.value
         regressed += status == Outcome.REGRESSED.value
         rows.append([key, _rate(old_rate), _rate(rate), change, status])
+        if price is not None:
+            rows[-1].append(_cost_change(old_rate, rate, price))
     print(f"{hardware}: {old.sha[:10]} ({old.date[:10]}) -> {new.sha[:10]} ({new.date[:10]})")
-    print(
-        tabulate(
-            rows, ["case", "old img/s", "new img/s", "change", "verdict"], disable_numparse=True
-        )
-    )
+    headers = ["case", "old img/s", "new img/s", "change", "verdict"]
+    if price is not None:
+        headers.append(f"$/M images at ${price:g}/h")
+        rows = [row + ["-"] * (len(headers) - len(row)) for row in rows]
+    print(tabulate(rows, headers, disable_numparse=True))
     if regressed:
         print(f"{regressed} case(s) regressed")
     return 1 if regressed else 0
+
+
+def _cost_change(old_rate: float | None, rate: float | None, price: float) -> str:
+    """``$2.50 -> $3.13 (+25.0%)``: dollars per million images before and after."""
+    if not old_rate or not rate:
+        return "-"
+    before = cost.dollars_per_million_images(old_rate, price)
+    after = cost.dollars_per_million_images(rate, price)
+    return f"${before:,.2f} -> ${after:,.2f} ({after / before - 1:+.1%})"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -225,6 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=Policy.tolerance,
         help=f"smallest drop that counts as a regression (default {Policy.tolerance:.2f})",
     )
+    report_command.add_cost_arguments(compare, epoch=False)
     report_command.add_parser(sub)
     args = parser.parse_args(argv)
     root = Path(args.dir)

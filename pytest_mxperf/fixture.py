@@ -518,6 +518,13 @@ class MxPerf:
         result.status, result.measurement = outcome.status, outcome.measurement
         result.attempts, result.error = outcome.attempts, outcome.error
         result.warnings = outcome.warnings
+        result.macs_per_image = outcome.macs_per_image
+        if outcome.macs_per_image and result.status == Status.OK:
+            # Still inside the device lock: the probe never runs beside another benchmark.
+            device = self._backend.describe(spec.ctx)
+            result.peak_gflops = self._session.peak_gflops(
+                self._backend, spec.ctx, device, result.dtype
+            )
         for text in outcome.warnings:
             warnings.warn(f"mxperf: {result.key}: {text}", pytest.PytestWarning, stacklevel=4)
         elsewhere = run.baselines.elsewhere(result.hardware, str(result.key))
@@ -594,6 +601,7 @@ class MxPerf:
         )
         result.software, result.threads = middle.software, middle.threads
         result.scaling = middle.scaling
+        result.macs_per_image, result.peak_gflops = middle.macs_per_image, middle.peak_gflops
         result.attempts = [h.images_per_sec or 0.0 for h in heads]
         estimate = data.estimate(key, s.min_effect)
         verdict = decide_paired(estimate, self._policy(0.0))

@@ -149,6 +149,18 @@ def count_macs(
     return FlopCount(shape[1:], tuple(macs_from_graph(graph, shapes)))
 
 
+def macs_or_none(
+    mx: Any, model: Any, input_shape: Sequence[int], input_name: str = "data"
+) -> int | None:
+    """`count_macs`' total for a benchmark, or None when the graph cannot be read or counts
+    nothing (a plain Block, shapes that cannot be inferred): a case is never lost to it."""
+    try:
+        macs = count_macs(model, input_shape, input_name=input_name, mx=mx).macs
+    except Exception:
+        return None
+    return macs or None
+
+
 def _outputs(node: Mapping[str, Any], by_name: Mapping[str, Shape]) -> int:
     name = node["name"]
     if f"{name}_output" in by_name:

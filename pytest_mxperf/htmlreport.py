@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_mxperf import cost
 from pytest_mxperf.history import CaseHistory, History, Mark, Point, summary_rows
 
 # Colour and symbol per mark; colour-blind safe pairs (blue/orange) plus distinct shapes.
@@ -205,9 +206,31 @@ def _data_attrs(hardware: str, case: CaseHistory) -> str:
     )
 
 
-def _summary_table(history: History) -> str:
+def _cost_cells(
+    rate: float | None, price_per_hour: float | None, epoch_images: int | None
+) -> tuple[list[str], list[str]]:
+    """Header and cells of the cost columns (none when neither a price nor an epoch is given)."""
+    head, cells = [], []
+    if price_per_hour is not None:
+        head.append("$ per million images")
+        cells.append(
+            "" if not rate else f"${cost.dollars_per_million_images(rate, price_per_hour):,.2f}"
+        )
+    if epoch_images is not None:
+        head.append(f"epoch ({epoch_images:,} images)")
+        text = "" if not rate else cost.format_duration(cost.epoch_seconds(rate, epoch_images))
+        if rate and price_per_hour is not None:
+            text += f", ${cost.epoch_dollars(rate, price_per_hour, epoch_images):,.2f}"
+        cells.append(text)
+    return head, cells
+
+
+def _summary_table(
+    history: History, price_per_hour: float | None = None, epoch_images: int | None = None
+) -> str:
     cases = {(c.hardware, c.key): c for hw in history.hardware for c in hw.cases}
     rows = []
+    cost_head, _ = _cost_cells(None, price_per_hour, epoch_images)
     for r in summary_rows(history):
         case = cases[(r.hardware, r.case)]
         latest = case.latest
@@ -221,17 +244,31 @@ def _summary_table(history: History) -> str:
             f"<td><code>{_e(r.case)}</code></td><td class=num>{rate}</td>"
             f"<td class=num>{spread}</td><td class=num>{change}</td>"
             f'<td class="{_e(css)}">{_e(r.verdict)}</td><td class="num floor">{floor}</td>'
-            f"<td><code>{_e(latest.commit.short)}</code> {_e(latest.commit.date[:10])}</td></tr>"
+            f"<td><code>{_e(latest.commit.short)}</code> {_e(latest.commit.date[:10])}</td>"
+            + "".join(
+                f"<td class=num>{_e(c)}</td>"
+                for c in _cost_cells(r.images_per_sec, price_per_hour, epoch_images)[1]
+            )
+            + "</tr>"
         )
     head = (
         "<tr><th>hardware</th><th>case</th><th>latest img/s</th><th>spread</th>"
-        "<th>change vs previous</th><th>verdict</th><th>floor</th><th>commit</th></tr>"
+        "<th>change vs previous</th><th>verdict</th><th>floor</th><th>commit</th>"
+        + "".join(f"<th>{_e(h)}</th>" for h in cost_head)
+        + "</tr>"
     )
     return f'<table id="summary"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>'
 
 
-def render_html(history: History, title: str = "mxperf: images/sec over commits") -> str:
-    """The whole page as a string (plotly's JavaScript inlined)."""
+def render_html(
+    history: History,
+    title: str = "mxperf: images/sec over commits",
+    *,
+    price_per_hour: float | None = None,
+    epoch_images: int | None = None,
+) -> str:
+    """The whole page as a string (plotly's JavaScript inlined); with a price per hour and/or
+    an epoch size, the summary table shows what the latest figures cost."""
     _, offline = _plotly()
     git = history.git
     meta = [f"Baselines: <code>{_e(history.root)}</code>"]
@@ -243,6 +280,8 @@ def render_html(history: History, title: str = "mxperf: images/sec over commits"
         f"a change is marked beyond the larger of {history.tolerance:.0%} and twice the noise "
         "of the two commits compared"
     )
+    if price_per_hour is not None:
+        meta.append(f"cost at ${price_per_hour:g} per hour")
     notes = [*history.notes, *(f"Unreadable: {e}" for e in history.errors)]
     all_cases = [c for hw in history.hardware for c in hw.cases]
     filters = "".join(
@@ -284,16 +323,22 @@ def render_html(history: History, title: str = "mxperf: images/sec over commits"
         f'<script type="text/javascript">{offline.get_plotlyjs()}</script></head><body>'
         f'<h1>{_e(title)}</h1><p class="meta">{" · ".join(meta)}</p>{notes_html}'
         f'<div id="filters">{filters}</div>'
-        f"<h2>Summary</h2>{_summary_table(history)}"
+        f"<h2>Summary</h2>{_summary_table(history, price_per_hour, epoch_images)}"
         f'<p class="key">Markers: {key}; hollow: not in the first-parent history; '
         "bars: range of the stored runs (IQR of the blocks for a single run).</p>"
         f"{''.join(sections)}<script>{_FILTER_JS}</script></body></html>\n"
     )
 
 
-def write_report(history: History, out: Path) -> Path:
+def write_report(
+    history: History,
+    out: Path,
+    *,
+    price_per_hour: float | None = None,
+    epoch_images: int | None = None,
+) -> Path:
     """Write the page to ``out`` atomically (readers never see half a page)."""
-    text = render_html(history)
+    text = render_html(history, price_per_hour=price_per_hour, epoch_images=epoch_images)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
     tmp.write_text(text, encoding="utf-8")

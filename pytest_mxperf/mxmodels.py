@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from pytest_mxperf import tasks
+from pytest_mxperf.flops import macs_or_none
 from pytest_mxperf.protocol import Prepared, PrepareSpec, SpecError
 from pytest_mxperf.records import AMP_TARGETS
 
@@ -90,6 +91,9 @@ def prepare_gluon(mx: Any, net: Any, spec: PrepareSpec) -> Prepared:
     amp_target = AMP_TARGETS.get(spec.dtype)
     if amp_target is None and spec.dtype != "float32":
         net.cast(spec.dtype)
+    # Traced with a symbol once, before hybridizing: the graph, not the cached op.
+    shapes = tasks.input_shapes(spec)
+    macs = macs_or_none(mx, net, shapes[0], spec.data_name) if len(shapes) == 1 else None
     data_dtype = "float32" if amp_target else spec.dtype
     xs = [_data(mx, (batch, *shape), ctx, data_dtype) for shape in tasks.input_shapes(spec)]
     if amp_target is not None:
@@ -111,7 +115,7 @@ def prepare_gluon(mx: Any, net: Any, spec: PrepareSpec) -> Prepared:
         def check() -> str | None:
             return finite_message("model output", outputs(last.get("out")))
 
-        return Prepared(infer, batch, check, info=info)
+        return Prepared(infer, batch, check, info=info, macs_per_image=macs)
 
     with autograd.train_mode():  # deferred init; training-mode outputs (SSD: anchors too)
         first = outputs(net(*xs))
@@ -138,7 +142,7 @@ def prepare_gluon(mx: Any, net: Any, spec: PrepareSpec) -> Prepared:
             "model output", last.get("out", [])
         )
 
-    return Prepared(train, batch, check_train, info=info)
+    return Prepared(train, batch, check_train, info=info, macs_per_image=macs)
 
 
 def amp_block(mx: Any, net: Any, x: Any, target: str, spec: PrepareSpec) -> Any:
@@ -168,6 +172,7 @@ def prepare_symbol(mx: Any, sym: Any, spec: PrepareSpec) -> Prepared:
             "mx.gluon.SymbolBlock to use them)"
         )
     shape = shapes[0]
+    macs = macs_or_none(mx, sym, shape, data_name)
     args = sym.list_arguments()
     if data_name not in args:
         raise SpecError(f"the symbol has no input named {data_name!r} (arguments: {args[:5]})")
@@ -227,4 +232,4 @@ def prepare_symbol(mx: Any, sym: Any, spec: PrepareSpec) -> Prepared:
     def check() -> str | None:
         return finite_message("model output", mod.get_outputs())
 
-    return Prepared(step, batch, check, info=info)
+    return Prepared(step, batch, check, info=info, macs_per_image=macs)

@@ -299,6 +299,36 @@ SPECS: tuple[Spec, ...] = (
         "SECONDS",
     ),
     Spec(
+        "markdown",
+        _text,
+        None,
+        "Write the verdict table as GitHub-flavoured Markdown to this file (also appended to "
+        "$GITHUB_STEP_SUMMARY when that is set).",
+        "PATH",
+    ),
+    Spec(
+        "benchmark_action",
+        _text,
+        None,
+        "Write the results as github-action-benchmark's customBiggerIsBetter JSON to this file.",
+        "PATH",
+    ),
+    Spec(
+        "price_per_hour",
+        _positive_float,
+        None,
+        "Price of this machine in dollars per hour: adds dollars per million images (and, with "
+        "--mxperf-epoch-images, time and dollars per epoch) to the table and the JSON report.",
+        "USD",
+    ),
+    Spec(
+        "epoch_images",
+        _positive_int,
+        None,
+        "Images in one epoch for the cost figures (e.g. 1281167 for ImageNet-1k).",
+        "N",
+    ),
+    Spec(
         "env_command",
         _text,
         None,
@@ -351,6 +381,10 @@ class Settings:
     memory_budget: int | None = DEFAULTS["memory_budget"]
     sweep_time: float = DEFAULTS["sweep_time"]
     dist_timeout: float = DEFAULTS["dist_timeout"]
+    markdown: str | None = DEFAULTS["markdown"]
+    benchmark_action: str | None = DEFAULTS["benchmark_action"]
+    price_per_hour: float | None = DEFAULTS["price_per_hour"]
+    epoch_images: int | None = DEFAULTS["epoch_images"]
     #: Set in the processes of a paired run: write measured cases here instead of judging.
     side_out: str | None = None
 

@@ -3,6 +3,7 @@ measured results when writing still fails at the end (pure: no pytest)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -69,3 +70,74 @@ def check_outputs(json_path: str | None, baseline_root: str | None) -> str | Non
                 "see --mxperf-baseline-dir"
             )
     return None
+
+
+def check_summaries(markdown: str | None, benchmark_action: str | None) -> str | None:
+    """A usage error for a CI summary file the run could not write (checked before measuring)."""
+    for option, path in (("markdown", markdown), ("benchmark-action", benchmark_action)):
+        if path:
+            why = unwritable(Path(path), directory=False)
+            if why:
+                return f"mxperf: --mxperf-{option}: cannot write {path} ({why})"
+    return None
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text``; readers see the old file or the new, never half (as the JSON report)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        mask = os.umask(0o022)  # read by setting, then restored
+        os.umask(mask)
+        os.fchmod(fd, 0o666 & ~mask)  # mkstemp's 0600 would hide the file from other readers
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_summaries(
+    markdown: str | None,
+    benchmark_action: str | None,
+    markdown_text: str,
+    action_data: Any,
+    step_summary: str | None,
+) -> tuple[list[str], list[str]]:
+    """Write the Markdown summary (and append it to GitHub's job summary file
+    ``step_summary`` when set) and the github-action-benchmark JSON.
+
+    :returns: ``(what was written, one error per failure)``.
+    """
+    written: list[str] = []
+    errors: list[str] = []
+    if markdown:
+        try:
+            write_text_atomic(Path(markdown), markdown_text)
+            written.append(markdown)
+        except OSError as exc:
+            errors.append(f"cannot write the Markdown summary to {markdown}: {exc.strerror or exc}")
+        if step_summary:
+            # GitHub's file collects every step's summary: appended to, never replaced.
+            try:
+                with open(step_summary, "a", encoding="utf-8") as fh:
+                    fh.write(markdown_text + "\n")
+                written.append(f"GITHUB_STEP_SUMMARY ({step_summary})")
+            except OSError as exc:
+                errors.append(
+                    f"cannot append to GITHUB_STEP_SUMMARY {step_summary}: {exc.strerror or exc}"
+                )
+    if benchmark_action:
+        try:
+            write_json_atomic(Path(benchmark_action), action_data)
+            written.append(benchmark_action)
+        except OSError as exc:
+            errors.append(
+                f"cannot write the benchmark-action JSON to {benchmark_action}: "
+                f"{exc.strerror or exc}"
+            )
+    return written, errors

@@ -14,9 +14,10 @@ import pytest
 
 from pytest_mxperf import baselines, fingerprint, gitinfo, options, outputs
 from pytest_mxperf.markers import MARKER_DOC, MarkerError, MarkerSpec, merge, parse_marker
+from pytest_mxperf.progress import Progress
 from pytest_mxperf.resolution import CompareError
 from pytest_mxperf.runinfo import RunInfo
-from pytest_mxperf.session import MxperfSession
+from pytest_mxperf.session import PROPERTY, MxperfSession
 
 if TYPE_CHECKING:
     from pytest_mxperf.fixture import MxPerf
@@ -61,10 +62,19 @@ class SessionHooks:
         if not nodeids:
             return
         tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        s = self.session.settings
+        # Each round runs two side processes; more rounds may follow for undecided cases.
+        meter = Progress(2 * s.rounds)
 
         def progress(text: str) -> None:
+            if meter.total is not None and meter.done >= meter.total:
+                meter.total = None
+            more = "" if meter.total else f" (undecided cases: up to {s.max_rounds} rounds)"
             if tr is not None:
-                tr.write_line(f"mxperf: paired run vs {self.session.settings.ab}: {text}")
+                tr.write_line(
+                    f"mxperf: paired run vs {s.ab}: {text}; sides {meter.describe()}{more}"
+                )
+            meter.advance()
 
         self.session.run_ab(nodeids, progress)
 
@@ -96,6 +106,36 @@ class SessionHooks:
                 terminalreporter.write_sep("=" if markup else "-", text, **markup)
             else:
                 terminalreporter.write_line(text, **markup)
+
+
+class ProgressHooks:
+    """``-v`` runs: after each benchmark test, a line naming its cases with the count, the
+    elapsed and the expected time (controller only, after pytest's own line for the test)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.meter = Progress()
+        #: Node ids of the benchmarks (unknown on an xdist controller, which collects nothing).
+        self.benchmarks: set[str] = set()
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.benchmarks = {item.nodeid for item in session.items if _is_benchmark(item)}
+        self.meter.total = len(self.benchmarks) or None
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        keys = [
+            str(value.get("key"))
+            for name, value in report.user_properties
+            if name == PROPERTY and isinstance(value, dict)
+        ]
+        if report.when == "call" and keys:
+            self.meter.advance()
+            tr = self.config.pluginmanager.get_plugin("terminalreporter")
+            if tr is not None:
+                tr.write_line(f"mxperf: measured {', '.join(keys)} ({self.meter.describe()})")
+        elif report.nodeid in self.benchmarks and report.skipped:
+            self.meter.advance()  # skipped (e.g. no GPU): no line, but one fewer to wait for
 
 
 def _numprocesses(config: pytest.Config) -> int:
@@ -177,6 +217,8 @@ def _settings(config: pytest.Config) -> options.Settings:
             strict=False,
             confirm=0,
             json=None,
+            markdown=None,
+            benchmark_action=None,
             ab=None,
             arbitrate=False,
             side_out=str(side_out),
@@ -213,7 +255,7 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(str(exc)) from None
         unwritable = outputs.check_outputs(
             settings.json, run.baseline_root if settings.update else None
-        )
+        ) or outputs.check_summaries(settings.markdown, settings.benchmark_action)
         if unwritable:
             raise pytest.UsageError(unwritable)
         if settings.update:
@@ -233,6 +275,13 @@ def pytest_configure(config: pytest.Config) -> None:
     state = MxperfSession(settings, run, is_worker=workerinput is not None)
     config.stash[STATE_KEY] = state
     config.pluginmanager.register(SessionHooks(config, state), "mxperf-session")
+    if (
+        workerinput is None
+        and config.get_verbosity() >= 1
+        and not settings.ab
+        and not settings.side_out
+    ):
+        config.pluginmanager.register(ProgressHooks(config), "mxperf-progress")
 
 
 def _check_update_allowed(settings: options.Settings, run: RunInfo) -> None:
@@ -274,9 +323,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if state is not None:
         state.close()
         del config.stash[STATE_KEY]
-        hooks = config.pluginmanager.get_plugin("mxperf-session")
-        if hooks is not None:
-            config.pluginmanager.unregister(hooks)
+        for name in ("mxperf-session", "mxperf-progress"):
+            hooks = config.pluginmanager.get_plugin(name)
+            if hooks is not None:
+                config.pluginmanager.unregister(hooks)
 
 
 def _is_benchmark(item: pytest.Item) -> bool:

@@ -57,6 +57,8 @@ class Prepared:
     #: Whether the step produced anything to wait on; False when a plain callable returned
     #: None on every call (then only Python's call overhead may have been timed).
     computed: Callable[[], bool] = lambda: True
+    #: Multiply-accumulates per item counted from the model's graph (None: no graph to read).
+    macs_per_image: int | None = None
 
 
 @dataclass(frozen=True)
@@ -145,4 +147,7 @@ class Backend(Protocol):
         ``model`` is a block for in-process kvstores, or None to build it from
         ``spec.factory`` (launched ranks always do). Raises `DataParallelError` (a rank died,
         a timeout) with the message the case fails with."""
+
+    def peak_gflops(self, ctx: Any, dtype: str) -> float | None:
+        """A short probe of the device's dense arithmetic in GFLOP/s (None: not measurable)."""
         ...

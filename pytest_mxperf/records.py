@@ -11,6 +11,7 @@ import enum
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from pytest_mxperf import flops
 from pytest_mxperf.measure import Measurement
 from pytest_mxperf.options import DEVICE_KINDS
 
@@ -233,6 +234,10 @@ class CaseResult:
     sweep: dict[str, Any] | None = None
     #: Data-parallel cases only: per-worker figures, efficiency and communication share.
     scaling: Scaling | None = None
+    #: Multiply-accumulates per image counted from the model's graph (None: no graph, e.g. a
+    #: plain callable), and the matrix-multiply peak of this device and dtype in GFLOP/s.
+    macs_per_image: int | None = None
+    peak_gflops: float | None = None
 
     # the key's parts, as the tables and grids read them
     @property
@@ -264,8 +269,17 @@ class CaseResult:
     def rel_iqr(self) -> float:
         return 0.0 if self.measurement is None else self.measurement.rel_iqr
 
+    @property
+    def percent_of_peak(self) -> float | None:
+        """Achieved FLOP/s (2 per MAC) as a percentage of the measured peak, when both known."""
+        rate = self.images_per_sec
+        if rate is None or not self.macs_per_image or not self.peak_gflops:
+            return None
+        return flops.percent_of_peak(rate, self.macs_per_image, self.peak_gflops)
+
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        data["percent_of_peak"] = self.percent_of_peak
         data["key"] = str(self.key)
         data["status"] = self.status.value
         data["model"], data["mode"], data["dtype"] = self.model, self.mode, self.dtype

@@ -7,7 +7,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from pytest_mxperf import fingerprint
+from pytest_mxperf import cost, fingerprint, summary
 from pytest_mxperf.options import Settings
 from pytest_mxperf.records import CaseResult, Status, Verdict
 from pytest_mxperf.runinfo import RunInfo
@@ -40,31 +40,79 @@ def _cell(result: CaseResult) -> str:
     return f"{_rate(rate)} ±{result.rel_iqr / 2:.1%}" if rate is not None else "-"
 
 
-def render_table(results: Sequence[CaseResult], width: int = 120) -> list[str]:
+def _dollars(value: float) -> str:
+    # Cents hide the cost of small models: below a dollar, three significant digits.
+    return f"${value:,.2f}" if value >= 1 else f"${value:.3g}"
+
+
+def cost_cells(
+    result: CaseResult, price_per_hour: float | None, epoch_images: int | None
+) -> tuple[str, str]:
+    """The ``$/M img`` and ``epoch`` cells of a case: dollars per million images, and the time
+    (and dollars, with a price) of one epoch of ``epoch_images``; ``-`` where unknown."""
+    rate = result.images_per_sec
+    if rate is None or rate <= 0:
+        return "-", "-"
+    per_million = "-"
+    if price_per_hour is not None:
+        per_million = _dollars(cost.dollars_per_million_images(rate, price_per_hour))
+    epoch = "-"
+    if epoch_images is not None:
+        epoch = cost.format_duration(cost.epoch_seconds(rate, epoch_images))
+        if price_per_hour is not None:
+            epoch += " " + _dollars(cost.epoch_dollars(rate, price_per_hour, epoch_images))
+    return per_million, epoch
+
+
+def _peak_cell(result: CaseResult) -> str:
+    share = result.percent_of_peak
+    return "-" if share is None else f"{share:.1f}%"
+
+
+def render_table(
+    results: Sequence[CaseResult],
+    width: int = 120,
+    *,
+    price_per_hour: float | None = None,
+    epoch_images: int | None = None,
+) -> list[str]:
     """One row per case: model, device, batch size (bs), img/s (median ± half the relative IQR),
-    baseline, change, verdict, mode (infer/train/fwd+bwd) and dtype. Where the lines would be
-    wider than ``width``, dtype, device, mode and bs are dropped in that order; rows are
-    never wrapped."""
-    headers = ["case", "device", "bs", "img/s", "baseline", "change", "verdict", "mode", "dtype"]
+    baseline, change, verdict, mode (infer/train/fwd+bwd) and dtype; with a price, dollars per
+    million images (``$/M img``); with an epoch size, an ``epoch`` column; when any case has
+    FLOPs, ``% of peak``. Where the lines would be wider than ``width``, % of peak, epoch,
+    dtype, device, mode and bs are dropped in that order; rows are never wrapped."""
+    headers = ["case", "device", "bs", "img/s", "baseline", "change", "verdict"]
+    if price_per_hour is not None:
+        headers.append("$/M img")
+    if epoch_images is not None:
+        headers.append("epoch")
+    if any(r.percent_of_peak is not None for r in results):
+        headers.append("% of peak")
+    headers += ["mode", "dtype"]
     rows = []
     for r in sorted(results, key=lambda r: (r.device_kind, r.mode, r.dtype, r.model, r.batch_size)):
         v = r.verdict
-        rows.append(
-            [
-                r.key.label,
-                r.device,
-                r.batch_size,
-                _cell(r),
-                _rate(None if v is None else v.baseline_images_per_sec),
-                _change(v),
-                "-" if v is None else v.status,
-                MODE_SHORT.get(r.mode, r.mode),
-                r.dtype,
-            ]
-        )
+        per_million, epoch = cost_cells(r, price_per_hour, epoch_images)
+        cells = {
+            "case": r.key.label,
+            "device": r.device,
+            "bs": str(r.batch_size),
+            "img/s": _cell(r),
+            "baseline": _rate(None if v is None else v.baseline_images_per_sec),
+            "change": _change(v),
+            "verdict": "-" if v is None else v.status,
+            "$/M img": per_million,
+            "epoch": epoch,
+            "% of peak": _peak_cell(r),
+            "mode": MODE_SHORT.get(r.mode, r.mode),
+            "dtype": r.dtype,
+        }
+        rows.append([cells[h] for h in headers])
     keep = list(range(len(headers)))
-    for drop in (None, "dtype", "device", "mode", "bs"):
+    for drop in (None, "% of peak", "epoch", "dtype", "device", "mode", "bs"):
         if drop is not None:
+            if drop not in headers:
+                continue
             keep.remove(headers.index(drop))
         lines = tabulate(
             [[row[i] for i in keep] for row in rows],
@@ -75,6 +123,26 @@ def render_table(results: Sequence[CaseResult], width: int = 120) -> list[str]:
         if max(len(line) for line in lines) <= width:
             break
     return lines
+
+
+def summary_row(result: CaseResult) -> summary.Row:
+    """A case as the CI summaries (Markdown, github-action-benchmark) show it."""
+    v = result.verdict
+    m = result.measurement
+    return summary.Row(
+        case=str(result.key),
+        model=result.model,
+        mode=result.mode,
+        dtype=result.dtype,
+        batch_size=result.batch_size,
+        device=result.device,
+        images_per_sec=result.images_per_sec,
+        spread=None if m is None else m.iqr,
+        baseline_images_per_sec=None if v is None else v.baseline_images_per_sec,
+        change=None if v is None else v.change,
+        verdict="-" if v is None else v.status,
+        hardware=result.hardware,
+    )
 
 
 def render_grids(results: Iterable[CaseResult], width: int = 120) -> list[tuple[str, list[str]]]:
@@ -130,8 +198,8 @@ def render_sweeps(results: Iterable[CaseResult], width: int = 120) -> list[tuple
     for (label, mode, kind, hardware), members in sorted(groups.items()):
         summaries = {r.dtype: r.sweep for r in members if r.sweep is not None}
         skipped: dict[str, str] = {}
-        for summary in summaries.values():
-            skipped.update(summary.get("skipped") or {})
+        for curve in summaries.values():
+            skipped.update(curve.get("skipped") or {})
         dtypes = sorted(set(summaries) | set(skipped), key=_dtype_order)
         table = {(r.dtype, r.batch_size): r for r in members}
         rows = []
@@ -235,7 +303,16 @@ def to_json(
     settings: Mapping[str, Any],
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The machine-readable report: every case with its samples, verdict and run facts."""
+    """The machine-readable report: every case with its samples, verdict and run facts; with
+    ``price_per_hour``/``epoch_images`` in ``settings``, each case's ``cost``; the matrix-multiply
+    peaks measured for the run under ``peaks``."""
+    price, epoch = settings.get("price_per_hour"), settings.get("epoch_images")
+    cases = []
+    for r in sorted(results, key=lambda r: str(r.key)):
+        data = r.as_dict()
+        if price is not None or epoch is not None:
+            data["cost"] = case_cost(r, price, epoch)
+        cases.append(data)
     return {
         "schema": REPORT_SCHEMA,
         "run": {
@@ -246,9 +323,41 @@ def to_json(
             "baseline_root": run.baseline_root,
         },
         "settings": dict(settings),
-        "cases": [r.as_dict() for r in sorted(results, key=lambda r: str(r.key))],
+        "cases": cases,
+        "peaks": peaks(results),
         **(dict(extra) if extra else {}),
     }
+
+
+def case_cost(
+    result: CaseResult, price_per_hour: float | None, epoch_images: int | None
+) -> dict[str, Any] | None:
+    """The cost figures of a case for JSON (None for a case without a figure)."""
+    rate = result.images_per_sec
+    if rate is None or rate <= 0:
+        return None
+    data: dict[str, Any] = {"price_per_hour": price_per_hour, "epoch_images": epoch_images}
+    data["dollars_per_million_images"] = (
+        None if price_per_hour is None else cost.dollars_per_million_images(rate, price_per_hour)
+    )
+    data["epoch_seconds"] = None if epoch_images is None else cost.epoch_seconds(rate, epoch_images)
+    data["epoch_dollars"] = (
+        None
+        if epoch_images is None or price_per_hour is None
+        else cost.epoch_dollars(rate, price_per_hour, epoch_images)
+    )
+    return data
+
+
+def peaks(results: Iterable[CaseResult]) -> list[dict[str, Any]]:
+    """The matrix-multiply peak of every (hardware, device, dtype) the cases were measured on."""
+    found = {
+        (r.hardware, r.device, r.dtype): r.peak_gflops for r in results if r.peak_gflops is not None
+    }
+    return [
+        {"hardware": hw, "device": device, "dtype": dtype, "peak_gflops": gflops}
+        for (hw, device, dtype), gflops in sorted(found.items())
+    ]
 
 
 def header_lines(
@@ -294,14 +403,20 @@ def header_lines(
 
 
 def results_sections(
-    results: Sequence[CaseResult], stored_keys: Sequence[str], width: int
+    results: Sequence[CaseResult],
+    stored_keys: Sequence[str],
+    width: int,
+    *,
+    price_per_hour: float | None = None,
+    epoch_images: int | None = None,
 ) -> list[tuple[str | None, list[str]]]:
     """The summary's result sections as ``(separator title or None, lines)``: the table, the
     grids, the verdict counts and hardware keys that have no baselines here."""
     if not results:
         return []
+    table = render_table(results, width, price_per_hour=price_per_hour, epoch_images=epoch_images)
     sections: list[tuple[str | None, list[str]]] = [
-        ("mxperf: throughput (images/sec, median ± half IQR)", render_table(results, width))
+        ("mxperf: throughput (images/sec, median ± half IQR)", table)
     ]
     sections += [(f"mxperf grid: {title}", lines) for title, lines in render_grids(results, width)]
     sections += [(f"mxperf sweep: {t}", lines) for t, lines in render_sweeps(results, width)]
@@ -310,6 +425,16 @@ def results_sections(
         sections.append(("mxperf: data-parallel scaling (weak: same batch per device)", scaling))
     counts = ", ".join(f"{n} {status}" for status, n in verdict_counts(results).items())
     tail = [f"mxperf verdicts: {counts}"]
+    if price_per_hour is not None or epoch_images is not None:
+        parts = [] if price_per_hour is None else [f"${price_per_hour:g} per hour"]
+        parts += [] if epoch_images is None else [f"epoch = {epoch_images:,} images"]
+        tail.append(f"mxperf cost: {', '.join(parts)}")
+    found = peaks(results)
+    if found:
+        tail.append(
+            "mxperf peak (matrix multiply): "
+            + ", ".join(f"{p['device']} {p['dtype']} {p['peak_gflops']:.1f} GFLOP/s" for p in found)
+        )
     for hardware in sorted({r.hardware for r in results} - set(stored_keys)):
         if stored_keys:
             tail.append(

@@ -38,6 +38,38 @@ def add_parser(sub: Any) -> None:
         f"the stored noise (default {DEFAULTS['unconfirmed_tolerance']:.2f})",
     )
     report.add_argument("--markdown", type=Path, help="also write the summary table as Markdown")
+    add_cost_arguments(report)
+
+
+def positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text!r}")
+    return value
+
+
+def add_cost_arguments(parser: Any, epoch: bool = True) -> None:
+    """``--price-per-hour`` (and ``--epoch-images``), as the plugin's cost options."""
+    parser.add_argument(
+        "--price-per-hour",
+        type=positive_float,
+        metavar="USD",
+        help="price of the machine per hour: show dollars per million images",
+    )
+    if epoch:
+        parser.add_argument(
+            "--epoch-images",
+            type=positive_int,
+            metavar="N",
+            help="images in one epoch (e.g. 1281167 for ImageNet-1k): show time per epoch",
+        )
 
 
 def run(root: Path, args: argparse.Namespace) -> int:
@@ -45,7 +77,12 @@ def run(root: Path, args: argparse.Namespace) -> int:
     try:
         found = floors.load(args.expectations) if args.expectations else []
         hist = history.load_history(root, tolerance=args.tolerance, floors=found)
-        out = htmlreport.write_report(hist, Path(args.out))
+        out = htmlreport.write_report(
+            hist,
+            Path(args.out),
+            price_per_hour=args.price_per_hour,
+            epoch_images=args.epoch_images,
+        )
     except (floors.FloorError, htmlreport.ReportError) as exc:
         raise ReportCommandError(str(exc)) from None
     rows = history.summary_rows(hist)

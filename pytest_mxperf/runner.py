@@ -31,6 +31,8 @@ class CaseRun:
     error: str | None = None
     #: Why the figure may not mean what it says (the case still counts).
     warnings: list[str] = field(default_factory=list)
+    #: Multiply-accumulates per image from the model's graph (None for a plain callable).
+    macs_per_image: int | None = None
 
 
 def nothing_computed(m: Measurement) -> str:
@@ -62,6 +64,7 @@ def run_case(
     prepared = None
     try:
         prepared = backend.prepare(model, spec)
+        run.macs_per_image = prepared.macs_per_image
         for i in range(attempts):
             m = measure(
                 prepared.step,

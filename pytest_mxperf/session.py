@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_mxperf import baselines, fingerprint, gitinfo, outputs, pairing, report
+from pytest_mxperf import baselines, fingerprint, gitinfo, outputs, pairing, report, summary
 from pytest_mxperf.options import Settings
 from pytest_mxperf.pairing import PairedData, Pairer
+from pytest_mxperf.protocol import Backend
 from pytest_mxperf.records import CaseResult
 from pytest_mxperf.runinfo import RunInfo
 from pytest_mxperf.updating import StoreReport, store_results
@@ -40,6 +41,10 @@ class Collected:
         return result
 
 
+def _by_key(result: CaseResult) -> str:
+    return str(result.key)
+
+
 class MxperfSession:
     """One per run, in ``config.stash``; the plugin's hooks delegate to it."""
 
@@ -54,11 +59,15 @@ class MxperfSession:
         self.stored = StoreReport()
         #: Where the JSON report was written (None: not written).
         self.report_path: Path | None = None
+        #: The CI summaries written (``--mxperf-markdown``, ``--mxperf-benchmark-action``).
+        self.summaries: list[str] = []
         #: ``(node id, last lines of the error)`` of files or tests that could not be collected.
         self.collect_errors: list[tuple[str, str]] = []
         #: The rounds of ``--mxperf-ab``, run once the tests are collected.
         self.paired: PairedData | None = None
         self._pairer: Pairer | None = None
+        #: Matrix-multiply peak per (device kind, index, dtype), probed once per process.
+        self.peaks: dict[tuple[str, int, str], float | None] = {}
 
     @property
     def pairer(self) -> Pairer:
@@ -67,6 +76,21 @@ class MxperfSession:
             root = Path(self.run.commit.repo_root or self.run.rootdir)
             self._pairer = Pairer(self.settings, root, Path(self.run.rootdir))
         return self._pairer
+
+    def peak_gflops(
+        self, backend: Backend, ctx: Any, device: tuple[str, int], dtype: str
+    ) -> float | None:
+        """The device's peak for ``dtype``, probed on first use in this process (the one that
+        measures: a worker or the controller) and kept for the run."""
+        if self.settings.side_out:
+            return None  # a side of a paired run: only its img/s is compared, save the probe
+        key = (*device, dtype)
+        if key not in self.peaks:
+            try:
+                self.peaks[key] = backend.peak_gflops(ctx, dtype)
+            except Exception:
+                self.peaks[key] = None  # no % of peak rather than a lost case
+        return self.peaks[key]
 
     def why_no_pair(self, sha: str | None) -> str | None:
         """None when a case may be arbitrated against commit ``sha``; else why not."""
@@ -157,7 +181,24 @@ class MxperfSession:
             self.report_path, problem = outputs.write_report(wanted, data, self.run.run_id)
             if problem:
                 self.errors.append(problem)
+        self.summaries, problems = self.write_summaries(os.environ.get("GITHUB_STEP_SUMMARY"))
+        self.errors += problems
         return bool(self.errors)
+
+    def write_summaries(self, step_summary: str | None) -> tuple[list[str], list[str]]:
+        """``--mxperf-markdown`` (also appended to GitHub's job summary file when one is set)
+        and ``--mxperf-benchmark-action``: ``(what was written, errors of writes that failed)``."""
+        s = self.settings
+        if not s.markdown and not s.benchmark_action:
+            return [], []
+        rows = [report.summary_row(r) for r in sorted(self.collected.results, key=_by_key)]
+        return outputs.write_summaries(
+            s.markdown,
+            s.benchmark_action,
+            summary.to_markdown(rows),
+            summary.to_benchmark_action(rows),
+            step_summary,
+        )
 
     def summary(
         self, width: int, errors_only: bool = False
@@ -183,7 +224,14 @@ class MxperfSession:
             return alerts
         out: list[tuple[str, str | None, dict[str, bool]]] = []
         stored = self.run.baselines.stored_keys()
-        for title, lines in report.results_sections(self.collected.results, stored, width):
+        sections = report.results_sections(
+            self.collected.results,
+            stored,
+            width,
+            price_per_hour=self.settings.price_per_hour,
+            epoch_images=self.settings.epoch_images,
+        )
+        for title, lines in sections:
             if title is not None:
                 out.append(("sep", title, {}))
             out += [("line", line, {}) for line in lines]
@@ -191,4 +239,5 @@ class MxperfSession:
         out += [("line", f"mxperf: not stored as baseline: {w}", {}) for w in self.stored.skipped]
         if self.settings.json and self.report_path == Path(self.settings.json):
             out.append(("line", f"mxperf: JSON report written to {self.settings.json}", {}))
+        out += [("line", f"mxperf: summary written to {w}", {}) for w in self.summaries]
         return out + alerts

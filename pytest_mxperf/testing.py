@@ -75,6 +75,8 @@ class FakeModel:
     scaling: float = 1.0
     #: Data-parallel runs: worker 1 dies with this output (a `RankFailed`), when set.
     rank_failure: str | None = None
+    #: As if counted from a graph (None: no graph, like a plain callable).
+    macs_per_image: int | None = None
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,8 @@ class FakeBackend:
         self.now = 0.0
         self.gpus = gpus
         self.syncs = 0
+        self.peak: float | None = 100.0
+        self.peak_probes: list[tuple[tuple[str, int], str]] = []
         self._software = software or {"mxnet": "fake-1.9.1", "python": "3.11", "numpy": "1.23"}
 
     def clock(self) -> float:
@@ -146,7 +150,18 @@ class FakeBackend:
         def check() -> str | None:
             return "model output contains NaN/inf (8 of 8 values)" if model.nan else None
 
-        return Prepared(step, batch_size * (items_per_call or 1), check, info={"form": "fake"})
+        return Prepared(
+            step,
+            batch_size * (items_per_call or 1),
+            check,
+            info={"form": "fake"},
+            macs_per_image=model.macs_per_image,
+        )
+
+    def peak_gflops(self, ctx: Any, dtype: str) -> float | None:
+        """A declared peak (``self.peak``); counts the probes in ``self.peak_probes``."""
+        self.peak_probes.append((self.describe(ctx), dtype))
+        return self.peak
 
     def data_parallel(self, model: Any, spec: DataParallelSpec) -> DataParallelResult:
         """Exact figures from a `FakeModel` (see `fake_data_parallel`); with ``model`` None,

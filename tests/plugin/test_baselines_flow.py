@@ -336,6 +336,9 @@ def test_console_script_list_show_compare(
     assert "-50.0%" in out and "regressed" in out and "1 case(s) regressed" in out
     assert cli.main(["--dir", root, "compare", second[:10], first[:10]]) == 0
     assert "improved" in capsys.readouterr().out
+    assert cli.main(["--dir", root, "compare", first[:10], second[:10], "--price-per-hour", "3.6"])
+    # 3.6 $/h: $2.50 per million images at 400 img/s, $5.00 at 200 img/s.
+    assert "$2.50 -> $5.00 (+100.0%)" in capsys.readouterr().out
     assert cli.main(["--dir", root, "show", "0000000"]) == 2
     assert "no baseline for revision '0000000'" in capsys.readouterr().err
     assert cli.main(["--dir", str(path / "nowhere"), "list"]) == 2

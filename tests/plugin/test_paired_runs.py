@@ -94,7 +94,8 @@ def test_paired_run_fails_only_the_slower_case(
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*mxperf: paired run vs HEAD~1: round 1, rev (HEAD~1)*",
+            "*mxperf: paired run vs HEAD~1: round 1, rev (HEAD~1); sides 0/6, elapsed *",
+            "*mxperf: paired run vs HEAD~1: round 2, head (HEAD); sides 2/6, elapsed *, about * left",
             "*fast/inference/float32/bs8/cpu: HEAD vs HEAD~1: -20.0% (99% interval -2*% .. -1*%, "
             "3 round(s)): slower, and a drop of 5% or more is not ruled out*",
             "*img/s per round (HEAD~1/HEAD): 100.0/80.0, 100.0/80.0, 100.0/80.0*",

@@ -234,12 +234,23 @@ def test_cli_report_writes_the_page(scratch: dict[str, Any], tmp_path: Path) -> 
             str(floors_csv),
             "--tolerance",
             "0.3",
+            "--price-per-hour",
+            "3.6",
+            "--epoch-images",
+            "1000000",
         ]
     )
     assert code == 0
     page = out.read_text(encoding="utf-8")
     assert '<td class="num floor">70.0</td>' in page
     assert "beyond the larger of 30%" in page
+    assert "cost at $3.6 per hour" in page
+    assert "<th>$ per million images</th><th>epoch (1,000,000 images)</th></tr>" in page
+    # 3.6 $/h is $1000 per million images at 1 img/s: each cell is 1000 / the latest img/s.
+    history = load_history(scratch["root"])
+    r18 = next(c for h in history.hardware if h.hardware == HW for c in h.cases if c.key == R18)
+    rate = r18.latest.images_per_sec
+    assert rate is not None and f"<td class=num>${1000 / rate:,.2f}</td>" in page
 
 
 def test_cli_report_bad_expectations_is_a_clear_error(
