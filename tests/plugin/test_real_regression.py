@@ -46,20 +46,22 @@ def test_ten_identical_reruns_never_fail(real_suite: pytest.Pytester) -> None:
 
 
 def test_slower_model_fails_others_pass(
-    real_suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    real_suite: pytest.Pytester, commit: Callable[[str], str]
 ) -> None:
     real_suite.runpytest_subprocess("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
-    # Twice the work per batch for the target case only (see REAL_SUITE); the subprocess
-    # inherits this environment.
-    monkeypatch.setenv("MXPERF_EXTRA_WORK", "1.0")
+    # Twice the work per batch for the target case only (see REAL_SUITE), committed: the
+    # paired run that confirms the regression measures the baseline commit without it.
+    (real_suite.path / "extra_work.txt").write_text("1.0\n")
+    commit("twice the work in the target model")
     result = real_suite.runpytest_subprocess("--mxperf", "--mxperf-json", "report.json")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [
             "*resnet18_v1-target/inference/float32/bs10/cpu: * img/s vs baseline * img/s (-*%), "
-            "tolerance *% (noise *%); baseline commit * (*, 0 commit(s) before HEAD) on cpu-*",
+            "tolerance *% (noise *%); baseline commit * (*, 1 commit(s) before HEAD) on cpu-*",
             "*changed since the baseline: *",
+            "*confirmed by a paired run on this machine: HEAD vs baseline commit *",
         ]
     )
     cases = _cases(real_suite)
