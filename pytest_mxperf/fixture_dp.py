@@ -1,0 +1,242 @@
+"""``mxperf.data_parallel``: a data-parallel case measured through the back end, stored and
+judged like the others (the ranks and the launcher are in `dataparallel`, `rank`, `launch`)."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_mxperf import fingerprint, locks
+from pytest_mxperf.explain import (
+    judge_scaling,
+)
+from pytest_mxperf.fixture import _check_positive
+from pytest_mxperf.measure import MeasureConfig, Measurement
+from pytest_mxperf.records import CaseKey, CaseResult, Outcome, Scaling, Status
+from pytest_mxperf.resolution import BaselineRef
+from pytest_mxperf.verdict import suspected
+
+if TYPE_CHECKING:
+    from pytest_mxperf.dataparallel import DataParallelSpec
+    from pytest_mxperf.fixture import MxPerf
+
+
+def data_parallel(
+    bench: MxPerf,
+    net: Any,
+    /,
+    *,
+    batch_size: int,
+    input_shape: Sequence[int] = (3, 224, 224),
+    kvstore: str = "dist_sync",
+    workers: int = 2,
+    servers: int = 1,
+    contexts: Sequence[Any] | None = None,
+    model: str | None = None,
+    name: str | None = None,
+    num_classes: int | None = None,
+    optimizer: str = "sgd",
+    learning_rate: float = 0.01,
+    step_hook: str | None = None,
+    threads_per_worker: int | None = None,
+) -> CaseResult:
+    """Data-parallel training throughput and its weak-scaling efficiency.
+
+    ``kvstore="dist_sync"`` (``dist_device_sync``, ``dist_async``) launches ``workers``
+    worker processes and ``servers`` servers on 127.0.0.1, each worker training on
+    ``contexts`` (default one CPU); ``"local"``/``"device"``/``"nccl"`` trains on all of
+    ``contexts`` in this process. Every worker (device) gets ``batch_size`` images per step.
+    img/s(1) is measured in the same call with the same per-device batch.
+
+    :param net: ``"package.module:function"`` returning a fresh Gluon block (ranks import
+        it); a module-level function; or, in process, a Gluon block.
+    :returns: a `CaseResult` whose img/s is the aggregate of all workers, with
+        ``.scaling`` (per-worker img/s, img/s(1), efficiency, kvstore share, threads).
+    """
+    from pytest_mxperf.dataparallel import DataParallelSpec, context_name, object_ref
+
+    _check_positive("batch_size", batch_size)
+    in_process = not kvstore.startswith("dist")
+    names = [context_name(c) for c in contexts or ()]
+    if not names and not in_process:
+        kind0, _ = bench._backend.describe(bench._default_ctx)
+        names = ["gpu(0)" if kind0 == "gpu" else "cpu(0)"]
+    block = None
+    if isinstance(net, str):
+        factory = net
+    elif not in_process:
+        factory = object_ref(net)  # ranks import it: a module-level function
+    else:
+        # One process needs no import: a block, or what a factory function returns.
+        block = net() if inspect.isfunction(net) else net
+        factory = f"{type(block).__module__}:{type(block).__qualname__}"
+    settings = bench._settings
+    spec = DataParallelSpec(
+        factory=factory,
+        batch_per_device=batch_size,
+        input_shape=tuple(input_shape),
+        kvstore=kvstore,
+        workers=workers,
+        servers=servers,
+        contexts=tuple(names),
+        num_classes=num_classes,
+        optimizer=optimizer,
+        learning_rate=learning_rate,
+        step_hook=step_hook,
+        threads_per_worker=threads_per_worker,
+        timeout=settings.dist_timeout,
+        measure=MeasureConfig(
+            min_time=settings.min_time,
+            max_time=settings.max_time,
+            warmup_time=settings.warmup_time,
+        ),
+    )
+    kinds = {parse_ctx_kind(c) for c in spec.worker_contexts}
+    if len(kinds) != 1:
+        raise ValueError(f"contexts mix device kinds: {', '.join(spec.worker_contexts)}")
+    (kind,) = kinds
+    n = spec.world_size
+    gpus = n * len(spec.worker_contexts) if spec.distributed else n
+    key = CaseKey(
+        bench._label(model),
+        "training",
+        "float32",
+        batch_size,
+        kind,
+        kvstore if name is None else f"{kvstore}-{name}",
+        world_size=n,
+    )
+    _claim(bench, key)
+    first = spec.worker_contexts[0]
+    device = f"{n}x {first}" if spec.distributed else f"{kind}({_indices(spec.contexts)})"
+    run = bench._run
+    if kind == "gpu":
+        gpu_name = run.gpus[0]["name"] if run.gpus else None
+        hardware = fingerprint.hardware_key(
+            "gpu", machine=run.machine, cpu=run.cpu_key, gpu_name=gpu_name, gpu_count=gpus
+        )
+    else:
+        hardware = run.hardware_for("cpu", 0)
+    result = CaseResult(
+        key=key,
+        device=device,
+        hardware=hardware,
+        threads=fingerprint.threads_in_force(os.environ),
+        environment=fingerprint.perf_environment(os.environ),
+        nodeid=bench._item.nodeid,
+        worker=os.environ.get("PYTEST_XDIST_WORKER"),
+    )
+    if settings.ab:
+        bench._judge_pair(result)
+        bench.results.append(result)
+        return result
+    locks_held = ["cpu"] if kind == "cpu" else [f"gpu{i}" for i in range(gpus)]
+    with contextlib.ExitStack() as stack:
+        for lock in locks_held:
+            index = 0 if lock == "cpu" else int(lock[3:])
+            stack.enter_context(locks.device_lock(run.lock_dir, run.device_lock_name(kind, index)))
+        start = time.time()
+        ref = _measure_data_parallel(bench, result, block, spec)
+        result.window = [start, time.time()]
+    if result.verdict is not None and suspected(result.verdict, bench._settings.tolerance):
+        bench._arbitrate(result, ref)
+    bench.results.append(result)
+    return result
+
+
+def _claim(bench: MxPerf, key: CaseKey) -> None:
+    """Two cases with one key in one run are an error."""
+    text = str(key)
+    if text in bench._seen:
+        pytest.fail(
+            f"mxperf: case key {text!r} is measured twice in this run (first by "
+            f"{bench._seen[text]}); pass name= to tell the cases apart",
+            pytrace=False,
+        )
+    bench._seen[text] = bench._item.nodeid
+
+
+def _measure_data_parallel(
+    bench: MxPerf, result: CaseResult, block: Any, spec: DataParallelSpec
+) -> BaselineRef | None:
+    """Measure (again while it looks regressed, up to ``--mxperf-confirm`` times), then
+    judge the aggregate img/s and the scaling efficiency."""
+    from pytest_mxperf.dataparallel import DataParallelError
+
+    settings, run = bench._settings, bench._run
+    result.software = bench._backend.software()
+    ref = run.baseline_for(result.hardware, str(result.key))
+    expectations = bench._marker.matching(
+        model=result.model,
+        mode=result.mode,
+        dtype=result.dtype,
+        batch_size=result.batch_size,
+        hardware=result.hardware,
+    )
+    n = spec.world_size
+    floor = bench._marker.efficiency_floor(
+        model=result.model, world_size=n, hardware=result.hardware
+    )
+    why_not = None if ref is None else bench._session.why_no_pair(ref.commit.get("sha"))
+    tolerance = settings.tolerance
+    if why_not is not None:
+        tolerance = max(tolerance, settings.unconfirmed_tolerance)
+    policy = bench._policy(tolerance)
+    elsewhere = run.baselines.elsewhere(result.hardware, str(result.key))
+    # Each attempt is two launches; update mode stores the first (no best-of-N here).
+    attempts = 1 if settings.update else 1 + settings.confirm
+    tried: list[tuple[Measurement, Scaling]] = []
+    for _ in range(attempts):
+        try:
+            measured = bench._backend.data_parallel(block, spec)
+        except DataParallelError as exc:
+            result.status, result.error = Status.ERROR, str(exc)
+            break
+        except Exception as exc:
+            if bench._backend.is_oom(exc):
+                result.status = Status.OOM
+                result.error = str(exc).strip().splitlines()[-1][:300]
+            else:
+                result.status, result.error = Status.ERROR, f"{type(exc).__name__}: {exc}"
+            break
+        tried.append((measured.aggregate_measurement(), measured.scaling()))
+        result.measurement, result.scaling = tried[-1]
+        result.attempts = [m.items_per_sec for m, _ in tried]
+        verdict = judge_scaling(result, ref, expectations, floor, policy, elsewhere)
+        if verdict.outcome != Outcome.REGRESSED:
+            break
+    if tried and result.status == Status.OK:
+        best = max(tried, key=lambda t: t[1].efficiency)
+        result.measurement, result.scaling = best
+        threads = best[1].threads_per_worker
+        if threads is not None:
+            result.threads = {
+                **result.threads,
+                "omp_threads": threads,
+                "source": f"per rank ({n} ranks)",
+            }
+    elif not tried:
+        result.measurement = result.scaling = None
+    result.verdict = judge_scaling(result, ref, expectations, floor, policy, elsewhere)
+    if why_not is not None and result.verdict.outcome == Outcome.REGRESSED:
+        note = f"\nnot confirmed by a paired run ({why_not}): judged against the stored figure"
+        result.verdict = result.verdict.explained(result.verdict.message + note)
+    return ref
+
+
+def parse_ctx_kind(text: str) -> str:
+    from pytest_mxperf.dataparallel import parse_context
+
+    return parse_context(text)[0]
+
+
+def _indices(contexts: Sequence[str]) -> str:
+    from pytest_mxperf.dataparallel import parse_context
+
+    return ",".join(str(parse_context(c)[1]) for c in contexts)

@@ -1,0 +1,149 @@
+"""``mxperf.sweep``: the points of a sweep measured through the fixture's case path (the
+search itself is in `pytest_mxperf.sweep`)."""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+import warnings
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_mxperf import sweep as sweeps
+from pytest_mxperf.records import CaseResult, Status
+
+if TYPE_CHECKING:
+    from pytest_mxperf.fixture import MxPerf
+
+
+def sweep(
+    bench: MxPerf,
+    net: Any,
+    *,
+    batch_sizes: Sequence[int] | str = sweeps.AUTO,
+    mode: str = "inference",
+    dtypes: Sequence[str] = ("float32",),
+    start: int = 1,
+    max_batch: int = sweeps.MAX_BATCH,
+    model: str | None = None,
+    name: str | None = None,
+    ctx: Any = None,
+    **options: Any,
+) -> sweeps.Sweep:
+    """Measure ``net`` at many batch sizes and dtypes; each point is a normal case.
+
+    :param net: what `inference` takes, or a function of no arguments that builds it (called
+        for every point: needed for float16, which casts the network in place).
+    :param batch_sizes: a list (measured powers of two first), or ``"auto"``: from
+        ``start``, doubling until a batch does not fit (out of memory; on CPU, predicted
+        over ``--mxperf-memory-budget``) or ``max_batch``, then bisecting.
+    :param dtypes: any of float32, float16, amp, bfloat16; one the device cannot run is
+        skipped with its reason (the test is skipped when none can run).
+    """
+    plan = sweeps.make_plan(batch_sizes, start, max_batch)
+    ctx = bench._default_ctx if ctx is None else ctx
+    kind, _ = bench._backend.describe(ctx)
+    label = bench._label(model)
+    build = net if callable(net) and not _is_model(net) else _constant(net)
+    out = sweeps.Sweep(label, mode, kind)
+    deadline = time.monotonic() + bench._settings.sweep_time
+    for dtype in dtypes:
+        why_not = bench._unsupported(dtype, kind, mode)
+        if why_not:
+            out.curves[dtype] = sweeps.Curve(dtype, skipped=why_not)
+            continue
+        first = len(bench.results)
+        budget = _memory_budget(bench) if kind == "cpu" else None
+
+        def point(batch: int, dtype: str = dtype) -> sweeps.Point:
+            return _point(
+                bench, build, mode, batch, model=label, name=name, ctx=ctx, dtype=dtype, **options
+            )
+
+        out.curves[dtype] = curve = sweeps.run_curve(
+            dtype,
+            plan,
+            point,
+            budget=budget,
+            time_left=lambda: time.monotonic() < deadline,
+        )
+        _close_curve(bench, curve, bench.results[first:], out)
+    skipped = {d: c.skipped for d, c in out.curves.items() if c.skipped}
+    for r in out.results:
+        r.sweep = {**(r.sweep or {}), "skipped": skipped}
+    if all(c.skipped for c in out.curves.values()):
+        pytest.skip("; ".join(str(c.skipped) for c in out.curves.values()))
+    for line in out.lines():
+        if "not measured" in line or "dropped" in line:
+            warnings.warn(f"mxperf: sweep {label}: {line}", pytest.PytestWarning, stacklevel=2)
+    return out
+
+
+def _memory_budget(bench: MxPerf) -> sweeps.MemoryBudget | None:
+    start = sweeps.read_status().get("VmRSS")
+    budget = bench._settings.memory_budget
+    if budget is None:
+        available = sweeps.available_memory()
+        if available is None or start is None:
+            return None
+        budget = start + available // 2
+    return sweeps.MemoryBudget(budget, start=start)
+
+
+def _point(bench: MxPerf, build: Any, mode: str, batch: int, **kwargs: Any) -> sweeps.Point:
+    meter = sweeps.PeakMeter()
+    with meter.measuring():
+        r = bench._case(build(), mode, batch, **kwargs)
+    point = sweeps.Point(batch, r.status.value, r.images_per_sec, r.rel_iqr, meter.peak)
+    if r.status == Status.OOM:
+        # Free what the failed allocation left (run_case dropped the model), then say how
+        # much the process still holds: MXNet's pool and the allocator may keep it.
+        gc.collect()
+        bench._backend.sync()
+        now = sweeps.read_status().get("VmRSS")
+        kept = None if now is None or meter.before is None else now - meter.before
+        point.note = r.error or "out of memory"
+        if kept is not None and kept > sweeps.RETAINED_REPORT:
+            point.note += (
+                f"; after freeing it the process still holds {sweeps.mib(kept)} more than "
+                "before (MXNet's memory pool or the allocator keeps it)"
+            )
+    return point
+
+
+def _close_curve(
+    bench: MxPerf, curve: sweeps.Curve, results: list[CaseResult], out: sweeps.Sweep
+) -> None:
+    summary = curve.summary()
+    for r in results:
+        r.sweep = summary
+        ref = bench._run.baseline_for(r.hardware, str(r.key))
+        drop = (
+            None
+            if ref is None
+            else sweeps.largest_fit_drop(curve.largest_fit, ref.case.record.get("sweep"))
+        )
+        if drop and drop not in curve.notes:
+            curve.notes.append(drop)
+    out.results += results
+    curve.notes += [f"batch {p.batch_size}: {p.note}" for p in curve.points if p.note]
+
+
+def _constant(net: Any) -> Any:
+    def same() -> Any:
+        return net
+
+    return same
+
+
+def _is_model(net: Any) -> bool:
+    """A Gluon Block, a Symbol or an exported model's path (used as it is for every point),
+    as opposed to a function that builds one."""
+    return (
+        hasattr(net, "collect_params")
+        or hasattr(net, "list_arguments")
+        or isinstance(net, (str, os.PathLike))
+    )
