@@ -1,0 +1,113 @@
+"""The result sections beyond the main table: one grid per sweep (batch x dtype) and the
+data-parallel scaling table. Pure functions of the results and the width, like `report`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from tabulate import tabulate
+
+from pytest_mxperf.records import CaseResult
+from pytest_mxperf.report import MODE_SHORT, _cell, _rate
+
+
+def render_sweeps(results: Iterable[CaseResult], width: int = 120) -> list[tuple[str, list[str]]]:
+    """One grid per sweep (model, mode, device): batch sizes x dtypes in img/s, like the
+    published fp32/fp16 tables, then each dtype's largest fit, best batch and plateau."""
+    groups: dict[tuple[str, str, str, str], list[CaseResult]] = {}
+    for r in results:
+        if r.sweep is not None:
+            groups.setdefault((r.key.label, r.mode, r.device_kind, r.hardware), []).append(r)
+    out = []
+    for (label, mode, kind, hardware), members in sorted(groups.items()):
+        summaries = {r.dtype: r.sweep for r in members if r.sweep is not None}
+        skipped: dict[str, str] = {}
+        for curve in summaries.values():
+            skipped.update(curve.get("skipped") or {})
+        dtypes = sorted(set(summaries) | set(skipped), key=_dtype_order)
+        table = {(r.dtype, r.batch_size): r for r in members}
+        rows = []
+        for batch in sorted({r.batch_size for r in members}):
+            found = [table.get((d, batch)) for d in dtypes]
+            rows.append(
+                [str(batch)] + ["" if f is None else _cell(f).split(" ±")[0] for f in found]
+            )
+        lines = tabulate(
+            rows, ["batch", *dtypes], tablefmt="simple", stralign="right", disable_numparse=True
+        ).splitlines()
+        for dtype in dtypes:
+            if dtype in skipped and dtype not in summaries:
+                lines.append(f"{dtype}: skipped ({skipped[dtype]})")
+                continue
+            sm = summaries[dtype]
+            line = (
+                f"{dtype}: largest batch that fits {sm.get('largest_fit') or 'none'} "
+                f"(limit: {sm.get('limit')}), best {sm.get('best') or '-'}, "
+                f"plateau from {sm.get('plateau') or '-'}"
+            )
+            if sm.get("not_measured"):
+                line += "; not measured (time budget): " + ", ".join(map(str, sm["not_measured"]))
+            lines.append(line)
+        out.append(
+            (f"{label}, {MODE_SHORT.get(mode, mode)}, {kind} ({hardware}), images/sec", lines)
+        )
+    return out
+
+
+def _dtype_order(dtype: str) -> int:
+    order = ("float32", "float16", "amp", "bfloat16")
+    return order.index(dtype) if dtype in order else len(order)
+
+
+def render_scaling(results: Iterable[CaseResult], width: int = 120) -> list[str]:
+    """Data-parallel cases as the published scaling tables show them: per model, kvstore and
+    per-device batch, devices (world size) -> aggregate img/s -> efficiency, with img/s(1),
+    the per-worker figures, the kvstore share of a step and the stored efficiency."""
+    rows = []
+    scaled = [r for r in results if r.scaling is not None]
+    for r in sorted(scaled, key=lambda r: (r.model, r.device_kind, r.batch_size, str(r.key))):
+        s = r.scaling
+        assert s is not None
+        v = r.verdict
+        base = None if v is None else v.baseline_efficiency
+        rows.append(
+            [
+                r.key.label,
+                r.batch_size,
+                s.world_size,
+                _rate(r.images_per_sec),
+                f"{s.efficiency:.1%}",
+                "-" if base is None else f"{base:.1%}",
+                _rate(s.single_images_per_sec),
+                " ".join(_rate(x) for x in s.per_worker_images_per_sec),
+                f"{s.comm_share:.0%}",
+                "-" if s.threads_per_worker is None else str(s.threads_per_worker),
+            ]
+        )
+    if not rows:
+        return []
+    headers = [
+        "case",
+        "bs/dev",
+        "devices",
+        "img/s",
+        "efficiency",
+        "baseline",
+        "img/s(1)",
+        "per worker",
+        "kv share",
+        "threads",
+    ]
+    keep = list(range(len(headers)))
+    for drop in (None, "threads", "bs/dev", "baseline", "img/s(1)"):
+        if drop is not None:
+            keep.remove(headers.index(drop))
+        lines = tabulate(
+            [[row[i] for i in keep] for row in rows],
+            [headers[i] for i in keep],
+            tablefmt="simple",
+            disable_numparse=True,
+        ).splitlines()
+        if max(len(line) for line in lines) <= width:
+            break
+    return lines
