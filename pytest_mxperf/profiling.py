@@ -162,8 +162,8 @@ def profile_step(
             # Drop whatever an earlier user of the profiler left queued or counted.
             _guard(lambda: profiler.dumps(reset=True), "dumps(reset=True)")
             offset = events_file.stat().st_size if events_file.exists() else 0
+            started = True  # from here on, whatever happens, stop and clear on the way out
             _guard(lambda: profiler.set_state("run"), "set_state('run')")
-            started = True
             try:
                 for _ in range(steps):
                     step()
@@ -175,7 +175,9 @@ def profile_step(
                     sync()
                 raise ProfileUnavailable(f"the step raised {_short(exc)}") from exc
             _guard(lambda: profiler.set_state("stop"), "set_state('stop')")
-            table = _guard(lambda: str(profiler.dumps(format="table")), "dumps(format='table')")
+            table = ""
+            if trace_path is not None:  # the table must be read before the json dump resets
+                table = _guard(lambda: str(profiler.dumps(format="table")), "dumps(format='table')")
             text = _guard(
                 lambda: str(profiler.dumps(format="json", reset=True)), "dumps(format='json')"
             )
