@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_mxperf.pipeline import parse_sweep
 from pytest_mxperf.records import DTYPES, MODES
 
 MARKER_DOC = (
@@ -24,10 +25,11 @@ MARKER_DOC = (
     "an MXNet throughput benchmark. expect maps batch size -> expected images/sec (or model -> "
     "{batch size: images/sec}); it applies where the hardware key matches the glob pattern "
     "`hardware`, and to cases of `mode`/`dtype` when given. A case measured below "
-    "expected * (1 - tolerance) fails. model also names the cases of the test."
+    "expected * (1 - tolerance) fails. model also names the cases of the test. "
+    "sweep={'preprocess_threads': [1, 2, 4]} measures a data pipeline at each value."
 )
 
-ALLOWED = frozenset({"expect", "hardware", "tolerance", "model", "mode", "dtype"})
+ALLOWED = frozenset({"expect", "hardware", "tolerance", "model", "mode", "dtype", "sweep"})
 
 
 class MarkerError(ValueError):
@@ -66,6 +68,8 @@ class MarkerSpec:
 
     expectations: tuple[Expectation, ...] = ()
     model: str | None = None
+    #: A data-pipeline sweep: the factory's keyword and its values (``mxperf.pipeline``).
+    sweep: tuple[str, tuple[Any, ...]] | None = None
 
     def matching(
         self, *, model: str, mode: str, dtype: str, batch_size: int, hardware: str
@@ -129,6 +133,11 @@ def parse_marker(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> MarkerSpec
     if dtype is not None and dtype not in DTYPES:
         raise MarkerError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
 
+    try:
+        sweep = parse_sweep(kwargs.get("sweep"))
+    except ValueError as exc:
+        raise MarkerError(str(exc)) from None
+
     expect = kwargs.get("expect")
     found: list[Expectation] = []
 
@@ -164,15 +173,18 @@ def parse_marker(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> MarkerSpec
             raise MarkerError("expect mixes model names and batch sizes as keys")
         else:
             add(model, expect, "expect")
-    return MarkerSpec(expectations=tuple(found), model=model)
+    return MarkerSpec(expectations=tuple(found), model=model, sweep=sweep)
 
 
 def merge(specs: Iterable[MarkerSpec]) -> MarkerSpec:
     """Combine the markers of one test (closest first, as ``iter_markers`` yields them)."""
     expectations: list[Expectation] = []
     model: str | None = None
+    sweep: tuple[str, tuple[Any, ...]] | None = None
     for spec in specs:
         expectations.extend(spec.expectations)
         if model is None:
             model = spec.model
-    return MarkerSpec(expectations=tuple(expectations), model=model)
+        if sweep is None:
+            sweep = spec.sweep
+    return MarkerSpec(expectations=tuple(expectations), model=model, sweep=sweep)

@@ -286,6 +286,16 @@ SPECS: tuple[Spec, ...] = (
         "COMMAND",
     ),
 )
+SPECS += (
+    Spec(
+        "pipeline_timeout",
+        _positive_float,
+        60.0,
+        "Longest wait for one batch of a data source (mxperf.pipeline, training with data=); "
+        "a source that delivers nothing in this time fails its case instead of hanging the run.",
+        "SECONDS",
+    ),
+)
 SPECS_BY_NAME = {spec.name: spec for spec in SPECS}
 #: The one place defaults live; `Settings`, `MeasureConfig` and the help text read them here.
 DEFAULTS: dict[str, Any] = {spec.name: spec.default for spec in SPECS}
@@ -317,6 +327,7 @@ class Settings:
     arbitrate: bool = DEFAULTS["arbitrate"]
     unconfirmed_tolerance: float = DEFAULTS["unconfirmed_tolerance"]
     env_command: str | None = DEFAULTS["env_command"]
+    pipeline_timeout: float = DEFAULTS["pipeline_timeout"]
     #: Set in the processes of a paired run: write measured cases here instead of judging.
     side_out: str | None = None
 

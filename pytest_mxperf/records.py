@@ -14,7 +14,7 @@ from typing import Any
 from pytest_mxperf.measure import Measurement
 from pytest_mxperf.options import DEVICE_KINDS
 
-MODES = ("inference", "training", "forward_backward")
+MODES = ("inference", "training", "forward_backward", "pipeline")
 DTYPES = ("float32", "float16")
 __all__ = [
     "DEVICE_KINDS",
@@ -49,6 +49,9 @@ class Outcome(str, enum.Enum):
     #: Looked regressed against a stored figure, but a paired run of the baseline commit's code
     #: on this machine measured the same: the stored figure does not hold here.
     MACHINE = "machine"
+    #: End-to-end training below the model alone on synthetic data by more than the noise:
+    #: a diagnosis, not a failure (never failed by ``--mxperf-strict`` on its own).
+    INPUT_BOUND = "input-bound"
     OOM = "oom"
     NAN = "nan"
     ERROR = "error"
