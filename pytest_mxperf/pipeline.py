@@ -26,6 +26,8 @@ from pytest_mxperf.runner import USAGE_ERRORS, CaseRun, run_case
 NOISE_FACTOR = 2.0
 #: ... and by at least this much, whatever the noise.
 MIN_GAP = 0.05
+#: Shortest timed block of a data source alone, in seconds.
+PIPELINE_BLOCK_TIME = 0.5
 
 
 class PipelineError(SpecError):
@@ -264,6 +266,9 @@ def run_pipeline(
     message is the source's error; `PipelineError` (bad usage) propagates."""
     run = CaseRun()
     fetcher = Fetcher(source, clock=backend.clock, timeout=timeout, images=images)
+    # Batch times of a pipeline vary more than a model's (crop sizes, worker hand-offs):
+    # longer blocks keep the spread of their rates judgeable.
+    config = replace(config, block_time=max(config.block_time, PIPELINE_BLOCK_TIME))
     try:
         for i in range(attempts):
             m, notes = measure_source(fetcher, backend.sync, config)

@@ -172,6 +172,7 @@ def test_input_bound_verdict_keeps_failures_and_never_fails_by_itself() -> None:
 def test_sweeps_parse_strictly() -> None:
     assert pipeline.parse_sweep({"num_workers": [0, 2]}) == ("num_workers", (0, 2))
     assert pipeline.point_name("preprocess_threads", 4) == "preprocess_threads=4"
+    bad: object
     for bad in ({}, {"a": []}, {"a": 1}, {"a": [1, 1]}, {"1x": [1]}, {"a": [1], "b": [2]}):
         with pytest.raises(ValueError):
             pipeline.parse_sweep(bad)
