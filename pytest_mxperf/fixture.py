@@ -6,11 +6,12 @@ import os
 import time
 import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import pytest
 
 from pytest_mxperf import fingerprint, locks
+from pytest_mxperf import pipeline as pipelines
 from pytest_mxperf import sweep as sweeps
 from pytest_mxperf.explain import (
     judge,
@@ -20,7 +21,7 @@ from pytest_mxperf.measure import MeasureConfig, Measurement
 from pytest_mxperf.protocol import Backend, PrepareSpec
 from pytest_mxperf.records import CaseKey, CaseResult, Outcome, Status
 from pytest_mxperf.resolution import BaselineRef
-from pytest_mxperf.runner import run_case
+from pytest_mxperf.runner import CaseRun, run_case
 from pytest_mxperf.session import MxperfSession
 from pytest_mxperf.verdict import Policy, decide, suspected
 
@@ -28,6 +29,10 @@ if TYPE_CHECKING:
     pass
 
 FP16_CPU_REASON = sweeps.FP16_CPU_REASON
+
+
+#: How a case is measured: (spec, config, attempts, again) -> CaseRun; default `run_case`.
+Runner = Callable[[PrepareSpec, MeasureConfig, int, Callable[[Measurement], bool]], CaseRun]
 
 
 def _check_positive(name: str, value: object) -> None:
@@ -72,14 +77,147 @@ class MxPerf:
         """
         return self._case(net, "inference", batch_size, **options)
 
-    def training(self, net: Any, *, batch_size: int, **options: Any) -> CaseResult:
+    def training(
+        self,
+        net: Any,
+        *,
+        batch_size: int | None = None,
+        data: Any = None,
+        sweep: Any = None,
+        **options: Any,
+    ) -> CaseResult:
         """Forward + backward + optimizer update; also takes ``loss``, ``optimizer``,
         ``optimizer_params``, ``num_classes``, ``task`` and ``labels`` (default: classification,
         softmax cross-entropy on random labels, SGD with learning rate 0.01 and momentum 0.9,
         multi_precision for float16). ``task="segmentation"`` or ``"detection"`` (SSD) make the
         labels and loss of that kind; ``labels=`` (NDArray, tuple, or callable
-        ``(batch_size, ctx, dtype)``) gives any others. The loss gets ``(*outputs, *labels)``."""
+        ``(batch_size, ctx, dtype)``) gives any others. The loss gets ``(*outputs, *labels)``.
+
+        With ``data=`` (a DataIter, DataLoader or re-iterable of batches; with ``sweep=``, a
+        factory taking the swept keyword) it trains on the source's batches, copied to the
+        context, and measures the model alone on synthetic data and the pipeline alone too:
+        the verdict is ``input-bound`` when end-to-end is below the model alone beyond noise."""
+        if data is not None:
+            return self._end_to_end(net, data, batch_size, sweep, options)
+        if sweep is not None:
+            raise TypeError("training(sweep=...) needs data= (the pipeline to sweep)")
+        if batch_size is None:
+            raise TypeError("training() needs batch_size= (or data=, a data source)")
         return self._case(net, "training", batch_size, **options)
+
+    def pipeline(
+        self,
+        source: Any,
+        *,
+        batch_size: int | None = None,
+        model: str | None = None,
+        name: str | None = None,
+        sweep: Any = None,
+    ) -> CaseResult:
+        """Images/sec of a data source alone (train_imagenet's ``--test-io``): an
+        ``mx.io.DataIter``, a ``gluon.data.DataLoader`` or any re-iterable of batches. Images per
+        batch come from the first array of a batch (or ``batch_size=``); an epoch end resets the
+        source without counting the reset. With ``sweep={"num_workers": [0, 2]}`` (or the
+        marker's ``sweep``) ``source`` is a factory called with each value; every point is its
+        own case (name ``num_workers=0``) and the fastest point's result is returned."""
+        plan = self._sweep(sweep)
+        if plan is None:
+            return self._pipeline_case(source, batch_size, model, name)
+        setting, values = plan
+        if not callable(source):
+            raise TypeError(f"with sweep=, pass a factory taking {setting}=, not a source")
+        results = [
+            self._pipeline_case(
+                source(**{setting: v}), batch_size, model, pipelines.point_name(setting, v, name)
+            )
+            for v in values
+        ]
+        return max(results, key=lambda r: r.images_per_sec or -1.0)
+
+    def _sweep(self, sweep: Any) -> tuple[str, tuple[Any, ...]] | None:
+        return pipelines.parse_sweep(sweep) if sweep is not None else self._marker.sweep
+
+    def _peek(self, source: Any) -> tuple[int, ...]:
+        clock, timeout = self._backend.clock, self._settings.pipeline_timeout
+        return pipelines.peek_shape(source, clock=clock, timeout=timeout)
+
+    def _pipeline_case(
+        self, source: Any, batch_size: int | None, model: str | None, name: str | None
+    ) -> CaseResult:
+        size = batch_size or pipelines.declared_batch(source) or self._peek(source)[0]
+        timeout = self._settings.pipeline_timeout
+
+        def runner(spec: PrepareSpec, config: MeasureConfig, attempts: int, again: Any) -> CaseRun:
+            return pipelines.run_pipeline(
+                self._backend,
+                source,
+                config,
+                timeout=timeout,
+                images=size,
+                attempts=attempts,
+                again=again,
+            )
+
+        ctx = self._backend.context("cpu", 0)  # decoding runs on the host
+        return self._case(source, "pipeline", size, model=model, name=name, ctx=ctx, runner=runner)
+
+    def _end_to_end(
+        self, net: Any, data: Any, batch_size: int | None, sweep: Any, options: dict[str, Any]
+    ) -> CaseResult:
+        plan = self._sweep(sweep)
+        if plan is not None and not callable(data):
+            raise TypeError(f"with sweep=, pass data= as a factory taking {plan[0]}=")
+        source = data() if plan is not None else data
+        shape = self._peek(source)
+        if batch_size is not None and batch_size != shape[0]:
+            raise pipelines.PipelineError(
+                f"batch_size={batch_size} but the source yields batches of {shape[0]}"
+            )
+        options.setdefault("input_shape", shape[1:])
+        model, name = options.pop("model", None), options.pop("name", None) or "e2e"
+        points: list[tuple[str, float | None]] = []
+        for value in plan[1] if plan is not None else ():
+            point = pipelines.point_name(plan[0], value)  # type: ignore[index]
+            swept = self._pipeline_case(data(**{plan[0]: value}), shape[0], model, point)  # type: ignore[index]
+            points.append((point, swept.images_per_sec))
+        timeout = self._settings.pipeline_timeout
+
+        def runner(spec: PrepareSpec, config: MeasureConfig, attempts: int, again: Any) -> CaseRun:
+            return pipelines.run_end_to_end(
+                self._backend,
+                net,
+                source,
+                spec,
+                config,
+                timeout=timeout,
+                attempts=attempts,
+                again=again,
+            )
+
+        def after(result: CaseResult) -> None:
+            m, verdict = result.measurement, result.verdict
+            if m is None or verdict is None or "model_alone" not in m.extra:
+                return
+            pipe = m.extra.get("pipeline_alone")
+            bound = pipelines.decide_input_bound(
+                m,
+                pipelines.Figure(**m.extra["model_alone"]),
+                None if pipe is None else pipelines.Figure(**pipe),
+            )
+            if bound is not None:
+                text = pipelines.explain_input_bound(str(result.key), bound, points)
+                result.verdict = pipelines.input_bound_verdict(verdict, text)
+
+        return self._case(
+            net,
+            "training",
+            shape[0],
+            model=model,
+            name=name,
+            runner=runner,
+            after=after,
+            **options,
+        )
 
     def forward_backward(self, net: Any, *, batch_size: int, **options: Any) -> CaseResult:
         """Forward + backward without an optimizer update (same options as `training`)."""
@@ -211,6 +349,8 @@ class MxPerf:
         name: str | None = None,
         ctx: Any = None,
         dtype: str = "float32",
+        runner: Runner | None = None,
+        after: Callable[[CaseResult], None] | None = None,
         **options: Any,
     ) -> CaseResult:
         _check_positive("batch_size", batch_size)
@@ -244,18 +384,24 @@ class MxPerf:
         if self._settings.ab:
             # Paired mode: the side processes measured this case; judge the pair.
             self._judge_pair(result)
+            if after is not None:
+                after(result)
             self.results.append(result)
             return result
         with locks.device_lock(self._run.lock_dir, self._run.device_lock_name(kind, index)):
             start = time.time()
-            ref = self._measure(result, net, spec)
+            ref = self._measure(result, net, spec, runner)
             result.window = [start, time.time()]
         if result.verdict is not None and suspected(result.verdict, self._settings.tolerance):
             self._arbitrate(result, ref)  # outside the lock: the sides take it themselves
+        if after is not None:
+            after(result)
         self.results.append(result)
         return result
 
-    def _measure(self, result: CaseResult, net: Any, spec: PrepareSpec) -> BaselineRef | None:
+    def _measure(
+        self, result: CaseResult, net: Any, spec: PrepareSpec, runner: Runner | None = None
+    ) -> BaselineRef | None:
         settings, run = self._settings, self._run
         result.software = self._backend.software()
         ref = run.baseline_for(result.hardware, str(result.key))
@@ -285,9 +431,11 @@ class MxPerf:
         config = MeasureConfig(
             min_time=settings.min_time, max_time=settings.max_time, warmup_time=settings.warmup_time
         )
-        outcome = run_case(
-            self._backend, net, spec, config, attempts=1 + settings.confirm, again=again
-        )
+        attempts = 1 + settings.confirm
+        if runner is not None:
+            outcome = runner(spec, config, attempts, again)
+        else:
+            outcome = run_case(self._backend, net, spec, config, attempts=attempts, again=again)
         result.status, result.measurement = outcome.status, outcome.measurement
         result.attempts, result.error = outcome.attempts, outcome.error
         result.warnings = outcome.warnings

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_mxperf.pipeline import parse_sweep
 from pytest_mxperf.records import DTYPES, MODES
 
 MARKER_DOC = (
@@ -25,10 +26,13 @@ MARKER_DOC = (
     "{batch size: images/sec}); it applies where the hardware key matches the glob pattern "
     "`hardware`, and to cases of `mode`/`dtype` when given. A case measured below "
     "expected * (1 - tolerance) fails. model also names the cases of the test. "
-    "efficiency maps world size -> lowest scaling efficiency of a data-parallel case."
+    "efficiency maps world size -> lowest scaling efficiency of a data-parallel case. "
+    "sweep={'preprocess_threads': [1, 2, 4]} measures a data pipeline at each value."
 )
 
-ALLOWED = frozenset({"expect", "hardware", "tolerance", "model", "mode", "dtype", "efficiency"})
+ALLOWED = frozenset(
+    {"expect", "hardware", "tolerance", "model", "mode", "dtype", "efficiency", "sweep"}
+)
 
 
 class MarkerError(ValueError):
@@ -84,6 +88,8 @@ class MarkerSpec:
 
     expectations: tuple[Expectation, ...] = ()
     model: str | None = None
+    #: A data-pipeline sweep: the factory's keyword and its values (``mxperf.pipeline``).
+    sweep: tuple[str, tuple[Any, ...]] | None = None
     efficiency: tuple[EfficiencyFloor, ...] = ()
 
     def efficiency_floor(self, *, model: str, world_size: int, hardware: str) -> float | None:
@@ -157,6 +163,11 @@ def parse_marker(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> MarkerSpec
     if dtype is not None and dtype not in DTYPES:
         raise MarkerError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
 
+    try:
+        sweep = parse_sweep(kwargs.get("sweep"))
+    except ValueError as exc:
+        raise MarkerError(str(exc)) from None
+
     expect = kwargs.get("expect")
     found: list[Expectation] = []
 
@@ -196,6 +207,7 @@ def parse_marker(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> MarkerSpec
         expectations=tuple(found),
         model=model,
         efficiency=_efficiency(kwargs.get("efficiency"), hardware, model),
+        sweep=sweep,
     )
 
 
@@ -228,9 +240,17 @@ def merge(specs: Iterable[MarkerSpec]) -> MarkerSpec:
     expectations: list[Expectation] = []
     efficiency: list[EfficiencyFloor] = []
     model: str | None = None
+    sweep: tuple[str, tuple[Any, ...]] | None = None
     for spec in specs:
         expectations.extend(spec.expectations)
         efficiency.extend(spec.efficiency)
         if model is None:
             model = spec.model
-    return MarkerSpec(expectations=tuple(expectations), model=model, efficiency=tuple(efficiency))
+        if sweep is None:
+            sweep = spec.sweep
+    return MarkerSpec(
+        expectations=tuple(expectations),
+        model=model,
+        efficiency=tuple(efficiency),
+        sweep=sweep,
+    )

@@ -347,6 +347,16 @@ SPECS: tuple[Spec, ...] = (
         "SECONDS",
     ),
 )
+SPECS += (
+    Spec(
+        "pipeline_timeout",
+        _positive_float,
+        60.0,
+        "Longest wait for one batch of a data source (mxperf.pipeline, training with data=); "
+        "a source that delivers nothing in this time fails its case instead of hanging the run.",
+        "SECONDS",
+    ),
+)
 SPECS_BY_NAME = {spec.name: spec for spec in SPECS}
 #: The one place defaults live; `Settings`, `MeasureConfig` and the help text read them here.
 DEFAULTS: dict[str, Any] = {spec.name: spec.default for spec in SPECS}
@@ -385,6 +395,7 @@ class Settings:
     benchmark_action: str | None = DEFAULTS["benchmark_action"]
     price_per_hour: float | None = DEFAULTS["price_per_hour"]
     epoch_images: int | None = DEFAULTS["epoch_images"]
+    pipeline_timeout: float = DEFAULTS["pipeline_timeout"]
     #: Set in the processes of a paired run: write measured cases here instead of judging.
     side_out: str | None = None
 

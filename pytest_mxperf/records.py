@@ -15,7 +15,7 @@ from pytest_mxperf import flops
 from pytest_mxperf.measure import Measurement
 from pytest_mxperf.options import DEVICE_KINDS
 
-MODES = ("inference", "training", "forward_backward")
+MODES = ("inference", "training", "forward_backward", "pipeline")
 #: float16: parameters cast, multi_precision SGD (GPU); amp: mxnet.contrib.amp mixed precision
 #: with float16 (GPU); bfloat16: AMP with bfloat16 through oneDNN (CPUs with AVX512-BF16/AMX).
 DTYPES = ("float32", "float16", "amp", "bfloat16")
@@ -56,6 +56,9 @@ class Outcome(str, enum.Enum):
     #: Looked regressed against a stored figure, but a paired run of the baseline commit's code
     #: on this machine measured the same: the stored figure does not hold here.
     MACHINE = "machine"
+    #: End-to-end training below the model alone on synthetic data by more than the noise:
+    #: a diagnosis, not a failure (never failed by ``--mxperf-strict`` on its own).
+    INPUT_BOUND = "input-bound"
     OOM = "oom"
     NAN = "nan"
     ERROR = "error"

@@ -55,6 +55,13 @@ def measurement_of(images_per_sec: float, rel_iqr: float = 0.0) -> Measurement:
     )
 
 
+@dataclass(frozen=True)
+class FakeArray:
+    """A batch array for fake data sources: only its shape is read (images = ``shape[0]``)."""
+
+    shape: tuple[int, ...]
+
+
 class MXNetError(Exception):
     """Stands in for ``mxnet.base.MXNetError``."""
 

@@ -58,9 +58,8 @@ def test_slower_model_fails_others_pass(
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*resnet18_v1-target/inference/float32/bs10/cpu: * img/s vs baseline * img/s (-*%), "
-            "tolerance *% (noise *%); baseline commit * (*, 1 commit(s) before HEAD) on cpu-*",
-            "*changed since the baseline: *",
+            # (a loaded machine may call the stored figure too noisy to judge: the pair decides)
+            "*resnet18_v1-target/inference/float32/bs10/cpu: * img/s vs baseline * img/s (-*%)*",
             "*confirmed by a paired run on this machine: HEAD vs baseline commit *",
         ]
     )

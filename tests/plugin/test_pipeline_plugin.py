@@ -1,0 +1,182 @@
+"""Pipeline cases through the plugin: sweep points as cases, a slower pipeline caught against
+the stored baseline and in a paired run (fake clock), and real MXNet input-/compute-bound cases."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Callable
+
+import pytest
+
+PIPE_SUITE = """
+import pytest
+from pytest_mxperf.testing import FakeArray
+
+SECONDS = {seconds}  # per batch; an extra augmentation makes it slower
+
+
+class Source:
+    def __init__(self, backend, seconds, batches=6):
+        self.backend, self.seconds, self.batches = backend, seconds, batches
+
+    def __iter__(self):
+        for _ in range(self.batches):
+            self.backend.now += self.seconds
+            yield FakeArray((8, 1))
+
+
+def test_loader(mxperf, mxperf_backend):
+    mxperf.pipeline(Source(mxperf_backend, SECONDS), model="loader")
+
+
+@pytest.mark.mxperf(sweep={{"num_workers": [0, 2]}})
+def test_workers(mxperf, mxperf_backend):
+    best = mxperf.pipeline(
+        lambda num_workers: Source(mxperf_backend, 0.01 / (1 + num_workers)), model="workers"
+    )
+    assert best.key.name == "num_workers=2"
+"""
+
+
+def _cases(pytester: pytest.Pytester) -> dict[str, Any]:
+    data = json.loads((pytester.path / "report.json").read_text())
+    return {c["key"]: c for c in data["cases"]}
+
+
+def test_sweep_points_and_a_slower_pipeline_caught_by_baseline_and_pair(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    fake_pytester.makepyfile(test_suite=PIPE_SUITE.format(seconds=0.01))
+    commit("pipeline")
+    fake_pytester.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
+    stored = fake_pytester.runpytest("--mxperf", "--mxperf-json", "report.json")
+    stored.assert_outcomes(passed=2)
+    cases = _cases(fake_pytester)
+    assert cases["loader/pipeline/float32/bs8/cpu"]["measurement"]["images_per_sec"] == (
+        pytest.approx(800.0)
+    )
+    assert cases["workers/pipeline/float32/bs8/cpu/num_workers=0"]["verdict"]["status"] == "pass"
+    assert cases["workers/pipeline/float32/bs8/cpu/num_workers=2"]["measurement"][
+        "images_per_sec"
+    ] == pytest.approx(2400.0)
+
+    fake_pytester.makepyfile(test_suite=PIPE_SUITE.format(seconds=0.015))
+    commit("an extra augmentation")
+    result = fake_pytester.runpytest("--mxperf", "--mxperf-json", "report.json")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        ["*loader/pipeline/float32/bs8/cpu: 533.3 img/s vs baseline 800.0*"]
+    )
+    assert _cases(fake_pytester)["loader/pipeline/float32/bs8/cpu"]["verdict"]["status"] == (
+        "regressed"
+    )
+
+    paired = fake_pytester.runpytest("--mxperf", "--mxperf-ab", "HEAD~1")
+    paired.assert_outcomes(passed=1, failed=1)
+    paired.stdout.fnmatch_lines(["*loader/pipeline/float32/bs8/cpu: HEAD vs HEAD~1: -33.3%*"])
+
+
+def test_pipeline_usage_errors_fail_the_test(fake_pytester: pytest.Pytester) -> None:
+    fake_pytester.makepyfile(
+        """
+        from pytest_mxperf.testing import FakeArray
+
+        def test_empty(mxperf):
+            mxperf.pipeline([], batch_size=4, model="empty")
+
+        def test_sizes(mxperf):
+            mxperf.pipeline([FakeArray((4, 1)), FakeArray((3, 1))], model="sizes")
+
+        def test_broken(mxperf):
+            class Broken:
+                def __iter__(self):
+                    yield FakeArray((4, 1))
+                    raise OSError("truncated record file")
+            mxperf.pipeline(Broken(), batch_size=4, model="broken")
+        """
+    )
+    result = fake_pytester.runpytest("--mxperf")
+    result.assert_outcomes(failed=3)
+    result.stdout.fnmatch_lines(
+        [
+            "*PipelineError: the source is empty*",
+            "*PipelineError: the source yielded a batch of 3 images after batches of 4*",
+            "*broken/pipeline/float32/bs4/cpu: OSError: truncated record file*",
+        ]
+    )
+
+
+REAL_SUITE = """
+import pytest
+from pytest_mxperf.backend import import_mxnet
+from pytest_mxperf.imagedata import image_set
+
+
+@pytest.fixture(scope="session")
+def images():
+    return image_set(import_mxnet(), size=224, count=128)
+
+
+def loader(images):
+    import mxnet as mx
+    from mxnet.gluon.data.vision import ImageFolderDataset, transforms
+
+    tf = transforms.Compose(
+        [transforms.RandomResizedCrop(224), transforms.RandomFlipLeftRight(), transforms.ToTensor()]
+    )
+    dataset = ImageFolderDataset(str(images.folder)).transform_first(tf)
+    return mx.gluon.data.DataLoader(dataset, batch_size=32, last_batch="discard")
+
+
+def test_tiny(mxperf, images):
+    from mxnet.gluon import nn
+
+    net = nn.HybridSequential()
+    net.add(nn.Conv2D(4, 8, strides=8), nn.GlobalAvgPool2D(), nn.Dense(4))
+    mxperf.training(net, data=loader(images), model="tiny")
+
+
+def test_mobilenet(mxperf, images):
+    import mxnet as mx
+    from mxnet.gluon.model_zoo import vision
+
+    it = mx.io.ImageRecordIter(
+        path_imgrec=str(images.rec), path_imgidx=str(images.idx), data_shape=(3, 224, 224),
+        batch_size=16, preprocess_threads=1,
+    )
+    mxperf.training(vision.mobilenet0_25(classes=4), data=it, model="mobilenet0.25")
+"""
+
+
+def test_real_input_bound_and_compute_bound(
+    fake_pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    pytest.importorskip("mxnet")
+    (fake_pytester.path / "conftest.py").unlink()  # the real MXNet back end
+    fake_pytester.makepyfile(test_real=REAL_SUITE)
+    cache = os.environ.get("PYTEST_MXPERF_DATA_CACHE") or str(tmp_path_factory.mktemp("img"))
+    fake_pytester._monkeypatch.setenv("PYTEST_MXPERF_DATA_CACHE", cache)
+    result = fake_pytester.runpytest_subprocess(
+        "--mxperf",
+        "--mxperf-json",
+        "report.json",
+        "--mxperf-min-time",
+        "0.3",
+        "--mxperf-max-time",
+        "1",
+        "--mxperf-warmup-time",
+        "1",
+    )
+    result.assert_outcomes(passed=2)
+    cases = _cases(fake_pytester)
+    tiny = cases["tiny/training/float32/bs32/cpu/e2e"]
+    extra = tiny["measurement"]["extra"]
+    assert tiny["verdict"]["status"] == "input-bound", tiny["verdict"]["message"]
+    assert (
+        "end-to-end" in tiny["verdict"]["message"] and "model alone" in tiny["verdict"]["message"]
+    )
+    assert extra["model_alone"]["images_per_sec"] > tiny["measurement"]["images_per_sec"]
+    mobile = cases["mobilenet0.25/training/float32/bs16/cpu/e2e"]
+    assert mobile["verdict"]["status"] == "new", mobile["verdict"]["message"]
+    assert mobile["measurement"]["extra"]["pipeline_alone"]["images_per_sec"] > 0

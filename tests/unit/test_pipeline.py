@@ -1,0 +1,181 @@
+"""Data-source measuring on a virtual clock, and the input-bound verdict (no MXNet)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pytest_mxperf import pipeline
+from pytest_mxperf.markers import MarkerError, parse_marker
+from pytest_mxperf.measure import MeasureConfig
+from pytest_mxperf.records import Outcome, Status, Verdict
+from pytest_mxperf.testing import FakeBackend, measurement_of
+
+CONFIG = MeasureConfig(min_time=0.5, max_time=2.0, warmup_time=1.0)
+
+
+class Source:
+    """A re-iterable source of ``batches`` per epoch; each batch advances the fake clock by
+    ``seconds`` and each new epoch by ``reset_seconds``; ``raise_at`` raises at that batch."""
+
+    def __init__(
+        self,
+        backend: FakeBackend,
+        *,
+        batch: int = 8,
+        batches: int = 5,
+        seconds: float = 0.01,
+        reset_seconds: float = 0.0,
+        sizes: dict[int, int] | None = None,
+        raise_at: int | None = None,
+        block: threading.Event | None = None,
+    ) -> None:
+        self.backend, self.batch, self.batches = backend, batch, batches
+        self.seconds, self.reset_seconds = seconds, reset_seconds
+        self.sizes, self.raise_at, self.block = sizes or {}, raise_at, block
+        self.served = 0
+
+    def __iter__(self) -> Iterator[Any]:
+        self.backend.now += self.reset_seconds  # eagerly, as a DataLoader starts its workers
+        return self._batches()
+
+    def _batches(self) -> Iterator[Any]:
+        for _ in range(self.batches):
+            if self.block is not None:
+                self.block.wait()
+            if self.raise_at is not None and self.served == self.raise_at:
+                raise OSError("corrupt record at offset 4096")
+            self.backend.now += self.seconds
+            n = self.sizes.get(self.served, self.batch)
+            self.served += 1
+            yield (np.zeros((n, 3, 4, 4)), np.zeros(n))
+
+
+def run(source: Any, backend: FakeBackend, **kw: Any) -> Any:
+    return pipeline.run_pipeline(backend, source, kw.pop("config", CONFIG), timeout=5.0, **kw)
+
+
+def test_images_per_second_and_epoch_resets_not_counted() -> None:
+    backend = FakeBackend()
+    # A slow reset (1 s per epoch of 5 batches) would halve the figure if it were counted.
+    src = Source(backend, batch=8, batches=5, seconds=0.01, reset_seconds=1.0)
+    result = run(src, backend)
+    assert result.status == Status.OK
+    m = result.measurement
+    # Every block spans epoch ends, yet every block is exact: no reset time was counted.
+    assert m.block_rates == pytest.approx([800.0] * len(m.block_rates))
+    assert m.extra["epoch_resets"] > 3
+    assert m.extra["reset_seconds"] == pytest.approx(m.extra["epoch_resets"] * 1.0)
+
+
+def test_batch_size_from_first_array_and_the_declared_one() -> None:
+    assert pipeline.batch_images((np.zeros((6, 3)), np.zeros(6))) == 6
+    assert pipeline.batch_images(np.zeros((4, 2))) == 4
+
+    class Iter:
+        batch_size = 32
+
+    assert pipeline.declared_batch(Iter()) == 32
+    assert pipeline.declared_batch([1, 2]) is None
+
+
+def test_a_source_that_raises_mid_epoch_is_an_error_with_its_message() -> None:
+    backend = FakeBackend()
+    result = run(Source(backend, batches=50, raise_at=30), backend)
+    assert result.status == Status.ERROR
+    assert result.error == "OSError: corrupt record at offset 4096"
+
+
+def test_an_empty_source_is_a_usage_error() -> None:
+    with pytest.raises(pipeline.PipelineError, match="empty"):
+        run([], FakeBackend())
+
+
+def test_a_batch_of_another_size_is_a_usage_error() -> None:
+    backend = FakeBackend()
+    src = Source(backend, batch=8, batches=5, sizes={3: 5})
+    with pytest.raises(pipeline.PipelineError, match="batch of 5 images after batches of 8"):
+        run(src, backend)
+    with pytest.raises(pipeline.PipelineError, match="batch of 8 images after batches of 16"):
+        run(Source(backend, batch=8), backend, images=16)
+
+
+def test_a_generator_cannot_be_restarted() -> None:
+    backend = FakeBackend()
+    gen = iter(Source(backend, batches=4))
+    with pytest.raises(pipeline.PipelineError, match="cannot be restarted"):
+        run(gen, backend)
+    with pytest.raises(pipeline.PipelineError, match="one-pass iterator"):
+        pipeline.peek_shape(iter([np.zeros((2, 3))]), clock=backend.clock, timeout=1.0)
+
+
+def test_a_source_that_never_delivers_times_out() -> None:
+    backend = FakeBackend()
+    never = threading.Event()
+    result = pipeline.run_pipeline(backend, Source(backend, block=never), CONFIG, timeout=0.05)
+    never.set()  # let the stuck fetch thread finish
+    assert result.status == Status.ERROR
+    assert "no batch within 0.05 s (--mxperf-pipeline-timeout)" in (result.error or "")
+
+
+def test_a_source_slower_than_max_time_is_measured_over_one_batch_and_flagged() -> None:
+    backend = FakeBackend()
+    src = Source(backend, batch=4, batches=3, seconds=3.0)
+    result = run(src, backend)
+    assert result.status == Status.OK
+    m = result.measurement
+    assert m.block_seconds == (3.0,) and m.items_per_sec == pytest.approx(4 / 3.0)
+    assert src.served == 2
+    assert result.warnings == [pipeline.slow_warning(3.0, CONFIG.max_time)]
+
+
+def test_input_bound_needs_a_gap_beyond_the_noise_and_a_slow_pipeline() -> None:
+    model = pipeline.Figure(1000.0, 0.01)
+    slow_pipe = pipeline.Figure(500.0, 0.01)
+    bound = pipeline.decide_input_bound(measurement_of(480.0, 0.01), model, slow_pipe)
+    assert bound is not None and bound.needed_speedup == pytest.approx(1.0)
+    # Within the noise: not input-bound.
+    assert pipeline.decide_input_bound(measurement_of(960.0, 0.01), model, slow_pipe) is None
+    noisy = pipeline.Figure(1000.0, 0.3)
+    assert pipeline.decide_input_bound(measurement_of(700.0, 0.01), noisy, slow_pipe) is None
+    # A pipeline far faster than the model: the gap is CPU sharing, not starvation.
+    fast_pipe = pipeline.Figure(3000.0, 0.01)
+    assert pipeline.decide_input_bound(measurement_of(700.0, 0.01), model, fast_pipe) is None
+
+
+def test_input_bound_message_names_both_figures_and_the_setting_that_gets_there() -> None:
+    bound = pipeline.InputBound(400.0, 1000.0, 420.0, 0.6, 0.05)
+    text = pipeline.explain_input_bound(
+        "k", bound, [("num_workers=0", 420.0), ("num_workers=2", 1100.0)]
+    )
+    assert "end-to-end 400.0 img/s vs the model alone 1000.0 img/s" in text
+    assert "must become 138% faster" in text
+    assert "num_workers=2 is enough" in text
+    text = pipeline.explain_input_bound("k", bound, [("num_workers=0", 420.0)])
+    assert "none is enough" in text
+
+
+def test_input_bound_verdict_keeps_failures_and_never_fails_by_itself() -> None:
+    passed = pipeline.input_bound_verdict(Verdict(Outcome.PASS, False, "base"), "diag")
+    assert passed.outcome == Outcome.INPUT_BOUND and not passed.failed
+    assert passed.message == "diag\nbase"
+    strict_new = pipeline.input_bound_verdict(Verdict(Outcome.NEW, True, "new"), "diag")
+    assert strict_new.outcome == Outcome.INPUT_BOUND and strict_new.failed
+    regressed = pipeline.input_bound_verdict(Verdict(Outcome.REGRESSED, True, "slow"), "diag")
+    assert regressed.outcome == Outcome.REGRESSED and regressed.message == "slow\ndiag"
+
+
+def test_sweeps_parse_strictly() -> None:
+    assert pipeline.parse_sweep({"num_workers": [0, 2]}) == ("num_workers", (0, 2))
+    assert pipeline.point_name("preprocess_threads", 4) == "preprocess_threads=4"
+    bad: object
+    for bad in ({}, {"a": []}, {"a": 1}, {"a": [1, 1]}, {"1x": [1]}, {"a": [1], "b": [2]}):
+        with pytest.raises(ValueError):
+            pipeline.parse_sweep(bad)
+    assert parse_marker((), {"sweep": {"num_workers": [0, 2]}}).sweep == ("num_workers", (0, 2))
+    with pytest.raises(MarkerError, match="sweep"):
+        parse_marker((), {"sweep": {"num_workers": "02"}})
