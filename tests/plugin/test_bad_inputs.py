@@ -153,7 +153,9 @@ def test_a_callable_that_computes_nothing_is_flagged(fake_pytester: pytest.Pytes
     result = fake_pytester.runpytest(
         "--mxperf", "--mxperf-json", "r.json", "-W", "always::pytest.PytestWarning"
     )
-    result.assert_outcomes(passed=1, warnings=1)
+    # The warning itself is matched below; its count is not asserted: in a long in-process
+    # session pytest may add its own "already imported, cannot be rewritten" warnings.
+    result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         ["*PytestWarning: mxperf: silent/inference/float32/bs4/cpu: the callable returned None*"]
     )
