@@ -314,6 +314,8 @@ def test_ctrl_c_mid_round_leaves_no_worktree_process_or_file(
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=30)  # never leave a Popen for the garbage collector to warn about
+        if proc.stdout is not None:
+            proc.stdout.close()
     assert proc.returncode == pytest.ExitCode.INTERRUPTED, out.decode()[-2000:]
     assert len(_worktrees(fake_pytester.path)) == 1
     assert not [pid for pid in sides if Path(f"/proc/{pid}").exists()], "a side outlived it"
