@@ -16,7 +16,7 @@ from pytest_mxperf import sweep as sweeps
 from pytest_mxperf.explain import (
     judge,
 )
-from pytest_mxperf.markers import MarkerSpec
+from pytest_mxperf.markers import Expectation, MarkerSpec
 from pytest_mxperf.measure import MeasureConfig, Measurement
 from pytest_mxperf.protocol import Backend, PrepareSpec
 from pytest_mxperf.records import CaseKey, CaseResult, Outcome, Status
@@ -364,14 +364,7 @@ class MxPerf:
         if why_not:
             pytest.skip(why_not)
         key = CaseKey(self._label(model), mode, dtype, batch_size, kind, name)
-        text = str(key)
-        if text in self._seen:
-            pytest.fail(
-                f"mxperf: case key {text!r} is measured twice in this run (first by "
-                f"{self._seen[text]}); pass name= to tell the cases apart",
-                pytrace=False,
-            )
-        self._seen[text] = self._item.nodeid
+        self._claim(key)
         result = CaseResult(
             key=key,
             device=f"{kind}({index})",
@@ -399,12 +392,22 @@ class MxPerf:
         self.results.append(result)
         return result
 
-    def _measure(
-        self, result: CaseResult, net: Any, spec: PrepareSpec, runner: Runner | None = None
-    ) -> BaselineRef | None:
-        settings, run = self._settings, self._run
+    def _claim(self, key: CaseKey) -> None:
+        """Two cases with one key in one run are an error."""
+        text = str(key)
+        if text in self._seen:
+            pytest.fail(
+                f"mxperf: case key {text!r} is measured twice in this run (first by "
+                f"{self._seen[text]}); pass name= to tell the cases apart",
+                pytrace=False,
+            )
+        self._seen[text] = self._item.nodeid
+
+    def _reference(self, result: CaseResult) -> tuple[BaselineRef | None, list[Expectation]]:
+        """Record the software, then the case's stored baseline and the marker expectations
+        that apply to it on this hardware."""
         result.software = self._backend.software()
-        ref = run.baseline_for(result.hardware, str(result.key))
+        ref = self._run.baseline_for(result.hardware, str(result.key))
         expectations = self._marker.matching(
             model=result.model,
             mode=result.mode,
@@ -412,6 +415,13 @@ class MxPerf:
             batch_size=result.batch_size,
             hardware=result.hardware,
         )
+        return ref, expectations
+
+    def _measure(
+        self, result: CaseResult, net: Any, spec: PrepareSpec, runner: Runner | None = None
+    ) -> BaselineRef | None:
+        settings, run = self._settings, self._run
+        ref, expectations = self._reference(result)
         why_not = None if ref is None else self._session.why_no_pair(ref.commit.get("sha"))
         # Without a paired run to confirm it, a drop must clear the floor sized for noisy
         # shared runners; with one, the lower floor lets a quiet machine catch small losses.

@@ -10,8 +10,6 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import pytest
-
 from pytest_mxperf import fingerprint, locks
 from pytest_mxperf.explain import (
     judge_scaling,
@@ -33,32 +31,20 @@ def data_parallel(
     /,
     *,
     batch_size: int,
-    input_shape: Sequence[int] = (3, 224, 224),
-    kvstore: str = "dist_sync",
-    workers: int = 2,
-    servers: int = 1,
-    contexts: Sequence[Any] | None = None,
-    model: str | None = None,
-    name: str | None = None,
-    num_classes: int | None = None,
-    optimizer: str = "sgd",
-    learning_rate: float = 0.01,
-    step_hook: str | None = None,
-    threads_per_worker: int | None = None,
+    input_shape: Sequence[int],
+    kvstore: str,
+    workers: int,
+    servers: int,
+    contexts: Sequence[Any] | None,
+    model: str | None,
+    name: str | None,
+    num_classes: int | None,
+    optimizer: str,
+    learning_rate: float,
+    step_hook: str | None,
+    threads_per_worker: int | None,
 ) -> CaseResult:
-    """Data-parallel training throughput and its weak-scaling efficiency.
-
-    ``kvstore="dist_sync"`` (``dist_device_sync``, ``dist_async``) launches ``workers``
-    worker processes and ``servers`` servers on 127.0.0.1, each worker training on
-    ``contexts`` (default one CPU); ``"local"``/``"device"``/``"nccl"`` trains on all of
-    ``contexts`` in this process. Every worker (device) gets ``batch_size`` images per step.
-    img/s(1) is measured in the same call with the same per-device batch.
-
-    :param net: ``"package.module:function"`` returning a fresh Gluon block (ranks import
-        it); a module-level function; or, in process, a Gluon block.
-    :returns: a `CaseResult` whose img/s is the aggregate of all workers, with
-        ``.scaling`` (per-worker img/s, img/s(1), efficiency, kvstore share, threads).
-    """
+    """`MxPerf.data_parallel` (its docstring and defaults) with the object first."""
     from pytest_mxperf.dataparallel import DataParallelSpec, context_name, object_ref
 
     _check_positive("batch_size", batch_size)
@@ -112,7 +98,7 @@ def data_parallel(
         kvstore if name is None else f"{kvstore}-{name}",
         world_size=n,
     )
-    _claim(bench, key)
+    bench._claim(key)
     first = spec.worker_contexts[0]
     device = f"{n}x {first}" if spec.distributed else f"{kind}({_indices(spec.contexts)})"
     run = bench._run
@@ -150,18 +136,6 @@ def data_parallel(
     return result
 
 
-def _claim(bench: MxPerf, key: CaseKey) -> None:
-    """Two cases with one key in one run are an error."""
-    text = str(key)
-    if text in bench._seen:
-        pytest.fail(
-            f"mxperf: case key {text!r} is measured twice in this run (first by "
-            f"{bench._seen[text]}); pass name= to tell the cases apart",
-            pytrace=False,
-        )
-    bench._seen[text] = bench._item.nodeid
-
-
 def _measure_data_parallel(
     bench: MxPerf, result: CaseResult, block: Any, spec: DataParallelSpec
 ) -> BaselineRef | None:
@@ -170,15 +144,7 @@ def _measure_data_parallel(
     from pytest_mxperf.dataparallel import DataParallelError
 
     settings, run = bench._settings, bench._run
-    result.software = bench._backend.software()
-    ref = run.baseline_for(result.hardware, str(result.key))
-    expectations = bench._marker.matching(
-        model=result.model,
-        mode=result.mode,
-        dtype=result.dtype,
-        batch_size=result.batch_size,
-        hardware=result.hardware,
-    )
+    ref, expectations = bench._reference(result)
     n = spec.world_size
     floor = bench._marker.efficiency_floor(
         model=result.model, world_size=n, hardware=result.hardware

@@ -23,26 +23,17 @@ def sweep(
     bench: MxPerf,
     net: Any,
     *,
-    batch_sizes: Sequence[int] | str = sweeps.AUTO,
-    mode: str = "inference",
-    dtypes: Sequence[str] = ("float32",),
-    start: int = 1,
-    max_batch: int = sweeps.MAX_BATCH,
-    model: str | None = None,
-    name: str | None = None,
-    ctx: Any = None,
+    batch_sizes: Sequence[int] | str,
+    mode: str,
+    dtypes: Sequence[str],
+    start: int,
+    max_batch: int,
+    model: str | None,
+    name: str | None,
+    ctx: Any,
     **options: Any,
 ) -> sweeps.Sweep:
-    """Measure ``net`` at many batch sizes and dtypes; each point is a normal case.
-
-    :param net: what `inference` takes, or a function of no arguments that builds it (called
-        for every point: needed for float16, which casts the network in place).
-    :param batch_sizes: a list (measured powers of two first), or ``"auto"``: from
-        ``start``, doubling until a batch does not fit (out of memory; on CPU, predicted
-        over ``--mxperf-memory-budget``) or ``max_batch``, then bisecting.
-    :param dtypes: any of float32, float16, amp, bfloat16; one the device cannot run is
-        skipped with its reason (the test is skipped when none can run).
-    """
+    """`MxPerf.sweep` (its docstring and defaults) with the object first."""
     plan = sweeps.make_plan(batch_sizes, start, max_batch)
     ctx = bench._default_ctx if ctx is None else ctx
     kind, _ = bench._backend.describe(ctx)

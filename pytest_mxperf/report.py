@@ -108,12 +108,20 @@ def render_table(
             "dtype": r.dtype,
         }
         rows.append([cells[h] for h in headers])
+    return fit_table(rows, headers, ("% of peak", "epoch", "dtype", "device", "mode", "bs"), width)
+
+
+def fit_table(
+    rows: Sequence[Sequence[object]], headers: list[str], drop: Sequence[str], width: int
+) -> list[str]:
+    """A plain table no wider than ``width`` where it can be: the columns named in ``drop``
+    are left out, in that order, until the lines fit; rows are never wrapped."""
     keep = list(range(len(headers)))
-    for drop in (None, "% of peak", "epoch", "dtype", "device", "mode", "bs"):
-        if drop is not None:
-            if drop not in headers:
+    for name in (None, *drop):
+        if name is not None:
+            if name not in headers:
                 continue
-            keep.remove(headers.index(drop))
+            keep.remove(headers.index(name))
         lines = tabulate(
             [[row[i] for i in keep] for row in rows],
             [headers[i] for i in keep],

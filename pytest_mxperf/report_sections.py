@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from tabulate import tabulate
 
 from pytest_mxperf.records import CaseResult
-from pytest_mxperf.report import MODE_SHORT, _cell, _rate
+from pytest_mxperf.report import MODE_SHORT, _cell, _rate, fit_table
 
 
 def render_sweeps(results: Iterable[CaseResult], width: int = 120) -> list[tuple[str, list[str]]]:
@@ -98,16 +98,4 @@ def render_scaling(results: Iterable[CaseResult], width: int = 120) -> list[str]
         "kv share",
         "threads",
     ]
-    keep = list(range(len(headers)))
-    for drop in (None, "threads", "bs/dev", "baseline", "img/s(1)"):
-        if drop is not None:
-            keep.remove(headers.index(drop))
-        lines = tabulate(
-            [[row[i] for i in keep] for row in rows],
-            [headers[i] for i in keep],
-            tablefmt="simple",
-            disable_numparse=True,
-        ).splitlines()
-        if max(len(line) for line in lines) <= width:
-            break
-    return lines
+    return fit_table(rows, headers, ("threads", "bs/dev", "baseline", "img/s(1)"), width)
