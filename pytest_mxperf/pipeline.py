@@ -20,7 +20,7 @@ from typing import Any
 from pytest_mxperf.measure import MeasureConfig, Measurement, measure
 from pytest_mxperf.protocol import Backend, PrepareSpec, SpecError
 from pytest_mxperf.records import Outcome, Status, Verdict
-from pytest_mxperf.runner import USAGE_ERRORS, CaseRun, run_case
+from pytest_mxperf.runner import USAGE_ERRORS, CaseRun, record_failure, run_case
 
 #: End-to-end below the model alone by more than this many times the noise is input-bound.
 NOISE_FACTOR = 2.0
@@ -429,14 +429,7 @@ def run_end_to_end(
         if problem:
             run.status, run.error = Status.NAN, problem
     except Exception as exc:
-        if backend.is_oom(exc):
-            run.status, run.measurement = Status.OOM, None
-            run.error = str(exc).strip().splitlines()[-1][:300]
-        elif isinstance(exc, USAGE_ERRORS):
-            raise
-        else:
-            run.status, run.measurement = Status.ERROR, None
-            run.error = f"{type(exc).__name__}: {exc}"
+        record_failure(run, backend, exc)
     finally:
         fetcher.close()
         with contextlib.suppress(Exception):

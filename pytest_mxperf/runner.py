@@ -44,6 +44,19 @@ def nothing_computed(m: Measurement) -> str:
     )
 
 
+def record_failure(run: CaseRun, backend: Backend, exc: Exception) -> None:
+    """How a case that raised ends: out of memory is a result (`Status.OOM`), `USAGE_ERRORS`
+    propagate, anything else from the model is `Status.ERROR` with its message."""
+    if backend.is_oom(exc):
+        run.status, run.measurement = Status.OOM, None
+        run.error = str(exc).strip().splitlines()[-1][:300]
+    elif isinstance(exc, USAGE_ERRORS):
+        raise exc
+    else:
+        run.status, run.measurement = Status.ERROR, None
+        run.error = f"{type(exc).__name__}: {exc}"
+
+
 def run_case(
     backend: Backend,
     model: Any,
@@ -84,14 +97,7 @@ def run_case(
         if run.measurement is not None and not prepared.computed():
             run.warnings.append(nothing_computed(run.measurement))
     except Exception as exc:
-        if backend.is_oom(exc):
-            run.status, run.measurement = Status.OOM, None
-            run.error = str(exc).strip().splitlines()[-1][:300]
-        elif isinstance(exc, USAGE_ERRORS):
-            raise
-        else:
-            run.status, run.measurement = Status.ERROR, None
-            run.error = f"{type(exc).__name__}: {exc}"
+        record_failure(run, backend, exc)
     finally:
         del prepared  # free the model and its buffers before the next case
         with contextlib.suppress(Exception):
