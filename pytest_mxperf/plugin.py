@@ -44,6 +44,21 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(hookspec)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    """With mxnet-cu112 installed, load the CUDA libraries of NVIDIA's pip wheels before any
+    conftest or test module runs ``import mxnet`` at its top (which would otherwise fail on
+    ``libcudnn.so.8``). The CPU build pays one package-metadata lookup."""
+    from pytest_mxperf import cuda
+
+    if cuda.cuda_build() is None:
+        return
+    try:
+        cuda.preload()
+    except ValueError as exc:  # a bad PYTEST_MXPERF_CUDA
+        raise pytest.UsageError(f"mxperf: {exc}") from None
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("mxperf", "MXNet throughput regression testing (pytest-mxperf)")
     for flag in options.FLAGS:
