@@ -9,7 +9,7 @@ from tabulate import tabulate
 
 from pytest_mxperf import cost, fingerprint, summary
 from pytest_mxperf.options import Settings
-from pytest_mxperf.records import CaseResult, Status, Verdict
+from pytest_mxperf.records import CaseResult, Outcome, Status, Verdict
 from pytest_mxperf.runinfo import RunInfo
 
 REPORT_SCHEMA = 1
@@ -333,6 +333,13 @@ def results_sections(
         sections.append(("mxperf: data-parallel scaling (weak: same batch per device)", scaling))
     counts = ", ".join(f"{n} {status}" for status, n in verdict_counts(results).items())
     tail = [f"mxperf verdicts: {counts}"]
+    machine = sum(1 for r in results if r.verdict and r.verdict.outcome == Outcome.MACHINE)
+    if machine:
+        tail.append(
+            f"mxperf: {machine} case(s) below their stored figures run as fast as the baseline "
+            "commit on this machine: the baselines do not hold here; store a baseline for this "
+            "machine with --mxperf-update (or name its hardware key with --mxperf-machine)"
+        )
     if price_per_hour is not None or epoch_images is not None:
         parts = [] if price_per_hour is None else [f"${price_per_hour:g} per hour"]
         parts += [] if epoch_images is None else [f"epoch = {epoch_images:,} images"]
