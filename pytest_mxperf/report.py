@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -23,12 +24,18 @@ def _rate(value: float | None) -> str:
 
 
 def _change(v: Verdict | None) -> str:
-    """The change column: ``-8.1%``, or with a paired interval's half-width ``-8.1% ±2.0%``."""
+    """The change column: ``-8.1%``; a paired run's estimate with its interval's half-width,
+    ``-8.1% ±2.0%``; a stored-baseline change arbitrated by a pair, both:
+    ``-28.6%, pair +0.0% ±2.9%`` (the stored change has no interval of its own)."""
     if v is None or v.change is None:
         return "-"
     if v.interval is None:
         return f"{v.change:+.1%}"
-    return f"{v.change:+.1%} ±{(v.interval[1] - v.interval[0]) / 2:.1%}"
+    low, high = v.interval
+    half = f"±{(high - low) / 2:.1%}"
+    if v.threshold is None:  # --mxperf-ab: the change is the pair's estimate
+        return f"{v.change:+.1%} {half}"
+    return f"{v.change:+.1%}, pair {math.sqrt(low * high) - 1:+.1%} {half}"
 
 
 def _cell(result: CaseResult) -> str:
