@@ -273,6 +273,17 @@ def test_without_the_baseline_commit_the_wider_floor_applies(
     result = fake_pytester.runpytest("--mxperf", "--mxperf-compare", "f" * 40)
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*mxperf verdicts: 2 pass*"])
+    # Beyond the floor, today's judgement, saying it was not confirmed and why.
+    _inflate_baselines(fake_pytester.path, 1.3)  # -30%
+    beyond = fake_pytester.runpytest("--mxperf", "--mxperf-compare", "f" * 40)
+    beyond.assert_outcomes(failed=2)
+    beyond.stdout.fnmatch_lines(
+        [
+            "*tolerance 20.0%*",
+            "*not confirmed by a paired run (the baseline commit ffffffffff is not in this clone "
+            "(shallow clone?)): judged against the stored figure*",
+        ]
+    )
 
 
 SLOW_SUITE = """
