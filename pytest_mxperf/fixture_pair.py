@@ -28,13 +28,27 @@ def arbitrate(bench: MxPerf, result: CaseResult, ref: BaselineRef | None) -> Non
     sha = None if ref is None else ref.commit.get("sha")
     if ref is None or not sha or bench._session.why_no_pair(sha) is not None:
         return
-    data = bench._session.pairer.run(str(sha)[:10], str(sha), [bench._item.nodeid], _quiet)
+    other = other_machine(bench, ref)
+    try:
+        data = bench._session.pairer.run(str(sha)[:10], str(sha), [bench._item.nodeid], _quiet)
+    except pairing.PairSetupError as exc:
+        # The stored judgement stands, saying why no pair could confirm it.
+        result.verdict = result.verdict.explained(
+            explain_arbitrated(
+                result.verdict.message, result.verdict, None, "", "", [], other, str(exc)
+            )
+        )
+        return
     key = str(result.key)
     estimate = data.estimate(key, bench._settings.min_effect)
     pair = None if estimate is None else decide_paired(estimate, bench._policy(0.0))
     changed = what_changed(result, ref)
-    verdict = decide_arbitrated(result.verdict, pair, bool(changed), bench._settings.update)
-    other = other_machine(bench, ref)
+    # What the baseline side of the pair did not reproduce: with --mxperf-env-command it runs
+    # in the baseline commit's environment, and a pair that matches the baseline's software
+    # judges code and software together; without it, everything that changed.
+    revs = [r[pairing.REV].cases[key] for r in data.rounds if key in r[pairing.REV].cases]
+    uncovered = what_changed(revs[0], ref) if revs else changed
+    verdict = decide_arbitrated(result.verdict, pair, bool(uncovered), bench._settings.update)
     why = "; ".join(data.side_failures(pairing.REV) + data.side_failures(pairing.HEAD))
     message = explain_arbitrated(
         result.verdict.message,
