@@ -268,6 +268,22 @@ def test_injected_exchange_lowers_efficiency_and_raises_comm_share(
     watch.assert_all_gone()
 
 
+def test_dist_async_one_and_two_workers(no_test_env: pytest.MonkeyPatch) -> None:
+    # No lock-step (async workers never wait for each other's push): the optimizer runs on the
+    # server, each worker stops when its own measurement is done.
+    watch = Watch()
+    result = run_distributed(
+        replace(SPEC, kvstore="dist_async"), run_id=watch.run_id, on_poll=watch
+    )
+    assert (result.kvstore, result.world_size) == ("dist_async", 2)
+    workers = result.scaled.workers
+    assert [w.rank for w in workers] == [0, 1]
+    assert all(w.update_on_kvstore is True and w.compute is not None for w in workers)
+    assert all(rate > 0 for rate in result.per_worker_images_per_sec)
+    assert result.efficiency == result.images_per_sec / (2 * result.single.images_per_sec)
+    watch.assert_all_gone()
+
+
 # in one process -----------------------------------------------------------------------------
 
 
