@@ -301,6 +301,26 @@ def test_in_process_two_cpu_contexts_with_local_kvstore(no_test_env: pytest.Monk
     assert result.efficiency == result.images_per_sec / (2 * result.single.images_per_sec)
 
 
+def test_exported_symbol_files_as_the_model(
+    tmp_path: Path, no_test_env: pytest.MonkeyPatch
+) -> None:
+    net = models.dense_net()
+    net.initialize()
+    net.hybridize()
+    net(mx.nd.zeros((1, 3, 32, 32)))
+    net.export(str(tmp_path / "mlp"))
+    symbol = str(tmp_path / "mlp-symbol.json")
+    spec = replace(SPEC, factory=symbol, step_hook=None)
+    # In one process, and in a launched worker (which imports nothing of the test).
+    result = run_in_process(replace(spec, kvstore="local", contexts=("cpu(0)", "cpu(1)")))
+    assert result.images_per_sec > 0
+    assert result.scaled.workers[0].full.items_per_step == 2 * 16
+    watch = Watch()
+    (report,) = launch(replace(spec, workers=1), run_id=watch.run_id, on_poll=watch)
+    assert report.images_per_sec > 0 and report.contexts == ("cpu(0)",)
+    watch.assert_all_gone()
+
+
 def _gpus() -> int:
     try:
         return int(mx.context.num_gpus())
