@@ -16,8 +16,10 @@ import importlib
 import os
 import re
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any, Callable
 
 from pytest_mxperf.measure import MeasureConfig, Measurement, measure
@@ -66,8 +68,11 @@ class DataParallelSpec:
         if self.kvstore not in IN_PROCESS_KVSTORES + DIST_KVSTORES:
             known = ", ".join(IN_PROCESS_KVSTORES + DIST_KVSTORES)
             raise ValueError(f"unknown kvstore {self.kvstore!r}; choose from {known}")
-        if ":" not in self.factory:
-            raise ValueError(f"factory must be 'package.module:function', got {self.factory!r}")
+        if ":" not in self.factory and not is_symbol_file(self.factory):
+            raise ValueError(
+                "factory must be 'package.module:function' or an exported "
+                f"'PREFIX-symbol.json', got {self.factory!r}"
+            )
         if self.batch_per_device < 1:
             raise ValueError(f"batch_per_device must be >= 1, got {self.batch_per_device}")
         if self.distributed and (self.workers < 1 or self.servers < 1):
@@ -548,7 +553,34 @@ def make_hook(spec: DataParallelSpec, kv: Any, contexts: Sequence[Any]) -> StepH
     return hook
 
 
+def is_symbol_file(ref: str) -> bool:
+    """Whether a factory names an exported symbol file (``HybridBlock.export``'s JSON)."""
+    return ref.endswith(".json")
+
+
+def load_symbol_block(path: str) -> Any:
+    """A Gluon ``SymbolBlock`` from ``PREFIX-symbol.json`` (input ``data``), with the weights
+    of the newest ``PREFIX-NNNN.params`` beside it when there is one (else initialized fresh:
+    throughput does not depend on the weights)."""
+    from pytest_mxperf.backend import import_mxnet
+
+    symbol = Path(path)
+    if not symbol.is_file():
+        raise DataParallelError(f"the symbol file {path!r} does not exist")
+    prefix = (
+        path[: -len("-symbol.json")] if path.endswith("-symbol.json") else path[: -len(".json")]
+    )
+    params = sorted(Path(prefix).parent.glob(Path(prefix).name + "-*.params"))
+    mx = import_mxnet()
+    with warnings.catch_warnings():
+        # MXNet warns that the input's dtype is unknown until the first batch: it is float32.
+        warnings.filterwarnings("ignore", "Cannot decide type", UserWarning)
+        return mx.gluon.SymbolBlock.imports(path, ["data"], str(params[-1]) if params else None)
+
+
 def build_model(spec: DataParallelSpec) -> Any:
+    if is_symbol_file(spec.factory):
+        return load_symbol_block(spec.factory)
     net = load_object(spec.factory)()
     if net is None:
         raise DataParallelError(f"the factory {spec.factory!r} returned None, not a Gluon block")

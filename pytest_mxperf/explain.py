@@ -181,8 +181,10 @@ def explain_arbitrated(
     changed: Sequence[str],
     other_machine: bool,
     why_not: str | None = None,
+    what: str = "img/s",
 ) -> str:
-    """The message of a stored-baseline verdict after a paired run of the baseline commit."""
+    """The message of a stored-baseline verdict after a paired run of the baseline commit
+    (``what`` the pair compared: img/s, or a data-parallel case's scaling efficiency)."""
     where = " (the baseline was measured on another machine)" if other_machine else ""
     if estimate is None:
         return (
@@ -190,7 +192,9 @@ def explain_arbitrated(
             f"{where}"
         )
     pair = pair_summary(estimate, f"baseline commit {rev_label}", paired.CONFIDENCE)
-    rounds = f"img/s per round (baseline commit/HEAD): {rounds_text}"
+    if what != "img/s":
+        pair = f"{what} {pair}"
+    rounds = f"{what} per round (baseline commit/HEAD): {rounds_text}"
     if verdict.outcome == Outcome.MACHINE:
         # Reached with changes only when the baseline side ran in the baseline's environment.
         what = "the code is not slower"
@@ -226,6 +230,32 @@ def explain_arbitrated(
 
 #: A rise of the communication share by at least this much (absolute) explains a scaling drop.
 COMM_GREW = 0.05
+
+
+def explain_paired_scaling(
+    kvstore: str,
+    estimate: PairedEstimate,
+    regressed: bool,
+    rev_label: str,
+    rounds_text: str,
+    shares: tuple[float, float],
+    min_effect: float,
+) -> str:
+    """The scaling part of a paired data-parallel verdict: the efficiency HEAD vs REV over the
+    rounds, and the kvstore share of a step on each side (``shares``: REV's, HEAD's medians)."""
+    head = f"scaling efficiency {pair_summary(estimate, rev_label, paired.CONFIDENCE)}"
+    if regressed:
+        head += f": lower, and a drop of {min_effect:.0%} or more is not ruled out"
+    rev_share, head_share = shares
+    share = f"kvstore ({kvstore}) share of a step ({rev_label} -> HEAD): {rev_share:.0%} -> "
+    share += f"{head_share:.0%}"
+    if head_share - rev_share >= COMM_GREW:
+        share += (
+            ": scaling dropped because communication grew" if regressed else ": communication grew"
+        )
+    elif regressed:
+        share += ": communication did not grow (a faster single device also lowers the efficiency)"
+    return "\n".join([head, f"efficiency per round ({rev_label}/HEAD): {rounds_text}", share])
 
 
 def scaling_summary(s: Scaling) -> str:

@@ -10,8 +10,10 @@ from pytest_mxperf import pairing
 from pytest_mxperf.explain import (
     explain_arbitrated,
     explain_paired,
+    explain_paired_scaling,
     what_changed,
 )
+from pytest_mxperf.paired import PairedEstimate
 from pytest_mxperf.records import CaseResult, Outcome, Status, Verdict
 from pytest_mxperf.resolution import BaselineRef
 from pytest_mxperf.verdict import decide_arbitrated, decide_paired
@@ -40,7 +42,15 @@ def arbitrate(bench: MxPerf, result: CaseResult, ref: BaselineRef | None) -> Non
         )
         return
     key = str(result.key)
-    estimate = data.estimate(key, bench._settings.min_effect)
+    # A scaling regression (the stored efficiency decided) is confirmed or cleared on the
+    # efficiency of the pair, not on its aggregate img/s.
+    scaling = result.verdict.scaling
+    if scaling:
+        estimate = data.efficiency_estimate(key, bench._settings.min_effect)
+        rounds = [pairing.describe_efficiency_round(p) for p in data.scaling_pairs(key)]
+    else:
+        estimate = data.estimate(key, bench._settings.min_effect)
+        rounds = [pairing.describe_round(p) for p in data.pairs(key)]
     pair = None if estimate is None else decide_paired(estimate, bench._policy(0.0))
     changed = what_changed(result, ref)
     # What the baseline side of the pair did not reproduce: with --mxperf-env-command it runs
@@ -55,10 +65,11 @@ def arbitrate(bench: MxPerf, result: CaseResult, ref: BaselineRef | None) -> Non
         verdict,
         estimate,
         str(sha)[:10],
-        ", ".join(pairing.describe_round(p) for p in data.pairs(key)),
+        ", ".join(rounds),
         changed,
         other,
         why_not=why or None,
+        what="scaling efficiency" if scaling else "img/s",
     )
     result.verdict = verdict.explained(message)
 
@@ -111,7 +122,49 @@ def judge_pair(bench: MxPerf, result: CaseResult) -> None:
         s.min_effect,
         failures,
     )
+    if result.scaling is not None and estimate is not None:
+        verdict, message = _pair_scaling(bench, result, verdict, message)
     result.verdict = verdict.explained(message)
+
+
+def _pair_scaling(
+    bench: MxPerf, result: CaseResult, verdict: Verdict, message: str
+) -> tuple[Verdict, str]:
+    """A data-parallel case in ``--mxperf-ab`` mode: its scaling efficiency is paired too, and a
+    lower efficiency beyond the noise fails it like a lower img/s (the message then leads with
+    the efficiency and the kvstore share of both sides)."""
+    data, s = bench._session.paired, bench._settings
+    assert data is not None
+    key = str(result.key)
+    estimate: PairedEstimate | None = data.efficiency_estimate(key, s.min_effect)
+    if estimate is None:
+        return verdict, message
+    pairs = data.scaling_pairs(key)
+    eff = decide_paired(estimate, bench._policy(0.0))
+    regressed = eff.outcome == Outcome.REGRESSED
+    scalings = [(a.scaling, b.scaling) for a, b in pairs]
+    rev_eff = sorted(a.efficiency for a, _ in scalings if a is not None)
+    rev_share = sorted(a.comm_share for a, _ in scalings if a is not None)
+    head_share = sorted(b.comm_share for _, b in scalings if b is not None)
+    text = explain_paired_scaling(
+        result.scaling.kvstore if result.scaling else "?",
+        estimate,
+        regressed,
+        data.rev_label,
+        ", ".join(pairing.describe_efficiency_round(p) for p in pairs),
+        (rev_share[len(rev_share) // 2], head_share[len(head_share) // 2]),
+        s.min_effect,
+    )
+    verdict = replace(
+        verdict,
+        baseline_efficiency=rev_eff[len(rev_eff) // 2],
+        baseline_comm_share=rev_share[len(rev_share) // 2],
+        efficiency_change=estimate.ratio - 1,
+    )
+    if regressed and verdict.outcome != Outcome.REGRESSED:
+        verdict = replace(verdict, outcome=Outcome.REGRESSED, failed=True, scaling=True)
+        return verdict, f"{key}: {text}\naggregate: {message}"
+    return verdict, f"{message}\n{text}"
 
 
 def _quiet(_: str) -> None:

@@ -92,6 +92,36 @@ class PairedData:
         ]
         return paired.paired_estimate(rounds, min_effect=min_effect)
 
+    def scaling_pairs(self, key: str) -> list[tuple[CaseResult, CaseResult]]:
+        """The rounds of a data-parallel ``key`` where both sides measured an efficiency."""
+        return [
+            (a, b)
+            for a, b in self.pairs(key)
+            if a.scaling is not None
+            and b.scaling is not None
+            and a.scaling.efficiency > 0
+            and b.scaling.efficiency > 0
+        ]
+
+    def efficiency_estimate(self, key: str, min_effect: float) -> paired.PairedEstimate | None:
+        """The paired estimate of a data-parallel case's scaling efficiency (HEAD/REV), as
+        `estimate` does for img/s; the within-round noise is the aggregate's block spread."""
+        pairs = self.scaling_pairs(key)
+        if len(pairs) < 2:
+            return None
+        rounds = []
+        for a, b in pairs:
+            assert a.scaling is not None and b.scaling is not None
+            rounds.append(
+                paired.PairedRound(
+                    rev=a.scaling.efficiency,
+                    head=b.scaling.efficiency,
+                    rev_blocks=tuple(a.measurement.block_rates) if a.measurement else (),
+                    head_blocks=tuple(b.measurement.block_rates) if b.measurement else (),
+                )
+            )
+        return paired.paired_estimate(rounds, min_effect=min_effect)
+
 
 @dataclass(frozen=True)
 class SideSpec:
@@ -230,6 +260,12 @@ def nodeids_of(data: PairedData, keys: Sequence[str]) -> list[str]:
 def describe_round(pair: tuple[CaseResult, CaseResult]) -> str:
     a, b = pair
     return f"{a.images_per_sec or 0:.1f}/{b.images_per_sec or 0:.1f}"
+
+
+def describe_efficiency_round(pair: tuple[CaseResult, CaseResult]) -> str:
+    a, b = pair
+    assert a.scaling is not None and b.scaling is not None
+    return f"{a.scaling.efficiency:.1%}/{b.scaling.efficiency:.1%}"
 
 
 def as_dict(data: PairedData) -> dict[str, Any]:

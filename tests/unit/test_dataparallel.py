@@ -17,6 +17,7 @@ from pytest_mxperf.dataparallel import (
     WorkerReport,
     aggregate,
     block_spans,
+    build_model,
     comm_share,
     common_window,
     context_name,
@@ -144,6 +145,16 @@ def test_spec_validates_and_round_trips() -> None:
         DataParallelSpec(factory="m:f", batch_per_device=1, kvstore="device")
     with pytest.raises(ValueError, match="not a device"):
         DataParallelSpec(factory="m:f", batch_per_device=1, kvstore="local", contexts=("tpu0",))
+    symbol = DataParallelSpec(factory="models/mlp-symbol.json", batch_per_device=1)
+    assert DataParallelSpec.from_dict(json.loads(json.dumps(symbol.as_dict()))) == symbol
+
+
+def test_a_missing_symbol_file_is_named(tmp_path: Path) -> None:
+    path = str(tmp_path / "gone-symbol.json")
+    with pytest.raises(
+        DataParallelError, match=r"symbol file .*gone-symbol\.json.* does not exist"
+    ):
+        build_model(DataParallelSpec(factory=path, batch_per_device=1))
 
 
 def test_contexts_parse_and_print() -> None:
