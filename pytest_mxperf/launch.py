@@ -28,12 +28,12 @@ from typing import IO, Callable
 
 from pytest_mxperf.dataparallel import (
     DataParallelError,
-    DataParallelResult,
     DataParallelSpec,
     ScalingCase,
     WorkerReport,
     aggregate,
 )
+from pytest_mxperf.dp_result import DataParallelResult
 from pytest_mxperf.rank import LOCAL_RANK_ENV
 
 LOOPBACK = "127.0.0.1"

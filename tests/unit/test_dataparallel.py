@@ -11,21 +11,23 @@ import pytest
 
 from pytest_mxperf.dataparallel import (
     DataParallelError,
-    DataParallelResult,
     DataParallelSpec,
     ScalingCase,
     WorkerReport,
     aggregate,
-    block_spans,
     comm_share,
     common_window,
-    context_name,
     efficiency,
     items_in_window,
+    parse_context,
+)
+from pytest_mxperf.dp_result import DataParallelResult
+from pytest_mxperf.dp_train import (
+    block_spans,
+    context_name,
     load_object,
     measure_with_timeline,
     object_ref,
-    parse_context,
 )
 from pytest_mxperf.launch import default_threads, free_port, rank_environment, tail
 from pytest_mxperf.measure import MeasureConfig, Measurement

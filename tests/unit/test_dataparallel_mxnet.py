@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mxperf.dataparallel import DataParallelResult, DataParallelSpec, run_in_process
+from pytest_mxperf.dataparallel import DataParallelSpec
+from pytest_mxperf.dp_local import run_in_process
+from pytest_mxperf.dp_result import DataParallelResult
 from pytest_mxperf.launch import (
     RUN_ID_ENV,
     LaunchTimeout,
