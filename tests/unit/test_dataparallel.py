@@ -29,8 +29,9 @@ from pytest_mxperf.dp_train import (
     measure_with_timeline,
     object_ref,
 )
-from pytest_mxperf.launch import default_threads, free_port, rank_environment, tail
+from pytest_mxperf.launch import tail
 from pytest_mxperf.measure import MeasureConfig, Measurement
+from pytest_mxperf.rank_env import default_threads, free_port, rank_environment
 
 FAST = MeasureConfig(min_time=0.0, max_time=0.0, min_blocks=3, block_time=0.001)
 
