@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_mxperf import mxmodels
 
-# MXNetUnavailable is re-exported only for cuda.main(), which another branch is moving; point
-# that import at pytest_mxperf.mxnet_import and drop the alias (it closes an import cycle).
+# The `name as name` imports are re-exports for cuda.main() only (another branch is splitting
+# cuda.py): once it imports them from mxnet_import, drop the aliases; cuda -> backend is the
+# last edge of an import cycle (mxnet_import -> cuda -> backend -> mxnet_import).
 from pytest_mxperf.mxnet_import import MXNetUnavailable as MXNetUnavailable
 from pytest_mxperf.mxnet_import import import_mxnet as import_mxnet
 from pytest_mxperf.protocol import (
