@@ -46,12 +46,8 @@ def data_parallel(
     threads_per_worker: int | None,
 ) -> CaseResult:
     """`MxPerf.data_parallel` (its docstring and defaults) with the object first."""
-    from pytest_mxperf.dataparallel import (
-        DataParallelSpec,
-        context_name,
-        is_symbol_file,
-        object_ref,
-    )
+    from pytest_mxperf.dataparallel import DataParallelSpec, is_symbol_file
+    from pytest_mxperf.dp_train import context_name, object_ref
 
     _check_positive("batch_size", batch_size)
     in_process = not kvstore.startswith("dist")

@@ -254,7 +254,7 @@ def _device_kinds(config: pytest.Config) -> tuple[str, ...]:
 
 def _mxnet_has_cuda() -> bool:
     """Whether the installed MXNet is a CUDA build (asked only where nvidia-smi sees GPUs)."""
-    from pytest_mxperf.backend import MXNetUnavailable, import_mxnet
+    from pytest_mxperf.mxnet_import import MXNetUnavailable, import_mxnet
 
     try:
         return bool(import_mxnet().runtime.Features().is_enabled("CUDA"))
@@ -272,7 +272,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.fixture(scope="session")
 def mxperf_backend() -> Backend:
     """The measuring back end (MXNet). Override it in a conftest to use a fake one."""
-    from pytest_mxperf.backend import MXNetBackend, MXNetUnavailable
+    from pytest_mxperf.backend import MXNetBackend
+    from pytest_mxperf.mxnet_import import MXNetUnavailable
 
     try:
         return MXNetBackend()

@@ -151,12 +151,12 @@ def test_a_real_cpu_allocation_failure_ends_the_doubling(pytester: pytest.Pytest
 
 
 def _bf16_reason() -> str | None:
-    from pytest_mxperf import sweep
+    from pytest_mxperf import dtype_support
     from pytest_mxperf.backend import MXNetBackend
 
     features = MXNetBackend().software()["mxnet_features"]
-    return sweep.unsupported_dtype(
-        "bfloat16", "cpu", "inference", flags=sweep.cpu_flags(), features=features
+    return dtype_support.unsupported_dtype(
+        "bfloat16", "cpu", "inference", flags=dtype_support.cpu_flags(), features=features
     )
 
 

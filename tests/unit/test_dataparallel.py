@@ -11,25 +11,28 @@ import pytest
 
 from pytest_mxperf.dataparallel import (
     DataParallelError,
-    DataParallelResult,
     DataParallelSpec,
     ScalingCase,
     WorkerReport,
     aggregate,
-    block_spans,
-    build_model,
     comm_share,
     common_window,
-    context_name,
     efficiency,
     items_in_window,
+    parse_context,
+)
+from pytest_mxperf.dp_result import DataParallelResult
+from pytest_mxperf.dp_train import (
+    block_spans,
+    build_model,
+    context_name,
     load_object,
     measure_with_timeline,
     object_ref,
-    parse_context,
 )
-from pytest_mxperf.launch import default_threads, free_port, rank_environment, tail
+from pytest_mxperf.launch import tail
 from pytest_mxperf.measure import MeasureConfig, Measurement
+from pytest_mxperf.rank_env import default_threads, free_port, rank_environment
 
 FAST = MeasureConfig(min_time=0.0, max_time=0.0, min_blocks=3, block_time=0.001)
 

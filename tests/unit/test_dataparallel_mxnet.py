@@ -18,17 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mxperf.dataparallel import DataParallelResult, DataParallelSpec, run_in_process
-from pytest_mxperf.launch import (
-    RUN_ID_ENV,
-    LaunchTimeout,
-    RankFailed,
-    RankProcess,
-    default_threads,
-    launch,
-    run_distributed,
-)
+from pytest_mxperf.dataparallel import DataParallelSpec
+from pytest_mxperf.dp_local import run_in_process
+from pytest_mxperf.dp_result import DataParallelResult
+from pytest_mxperf.launch import LaunchTimeout, RankFailed, RankProcess, launch, run_distributed
 from pytest_mxperf.measure import MeasureConfig
+from pytest_mxperf.rank_env import RUN_ID_ENV, default_threads
 
 mx = pytest.importorskip("mxnet")
 
