@@ -48,6 +48,8 @@ def render_sweeps(results: Iterable[CaseResult], width: int = 120) -> list[tuple
             if sm.get("not_measured"):
                 line += "; not measured (time budget): " + ", ".join(map(str, sm["not_measured"]))
             lines.append(line)
+            if sm.get("largest_fit_drop"):
+                lines.append(f"{dtype}: {sm['largest_fit_drop']}")
         out.append(
             (f"{label}, {MODE_SHORT.get(mode, mode)}, {kind} ({hardware}), images/sec", lines)
         )

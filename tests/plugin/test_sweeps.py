@@ -200,3 +200,78 @@ def test_float16_and_amp_on_gpu(dtype: str) -> None:
         MeasureConfig(min_time=0.2, max_time=0.5, warmup_time=1.0),
     )
     assert run.status.value == "ok", run.error
+
+
+DROP_SWEEP = """
+from pytest_mxperf.testing import FakeModel
+from limits import OOM_FROM
+
+def test_auto(mxperf):
+    s = mxperf.sweep(lambda: FakeModel(images_per_sec=500.0, oom_from_batch=OOM_FROM),
+                     model="toy", max_batch=256)
+    print("\\n".join(s.lines()))
+"""
+
+
+def test_a_drop_of_the_largest_fit_is_reported(fake_pytester: pytest.Pytester, commit: Any) -> None:
+    """The stored sweep says batch 36 fitted; the model now runs out of memory from 20: the
+    drop is named (a warning), and each point is judged against its own stored figure."""
+    fake_pytester.makepyfile(test_drop=DROP_SWEEP, limits="OOM_FROM = 40\n")
+    commit("suite")
+    stored = fake_pytester.runpytest("--mxperf", "--mxperf-update")
+    stored.assert_outcomes(passed=1)
+    commit("store baselines")
+    (fake_pytester.path / "limits.py").write_text("OOM_FROM = 20\n")
+    commit("a model that needs more memory")
+    result = fake_pytester.runpytest(
+        "--mxperf",
+        "--mxperf-arbitrate",
+        "off",
+        "--mxperf-json",
+        "r.json",
+        "-W",
+        "default::pytest.PytestWarning",
+    )
+    drop = (
+        "the largest batch that fits dropped from 36 to 18 (stopped by oom before): the model "
+        "now needs more memory per batch"
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*mxperf sweep: toy, infer, cpu*",
+            "float32: largest batch that fits 18 (limit: oom)*",
+            f"float32: {drop}",
+        ]
+    )
+    assert f"mxperf: sweep toy: float32: {drop}" in result.stdout.str()  # the warning
+    cases = {c["key"]: c for c in json.loads((fake_pytester.path / "r.json").read_text())["cases"]}
+    assert cases["toy/inference/float32/bs16/cpu"]["verdict"]["status"] == "pass"
+    assert cases["toy/inference/float32/bs16/cpu"]["sweep"]["largest_fit_drop"] == drop
+    # Batch 32 ran before and is out of memory now: that point alone is a regression.
+    assert cases["toy/inference/float32/bs32/cpu"]["status"] == "oom"
+    assert cases["toy/inference/float32/bs32/cpu"]["verdict"]["status"] == "regressed"
+    result.assert_outcomes(failed=1)
+
+
+def test_a_budget_below_the_first_batch_is_named(fake_pytester: pytest.Pytester) -> None:
+    """--mxperf-memory-budget below what the process already holds: nothing is measured, and
+    the run says why in a warning (not a crash, not a silent pass)."""
+    fake_pytester.makepyfile(
+        """
+        from pytest_mxperf.testing import FakeModel
+
+        def test_auto(mxperf):
+            s = mxperf.sweep(lambda: FakeModel(images_per_sec=500.0), model="toy", max_batch=64)
+            assert s.results == [] and s.curves["float32"].largest_fit is None
+        """
+    )
+    result = fake_pytester.runpytest(
+        "--mxperf", "--mxperf-memory-budget", "1MiB", "-W", "default::pytest.PytestWarning"
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*mxperf: sweep toy: float32: no batch size fits (batch 1: the memory budget 1 MiB "
+            "is below what the process already holds before the first batch (* MiB resident))*"
+        ]
+    )
