@@ -158,7 +158,8 @@ def amp_block(mx: Any, net: Any, x: Any, target: str, spec: PrepareSpec) -> Any:
         )
     net.hybridize()
     net(x).wait_to_read()
-    return amp.convert_hybrid_block(net, target_dtype=target, ctx=spec.ctx)
+    with warnings_quiet():  # "Cannot decide type for ... data": the input stays float32
+        return amp.convert_hybrid_block(net, target_dtype=target, ctx=spec.ctx)
 
 
 def prepare_symbol(mx: Any, sym: Any, spec: PrepareSpec) -> Prepared:
