@@ -275,3 +275,27 @@ def test_a_budget_below_the_first_batch_is_named(fake_pytester: pytest.Pytester)
             "is below what the process already holds before the first batch (* MiB resident))*"
         ]
     )
+
+
+def test_memory_kept_after_an_oom_is_named(fake_pytester: pytest.Pytester) -> None:
+    """After a failed point the sweep frees what it can and syncs; if the process still holds
+    much more than before it, the point's note says MXNet's pool or the allocator keeps it."""
+    fake_pytester.makepyfile(
+        """
+        from pytest_mxperf import sweep
+        from pytest_mxperf.testing import FakeModel
+
+        def test_auto(mxperf, monkeypatch):
+            held = sweep.read_status()["VmRSS"] + 300 * 2**20
+            monkeypatch.setattr(sweep, "read_status", lambda: {"VmRSS": held})
+            s = mxperf.sweep(lambda: FakeModel(images_per_sec=500.0, oom_from_batch=8),
+                             model="toy", max_batch=64)
+            curve = s.curves["float32"]
+            assert curve.largest_fit == 7
+            oom = [p for p in curve.points if p.status == "oom"]
+            assert oom and all("MXNet's memory pool or the allocator keeps it" in p.note
+                               for p in oom), [p.note for p in oom]
+            assert any("batch 8: " in n and "more than before" in n for n in curve.notes)
+        """
+    )
+    fake_pytester.runpytest("--mxperf", "--mxperf-memory-budget", "64GiB").assert_outcomes(passed=1)
