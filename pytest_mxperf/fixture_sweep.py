@@ -60,6 +60,7 @@ def sweep(
             point,
             budget=budget,
             time_left=lambda: time.monotonic() < deadline,
+            bisect_after_oom=kind != "cpu",
         )
         _close_curve(bench, curve, bench.results[first:], out)
     skipped = {d: c.skipped for d, c in out.curves.items() if c.skipped}
@@ -113,14 +114,15 @@ def _close_curve(
         ref = bench._run.baseline_for(r.hardware, str(r.key))
         if ref is not None and drop is None:
             drop = sweeps.largest_fit_drop(curve.largest_fit, ref.case.record.get("sweep"))
+    curve.notes += [f"batch {p.batch_size}: {p.note}" for p in curve.points if p.note]
     summary = curve.summary()
+    summary["notes"] = list(curve.notes)  # shown under the sweep's grid and in the JSON
     if drop:
         curve.notes.append(drop)
-        summary["largest_fit_drop"] = drop  # shown under the sweep's grid and in the JSON
+        summary["largest_fit_drop"] = drop
     for r in results:
         r.sweep = summary
     out.results += results
-    curve.notes += [f"batch {p.batch_size}: {p.note}" for p in curve.points if p.note]
 
 
 def _constant(net: Any) -> Any:
