@@ -61,6 +61,7 @@ def sweep(
             point,
             budget=budget,
             time_left=lambda: time.monotonic() < deadline,
+            bisect_after_oom=kind != "cpu",
         )
         _close_curve(bench, curve, bench.results[first:], out)
     skipped = {d: c.skipped for d, c in out.curves.items() if c.skipped}
@@ -69,7 +70,7 @@ def sweep(
     if all(c.skipped for c in out.curves.values()):
         pytest.skip("; ".join(str(c.skipped) for c in out.curves.values()))
     for line in out.lines():
-        if "not measured" in line or "dropped" in line:
+        if any(what in line for what in ("not measured", "dropped", "no batch size fits")):
             warnings.warn(f"mxperf: sweep {label}: {line}", pytest.PytestWarning, stacklevel=2)
     return out
 
@@ -109,19 +110,20 @@ def _point(bench: MxPerf, build: Any, mode: str, batch: int, **kwargs: Any) -> s
 def _close_curve(
     bench: MxPerf, curve: sweeps.Curve, results: list[CaseResult], out: sweeps.Sweep
 ) -> None:
+    drop = None
+    for r in results:
+        ref = bench._run.baseline_for(r.hardware, str(r.key))
+        if ref is not None and drop is None:
+            drop = sweeps.largest_fit_drop(curve.largest_fit, ref.case.record.get("sweep"))
+    curve.notes += [f"batch {p.batch_size}: {p.note}" for p in curve.points if p.note]
     summary = curve.summary()
+    summary["notes"] = list(curve.notes)  # shown under the sweep's grid and in the JSON
+    if drop:
+        curve.notes.append(drop)
+        summary["largest_fit_drop"] = drop
     for r in results:
         r.sweep = summary
-        ref = bench._run.baseline_for(r.hardware, str(r.key))
-        drop = (
-            None
-            if ref is None
-            else sweeps.largest_fit_drop(curve.largest_fit, ref.case.record.get("sweep"))
-        )
-        if drop and drop not in curve.notes:
-            curve.notes.append(drop)
     out.results += results
-    curve.notes += [f"batch {p.batch_size}: {p.note}" for p in curve.points if p.note]
 
 
 def _constant(net: Any) -> Any:

@@ -215,8 +215,23 @@ def peak_gflops(
     return matmul_gflops(n, iterations, elapsed)
 
 
-def percent_of_peak(images_per_sec: float, macs_per_image: int, peak: float) -> float:
-    """Achieved FLOP/s as a percentage of ``peak`` GFLOP/s: img/s x FLOPs per image / peak."""
+#: Forward passes' worth of arithmetic per image in each mode. A backward pass costs about two
+#: forward passes (the gradients of the layer inputs and of the weights are each a product as
+#: large as the forward one); the optimizer update is small next to them. Modes not listed
+#: (a data pipeline alone) count one pass.
+PASSES = {"inference": 1, "training": 3, "forward_backward": 3}
+
+
+def passes(mode: str) -> int:
+    """Forward passes' worth of arithmetic per image in ``mode`` (`PASSES`)."""
+    return PASSES.get(mode, 1)
+
+
+def percent_of_peak(
+    images_per_sec: float, macs_per_image: int, peak: float, mode_passes: int = 1
+) -> float:
+    """Achieved FLOP/s as a percentage of ``peak`` GFLOP/s: img/s x FLOPs per image / peak,
+    the forward FLOPs counted ``mode_passes`` times (3 for training, `passes`)."""
     if peak <= 0:
         raise ValueError("peak must be > 0")
-    return 100.0 * images_per_sec * 2.0 * macs_per_image / 1e9 / peak
+    return 100.0 * images_per_sec * 2.0 * macs_per_image * mode_passes / 1e9 / peak

@@ -274,11 +274,14 @@ class CaseResult:
 
     @property
     def percent_of_peak(self) -> float | None:
-        """Achieved FLOP/s (2 per MAC) as a percentage of the measured peak, when both known."""
+        """Achieved FLOP/s (2 per MAC; training and forward+backward count the forward
+        arithmetic three times) as a percentage of the measured peak, when both known."""
         rate = self.images_per_sec
         if rate is None or not self.macs_per_image or not self.peak_gflops:
             return None
-        return flops.percent_of_peak(rate, self.macs_per_image, self.peak_gflops)
+        return flops.percent_of_peak(
+            rate, self.macs_per_image, self.peak_gflops, flops.passes(self.mode)
+        )
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)

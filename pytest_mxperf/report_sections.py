@@ -10,6 +10,10 @@ from tabulate import tabulate
 from pytest_mxperf.records import CaseResult
 from pytest_mxperf.report import MODE_SHORT, _cell, _rate, fit_table
 
+#: A sweep note under its grid is cut to its first line and this many characters (JSON has it
+#: whole).
+NOTE_WIDTH = 300
+
 
 def render_sweeps(results: Iterable[CaseResult], width: int = 120) -> list[tuple[str, list[str]]]:
     """One grid per sweep (model, mode, device): batch sizes x dtypes in img/s, like the
@@ -48,6 +52,11 @@ def render_sweeps(results: Iterable[CaseResult], width: int = 120) -> list[tuple
             if sm.get("not_measured"):
                 line += "; not measured (time budget): " + ", ".join(map(str, sm["not_measured"]))
             lines.append(line)
+            for note in sm.get("notes") or []:
+                first = str(note).splitlines()[0] if str(note).strip() else ""
+                lines.append(f"{dtype}: {first[:NOTE_WIDTH]}")
+            if sm.get("largest_fit_drop"):
+                lines.append(f"{dtype}: {sm['largest_fit_drop']}")
         out.append(
             (f"{label}, {MODE_SHORT.get(mode, mode)}, {kind} ({hardware}), images/sec", lines)
         )

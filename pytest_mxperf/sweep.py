@@ -164,8 +164,14 @@ def run_curve(
     *,
     budget: MemoryBudget | None = None,
     time_left: Callable[[], bool] = lambda: True,
+    bisect_after_oom: bool = True,
 ) -> Curve:
-    """Measure one dtype's curve: the explicit sizes in shape-first order, or ``auto``."""
+    """Measure one dtype's curve: the explicit sizes in shape-first order, or ``auto``.
+
+    :param bisect_after_oom: False where a second allocation failure may crash the process
+        (MXNet on CPU): after a real out-of-memory the doubling ends at the last fit, and only
+        a memory budget's predictions (which run nothing) bisect.
+    """
     curve = Curve(dtype)
 
     def attempt(batch: int) -> Point:
@@ -206,6 +212,9 @@ def run_curve(
     if last_fit is None or first_fail is None:
         _note_time_cut(curve, batch, plan)
         return curve
+    if curve.limit == "oom" and not bisect_after_oom:
+        curve.notes.append(NO_BISECT_AFTER_OOM.format(last_fit=last_fit, first_fail=first_fail))
+        return curve
     while first_fail - last_fit > max(1, int(last_fit * plan.resolution)):
         middle = (last_fit + first_fail) // 2
         point = attempt(middle)
@@ -216,6 +225,14 @@ def run_curve(
         else:
             first_fail = middle
     return curve
+
+
+NO_BISECT_AFTER_OOM = (
+    "not bisected between {last_fit} and {first_fail}: after a CPU allocation failure MXNet 1.9 "
+    "may crash on the next one (seen here: a segfault or 'free(): invalid pointer' when "
+    "probing just below the limit), so the largest fit is the last doubling that ran; a "
+    "--mxperf-memory-budget below the limit bisects by prediction instead"
+)
 
 
 def _note_time_cut(curve: Curve, batch: int, plan: Plan) -> None:

@@ -126,3 +126,21 @@ def test_verbose_runs_show_progress_after_each_benchmark(fake_pytester: pytest.P
         ]
     )
     assert "mxperf: measured" not in fake_pytester.runpytest("--mxperf").stdout.str()
+
+
+def test_progress_lines_under_xdist(fake_pytester: pytest.Pytester) -> None:
+    """Under xdist the controller prints the lines (count and elapsed, no total: it collects
+    nothing), one per benchmark, each on a line of its own between pytest's lines."""
+    pytest.importorskip("xdist")
+    fake_pytester.makepyfile(PROGRESS_SUITE)
+    result = fake_pytester.runpytest("-n", "2", "--mxperf", "-v")
+    result.assert_outcomes(passed=4, skipped=1)
+    lines = result.stdout.lines
+    progress = [line for line in lines if "mxperf: measured" in line]
+    assert len(progress) == 3, progress
+    assert all(line.startswith("mxperf: measured toy/inference/") for line in progress)
+    counts = sorted(line.split("(")[1].split(",")[0] for line in progress)
+    assert counts == ["1", "2", "3"]
+    assert not any("about" in line and "left" in line for line in progress)
+    # pytest's own per-test lines stay intact (no progress text glued onto them).
+    assert sum("PASSED" in line and "test_toy" in line for line in lines) == 3

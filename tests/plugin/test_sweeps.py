@@ -16,8 +16,20 @@ def test_auto(mxperf):
     s = mxperf.sweep(lambda: FakeModel(images_per_sec=500.0, oom_from_batch=40),
                      model="toy", max_batch=256)
     curve = s.curves["float32"]
+    # On CPU no bisection follows a real allocation failure (a second may crash MXNet).
+    assert curve.limit == "oom" and curve.largest_fit == 32, s.lines()
+    assert [r.batch_size for r in s.results] == [1, 2, 4, 8, 16, 32, 64]
+    assert "not bisected between 32 and 64" in curve.notes[0]
+
+def test_auto_gpu(mxperf, mxperf_backend):
+    mxperf_backend.gpus = 1
+    try:
+        s = mxperf.sweep(lambda: FakeModel(images_per_sec=500.0, oom_from_batch=40),
+                         model="toy", max_batch=256, ctx=mxperf_backend.context("gpu"))
+    finally:
+        mxperf_backend.gpus = 0
+    curve = s.curves["float32"]
     assert curve.limit == "oom" and curve.largest_fit == 36, s.lines()  # 40-36 <= 36/8
-    assert [r.batch_size for r in s.results][:7] == [1, 2, 4, 8, 16, 32, 64]
 
 def test_dtypes(mxperf):
     s = mxperf.sweep(FakeModel(images_per_sec=100.0), batch_sizes=[1, 2],
@@ -33,14 +45,15 @@ def test_all_skipped(mxperf):
 def test_a_sweep_makes_a_case_per_point_and_a_curve(fake_pytester: pytest.Pytester) -> None:
     fake_pytester.makepyfile(FAKE_SWEEP)
     result = fake_pytester.runpytest("--mxperf", "--mxperf-json", "r.json", "-rs")
-    result.assert_outcomes(passed=2, skipped=1)
+    result.assert_outcomes(passed=3, skipped=1)
     cases: dict[str, Any] = {
         c["key"]: c for c in json.loads((fake_pytester.path / "r.json").read_text())["cases"]
     }
     oom = cases["toy/inference/float32/bs64/cpu"]
     assert oom["status"] == "oom" and oom["verdict"]["status"] == "oom"
-    fit = cases["toy/inference/float32/bs36/cpu"]
-    assert fit["status"] == "ok" and fit["sweep"]["largest_fit"] == 36
+    fit = cases["toy/inference/float32/bs32/cpu"]
+    assert fit["status"] == "ok" and fit["sweep"]["largest_fit"] == 32
+    assert cases["toy/inference/float32/bs36/gpu"]["sweep"]["largest_fit"] == 36
     assert fit["sweep"]["limit"] == "oom"
     assert "bs256" not in " ".join(cases)
     assert set(cases["grid/inference/float32/bs2/cpu"]["sweep"]["skipped"]) == {
@@ -53,7 +66,9 @@ def test_a_sweep_makes_a_case_per_point_and_a_curve(fake_pytester: pytest.Pytest
             "*batch*float32*float16*bfloat16*",
             "*float16: skipped (float16 on CPU*",
             "*mxperf sweep: toy, infer, cpu*",
-            "*float32: largest batch that fits 36 (limit: oom)*",
+            "*float32: largest batch that fits 32 (limit: oom)*",
+            "float32: not bisected between 32 and 64: after a CPU allocation failure*",
+            "float32: batch 64: *",
             "SKIPPED*float16 on CPU: MXNet 1.9 has no float16 GEMM on CPU*",
         ]
     )
@@ -147,7 +162,16 @@ def test_a_real_cpu_allocation_failure_ends_the_doubling(pytester: pytest.Pytest
     fits = [c for c in cases if c.get("sweep") and c["status"] == "ok"]
     assert fits and fits[0]["sweep"]["limit"] == "oom"
     assert fits[0]["sweep"]["largest_fit"] == max(c["batch_size"] for c in fits)
-    result.stdout.fnmatch_lines(["*float32: largest batch that fits * (limit: oom)*"])
+    # One allocation failure only: a bisection towards the limit crashed MXNet here.
+    assert len(ooms) == 1
+    assert fits[0]["sweep"]["largest_fit"] * 2 == ooms[0]["batch_size"]
+    result.stdout.fnmatch_lines(
+        [
+            "*float32: largest batch that fits * (limit: oom)*",
+            "float32: not bisected between * and *: after a CPU allocation failure*",
+            "float32: batch *: *Failed to allocate CPU Memory*",
+        ]
+    )
 
 
 def _bf16_reason() -> str | None:
@@ -217,3 +241,102 @@ def test_float16_and_amp_on_gpu(dtype: str) -> None:
         MeasureConfig(min_time=0.2, max_time=0.5, warmup_time=1.0),
     )
     assert run.status.value == "ok", run.error
+
+
+DROP_SWEEP = """
+from pytest_mxperf.testing import FakeModel
+from limits import OOM_FROM
+
+def test_auto(mxperf):
+    s = mxperf.sweep(lambda: FakeModel(images_per_sec=500.0, oom_from_batch=OOM_FROM),
+                     model="toy", max_batch=256)
+    print("\\n".join(s.lines()))
+"""
+
+
+def test_a_drop_of_the_largest_fit_is_reported(fake_pytester: pytest.Pytester, commit: Any) -> None:
+    """The stored sweep says batch 32 fitted; the model now runs out of memory from 20: the
+    drop is named (a warning), and each point is judged against its own stored figure."""
+    fake_pytester.makepyfile(test_drop=DROP_SWEEP, limits="OOM_FROM = 40\n")
+    commit("suite")
+    stored = fake_pytester.runpytest("--mxperf", "--mxperf-update")
+    stored.assert_outcomes(passed=1)
+    commit("store baselines")
+    (fake_pytester.path / "limits.py").write_text("OOM_FROM = 20\n")
+    commit("a model that needs more memory")
+    result = fake_pytester.runpytest(
+        "--mxperf",
+        "--mxperf-arbitrate",
+        "off",
+        "--mxperf-json",
+        "r.json",
+        "-W",
+        "default::pytest.PytestWarning",
+    )
+    drop = (
+        "the largest batch that fits dropped from 32 to 16 (stopped by oom before): the model "
+        "now needs more memory per batch"
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*mxperf sweep: toy, infer, cpu*",
+            "float32: largest batch that fits 16 (limit: oom)*",
+            f"float32: {drop}",
+        ]
+    )
+    assert f"mxperf: sweep toy: float32: {drop}" in result.stdout.str()  # the warning
+    cases = {c["key"]: c for c in json.loads((fake_pytester.path / "r.json").read_text())["cases"]}
+    assert cases["toy/inference/float32/bs16/cpu"]["verdict"]["status"] == "pass"
+    assert cases["toy/inference/float32/bs16/cpu"]["sweep"]["largest_fit_drop"] == drop
+    # Batch 32 ran before and is out of memory now: that point alone is a regression.
+    assert cases["toy/inference/float32/bs32/cpu"]["status"] == "oom"
+    assert cases["toy/inference/float32/bs32/cpu"]["verdict"]["status"] == "regressed"
+    result.assert_outcomes(failed=1)
+
+
+def test_a_budget_below_the_first_batch_is_named(fake_pytester: pytest.Pytester) -> None:
+    """--mxperf-memory-budget below what the process already holds: nothing is measured, and
+    the run says why in a warning (not a crash, not a silent pass)."""
+    fake_pytester.makepyfile(
+        """
+        from pytest_mxperf.testing import FakeModel
+
+        def test_auto(mxperf):
+            s = mxperf.sweep(lambda: FakeModel(images_per_sec=500.0), model="toy", max_batch=64)
+            assert s.results == [] and s.curves["float32"].largest_fit is None
+        """
+    )
+    result = fake_pytester.runpytest(
+        "--mxperf", "--mxperf-memory-budget", "1MiB", "-W", "default::pytest.PytestWarning"
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*mxperf: sweep toy: float32: no batch size fits (batch 1: the memory budget 1 MiB "
+            "is below what the process already holds before the first batch (* MiB resident))*"
+        ]
+    )
+
+
+def test_memory_kept_after_an_oom_is_named(fake_pytester: pytest.Pytester) -> None:
+    """After a failed point the sweep frees what it can and syncs; if the process still holds
+    much more than before it, the point's note says MXNet's pool or the allocator keeps it."""
+    fake_pytester.makepyfile(
+        """
+        from pytest_mxperf import sweep_memory
+        from pytest_mxperf.testing import FakeModel
+
+        def test_auto(mxperf, monkeypatch):
+            held = sweep_memory.read_status()["VmRSS"] + 300 * 2**20
+            monkeypatch.setattr(sweep_memory, "read_status", lambda: {"VmRSS": held})
+            s = mxperf.sweep(lambda: FakeModel(images_per_sec=500.0, oom_from_batch=8),
+                             model="toy", max_batch=64)
+            curve = s.curves["float32"]
+            assert curve.largest_fit == 4  # CPU: no bisection after the OOM at 8
+            oom = [p for p in curve.points if p.status == "oom"]
+            assert oom and all("MXNet's memory pool or the allocator keeps it" in p.note
+                               for p in oom), [p.note for p in oom]
+            assert any("batch 8: " in n and "more than before" in n for n in curve.notes)
+        """
+    )
+    fake_pytester.runpytest("--mxperf", "--mxperf-memory-budget", "64GiB").assert_outcomes(passed=1)

@@ -14,6 +14,7 @@ from pytest_mxperf.flops import (
     count_macs,
     macs_from_graph,
     matmul_gflops,
+    passes,
     peak_gflops,
     percent_of_peak,
 )
@@ -59,6 +60,9 @@ def test_peak_arithmetic() -> None:
     assert matmul_gflops(1000, 10, 0.5) == pytest.approx(40.0)
     # 100 img/s of a 4 GMAC (8 GFLOP) model on a 1600 GFLOP/s device: 50% of peak.
     assert percent_of_peak(100.0, 4_000_000_000, 1600.0) == pytest.approx(50.0)
+    # Training at the same img/s does three forward passes' worth: 150%.
+    assert percent_of_peak(100.0, 4_000_000_000, 1600.0, passes("training")) == pytest.approx(150)
+    assert [passes(m) for m in ("inference", "forward_backward", "pipeline")] == [1, 3, 1]
     with pytest.raises(ValueError):
         percent_of_peak(1.0, 1, 0.0)
     with pytest.raises(ValueError):

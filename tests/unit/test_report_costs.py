@@ -21,9 +21,10 @@ def case(
     rate: float | None = 400.0,
     macs: int | None = None,
     peak: float | None = None,
+    mode: str = "inference",
 ) -> CaseResult:
     return CaseResult(
-        key=CaseKey(model, "inference", "float32", 32, "cpu"),
+        key=CaseKey(model, mode, "float32", 32, "cpu"),
         device="cpu(0)",
         hardware="cpu-x-2c",
         measurement=None if rate is None else measurement_of(rate, 0.02),
@@ -42,6 +43,15 @@ def test_percent_of_peak_needs_both_macs_and_a_peak() -> None:
     assert data["percent_of_peak"] == pytest.approx(50.0)
     again = CaseResult.from_dict(json.loads(json.dumps(data)))
     assert (again.macs_per_image, again.peak_gflops) == (1_000_000_000, 1600.0)
+
+
+def test_percent_of_peak_counts_the_backward_pass() -> None:
+    # Training and forward+backward do about three forward passes of arithmetic per image
+    # (backward: gradients of inputs and of weights); 400 img/s x 1 GMAC x 2 x 3 = 2400 GFLOP/s.
+    for mode in ("training", "forward_backward"):
+        found = case(macs=1_000_000_000, peak=4800.0, mode=mode).percent_of_peak
+        assert found == pytest.approx(50.0), mode
+    assert case(macs=1_000_000_000, peak=4800.0).percent_of_peak == pytest.approx(400 * 2 / 48)
 
 
 def test_table_columns_appear_only_when_given() -> None:

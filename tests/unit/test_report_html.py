@@ -167,7 +167,13 @@ class _Plots(HTMLParser):
             self.external.append(f"<{tag} {a}>")
         if tag == "div" and a.get("data-case") and self._current is None:
             self._current = (str(a["data-hardware"]), str(a["data-case"]))
-            self.cases[self._current] = {"attrs": a, "points": 0, "svg": 0}
+            self.cases[self._current] = {
+                "attrs": a,
+                "points": 0,
+                "svg": 0,
+                "errorbars": 0,
+                "text": [],
+            }
             self.cases[self._current]["hidden"] = "none" in (a.get("style") or "")
             self._depth = 1
             return
@@ -180,6 +186,12 @@ class _Plots(HTMLParser):
             self.cases[self._current]["points"] += 1
         if tag == "svg" and "main-svg" in classes:
             self.cases[self._current]["svg"] += 1
+        if tag == "g" and classes == ["errorbar"]:
+            self.cases[self._current]["errorbars"] += 1
+
+    def handle_data(self, data: str) -> None:
+        if self._current is not None and data.strip():
+            self.cases[self._current]["text"].append(data.strip())
 
     def handle_endtag(self, tag: str) -> None:
         if self._current is not None and tag == "div":
@@ -302,6 +314,15 @@ def _run_browser(binary: str, profile: Path, args: list[str]) -> subprocess.Comp
         "--disable-component-update",
         "--disable-sync",
         "--disable-dev-shm-usage",
+        # The page is a file:// URL; nothing may leave the machine. Without these, chromium
+        # sends DNS queries for its own services even with background networking off
+        # (seen with strace): every name fails to resolve and any HTTP goes to a closed
+        # loopback port. What remains is its IPv6 reachability probe, a UDP connect() that
+        # sends no packet.
+        "--host-resolver-rules=MAP * ~NOTFOUND",
+        "--proxy-server=127.0.0.1:9",
+        "--no-pings",
+        "--disable-domain-reliability",
         f"--user-data-dir={profile}",
         *args,
     ]
@@ -349,6 +370,11 @@ def test_page_renders_in_headless_chromium(scratch: dict[str, Any], tmp_path: Pa
         # plotly ran: each case has its SVG and one marker per stored commit of that case.
         assert case["svg"] >= 1, where
         assert case["points"] == expected[where], where
+    # Drawn, not only in the data: an error bar per point, the change labels and the floor.
+    r18 = parsed.cases[(HW, R18)]
+    assert r18["errorbars"] == expected[(HW, R18)]
+    assert {"-27%", "+28%", "expected ≥ 70.0"} <= set(r18["text"])
+    assert "expected ≥ 70.0" not in parsed.cases[(HW, MOB)]["text"]
 
     # The filter, set from the link: only training cases of the scratch hardware stay visible.
     filtered = _run_browser(

@@ -44,6 +44,20 @@ def test_auto_doubles_until_oom_then_bisects() -> None:
     assert curve.plateau == 64
 
 
+def test_no_bisection_after_a_real_oom_where_a_second_may_crash() -> None:
+    # MXNet on CPU: the doubling's first allocation failure ends the search at the last fit.
+    measure, asked = fake_points(saturating, oom_from=100)
+    curve = run_curve("float32", Plan(None), measure, bisect_after_oom=False)
+    assert asked == [1, 2, 4, 8, 16, 32, 64, 128]
+    assert curve.limit == "oom" and curve.largest_fit == 64
+    assert curve.notes == [sweep.NO_BISECT_AFTER_OOM.format(last_fit=64, first_fail=128)]
+    # A memory budget's refusals run nothing: they still bisect.
+    measure, asked = fake_points(saturating, mib_per_item=1)
+    budget = MemoryBudget(300 * MIB, start=100 * MIB)
+    curve = run_curve("float32", Plan(None), measure, budget=budget, bisect_after_oom=False)
+    assert curve.limit == "budget" and asked[-1] not in (1, 2, 4, 8, 16, 32, 64, 128)
+
+
 def test_bisection_stops_at_the_resolution() -> None:
     measure, asked = fake_points(saturating, oom_from=100)
     run_curve("float32", Plan(None), measure)  # resolution 1/8 of the last fit
