@@ -246,22 +246,21 @@ def memory_line(result: CaseResult, base_mb: float | None) -> str | None:
 
 
 def commit_paths(repo_root: str, test_file: str) -> list[str]:
-    """What ``git log`` looks at: the test's file, the conftest files above it, and the
-    repository's Python packages (top-level folders with ``__init__.py``, and ``src``)."""
+    """What ``git log`` looks at: the test's folder (its file and the data beside it), the
+    conftest files above it, and the repository's Python packages (top-level folders with
+    ``__init__.py``, and ``src``)."""
     root = Path(repo_root).resolve()
-    test = Path(test_file).resolve()
+    folder = Path(test_file).resolve().parent
     paths: list[str] = []
-    try:
-        paths.append(str(test.relative_to(root)))
-        folder = test.parent
-        while folder != root and root in folder.parents:
-            if (folder / "conftest.py").exists():
-                paths.append(str((folder / "conftest.py").relative_to(root)))
-            folder = folder.parent
-    except ValueError:
-        pass  # the test lives outside the repository
-    if (root / "conftest.py").exists():
-        paths.append("conftest.py")
+    if folder == root or root in folder.parents:
+        paths.append(str(folder.relative_to(root)))
+        above = folder.parent
+        while root in above.parents or above == root:
+            if (above / "conftest.py").exists():
+                paths.append(str((above / "conftest.py").relative_to(root)))
+            if above == root:
+                break
+            above = above.parent
     for child in sorted(root.iterdir()) if root.is_dir() else []:
         if child.is_dir() and ((child / "__init__.py").exists() or child.name == "src"):
             paths.append(child.name)

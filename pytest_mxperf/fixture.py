@@ -65,6 +65,8 @@ class MxPerf:
         self._default_ctx = default_ctx
         self._seen = session.seen
         self.results: list[CaseResult] = []
+        #: Warnings of the case being finished (memory growth, start-up), said once it is kept.
+        self._pending_warnings: list[str] = []
 
     # public API -------------------------------------------------------------------------------
     def inference(self, net: Any, *, batch_size: int, **options: Any) -> CaseResult:
@@ -381,6 +383,7 @@ class MxPerf:
             if after is not None:
                 after(result)
             self.results.append(result)
+            self._warn_pending(result)
             return result
         with locks.device_lock(self._run.lock_dir, self._run.device_lock_name(kind, index)):
             start = time.time()
@@ -393,7 +396,13 @@ class MxPerf:
         if after is not None:
             after(result)
         self.results.append(result)
+        self._warn_pending(result)
         return result
+
+    def _warn_pending(self, result: CaseResult) -> None:
+        pending, self._pending_warnings = self._pending_warnings, []
+        for text in pending:
+            warnings.warn(f"mxperf: {result.key}: {text}", pytest.PytestWarning, stacklevel=4)
 
     def _claim(self, key: CaseKey) -> None:
         """Two cases with one key in one run are an error."""

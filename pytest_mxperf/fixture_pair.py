@@ -3,11 +3,8 @@ the verdict of a case in ``--mxperf-ab`` mode (the rounds themselves are in `pai
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import replace
 from typing import TYPE_CHECKING
-
-import pytest
 
 from pytest_mxperf import diagnosis, pairing
 from pytest_mxperf.explain import (
@@ -156,8 +153,10 @@ def _finish(
         strict=s.strict,
         max_memory_mb=bench._marker.max_memory_mb,
     )
-    for text in [*v.startup, *([grew] if grew else [])]:
-        warnings.warn(f"mxperf: {result.key}: {text}", pytest.PytestWarning, stacklevel=5)
+    # Said as warnings once the result is kept (a -W error run must not lose it).
+    pending = [f"start-up grew: {x}" for x in v.startup] + ([grew] if grew else [])
+    result.warnings += pending
+    bench._pending_warnings += pending
     if v.outcome != Outcome.REGRESSED:
         return v
     operators = diagnosis.operator_lines(

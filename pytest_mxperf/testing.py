@@ -114,8 +114,9 @@ class FakeBackend:
         #: Every step, sync and profiler call in order: ``("step", profiling)``, ``("sync",)``,
         #: ``("profiler", call)``, so tests can see where profiling ran.
         self.log: list[tuple[Any, ...]] = []
-        #: ``mx``-like: ``self.mx.profiler`` is a fake of MXNet's profiler module.
-        self.mx = FakeMXNet(FakeProfiler(self))
+        #: ``mx``-like: ``self.mx.profiler`` is a fake of MXNet's profiler module (None: a back
+        #: end without a profiler).
+        self.mx: FakeMXNet | None = FakeMXNet(FakeProfiler(self))
         #: The peak the memory probe reports, set by ``prepare`` from the model.
         self.memory_mb = 0.0
 
@@ -125,6 +126,9 @@ class FakeBackend:
     def sync(self) -> None:
         self.syncs += 1
         self.log.append(("sync",))
+
+    def _profiling(self) -> bool:
+        return self.mx is not None and self.mx.profiler.running
 
     def memory_probe(self, ctx: Any) -> FakeMemoryProbe:
         return FakeMemoryProbe(self, self.describe(ctx)[0])
@@ -154,7 +158,7 @@ class FakeBackend:
                 self.memory_mb = 1.0
 
                 def call() -> None:
-                    self.log.append(("step", self.mx.profiler.running))
+                    self.log.append(("step", self._profiling()))
                     if model() is not None:
                         seen["result"] = True
                     self.now += CALLABLE_SECONDS  # a plain callable "takes" 1 ms per call
@@ -169,18 +173,18 @@ class FakeBackend:
         rate = model.images_per_sec / (model.train_factor if mode != "inference" else 1.0)
         state = {"first": True}
         self.memory_mb = model.memory_mb
-        profiler = self.mx.profiler
 
         def step() -> None:
-            self.log.append(("step", profiler.running))
+            profiling = self._profiling()
+            self.log.append(("step", profiling))
             if state.pop("first", False):
                 self.now += model.first_step_seconds
                 return
             noise = 1 + rng.uniform(-model.jitter, model.jitter)
             seconds = batch_size / rate * noise
             self.now += seconds
-            if profiler.running:
-                profiler.record(model.operators, seconds)
+            if profiling and self.mx is not None:
+                self.mx.profiler.record(model.operators, seconds)
 
         def check() -> str | None:
             return "model output contains NaN/inf (8 of 8 values)" if model.nan else None
