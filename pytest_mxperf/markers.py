@@ -21,7 +21,8 @@ from pytest_mxperf.pipeline import parse_sweep
 from pytest_mxperf.records import DTYPES, MODES
 
 MARKER_DOC = (
-    "mxperf(expect=None, *, hardware='*', tolerance=None, model=None, mode=None, dtype=None): "
+    "mxperf(expect=None, *, hardware='*', tolerance=None, model=None, mode=None, dtype=None, "
+    "max_memory_mb=None): "
     "an MXNet throughput benchmark. expect maps batch size -> expected images/sec (or model -> "
     "{batch size: images/sec}); it applies where the hardware key matches the glob pattern "
     "`hardware`, and to cases of `mode`/`dtype` when given. A case measured below "
