@@ -32,6 +32,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``--suite scaling`` measures the data-parallel scaling cases only: every other measuring
+    test of ``tests/perf`` (pipelines, GluonCV) is deselected."""
+    if config.getoption("suite") != "scaling":
+        return
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        path = item.path
+        measures = "mxperf" in getattr(item, "fixturenames", ())
+        other = path.parent.name == "perf" and path.name != "test_scaling.py"
+        (dropped if measures and other else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
 @pytest.fixture
 def fake_pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """A pytester whose runs measure with `pytest_mxperf.testing.FakeBackend`."""

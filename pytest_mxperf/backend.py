@@ -1,4 +1,4 @@
-"""The MXNet back end: the only module that imports mxnet, and only when a benchmark runs.
+"""The MXNet back end, used only when a benchmark runs (mxnet comes from `mxnet_import`).
 
 It turns what a user hands the ``mxperf`` fixture (a Gluon HybridBlock or Block, an
 ``mx.sym.Symbol``, exported ``prefix-symbol.json`` + ``prefix-NNNN.params`` files, or a plain
@@ -11,11 +11,16 @@ import ctypes
 import os
 import platform
 import time
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_mxperf import mxmodels
+
+# The `name as name` imports are re-exports for cuda.main() only (another branch is splitting
+# cuda.py): once it imports them from mxnet_import, drop the aliases; cuda -> backend is the
+# last edge of an import cycle (mxnet_import -> cuda -> backend -> mxnet_import).
+from pytest_mxperf.mxnet_import import MXNetUnavailable as MXNetUnavailable
+from pytest_mxperf.mxnet_import import import_mxnet as import_mxnet
 from pytest_mxperf.protocol import (
     ModelFileError,
     ModelTypeError,
@@ -26,47 +31,8 @@ from pytest_mxperf.protocol import (
 )
 
 if TYPE_CHECKING:
-    from pytest_mxperf.dataparallel import DataParallelResult, DataParallelSpec
-
-
-class MXNetUnavailable(RuntimeError):
-    """MXNet cannot be imported here; the message says why and what to install."""
-
-
-def import_mxnet() -> Any:
-    """``import mxnet`` with one clear message instead of a ctypes traceback."""
-    from pytest_mxperf import cuda
-
-    if cuda.cuda_build():  # the CPU build pays one metadata lookup, nothing more
-        cuda.preload()
-    try:
-        with warnings.catch_warnings():
-            # MXNet 1.9's own imports use distutils' LooseVersion; not the user's concern.
-            warnings.simplefilter("ignore", DeprecationWarning)
-            import mxnet
-    except ImportError as exc:
-        if "libcu" in str(exc) or "libnccl" in str(exc) or "libnv" in str(exc):
-            raise _missing_library(exc) from None
-        raise MXNetUnavailable(
-            "MXNet is not installed: pip install 'pytest-mxperf[cpu]' (or '[cu112]' for the "
-            f"CUDA 11.2 build) ({exc})"
-        ) from None
-    except OSError as exc:
-        raise _missing_library(exc) from None
-    except AttributeError as exc:
-        import numpy
-
-        raise MXNetUnavailable(
-            f"MXNet 1.9 cannot be imported with numpy {numpy.__version__} ({exc}); "
-            "install numpy<1.24"
-        ) from None
-    return mxnet
-
-
-def _missing_library(exc: BaseException) -> MXNetUnavailable:
-    from pytest_mxperf.cuda import explain_import_error
-
-    return MXNetUnavailable(explain_import_error(exc))
+    from pytest_mxperf.dataparallel import DataParallelSpec
+    from pytest_mxperf.dp_result import DataParallelResult
 
 
 class MXNetBackend:
@@ -156,7 +122,7 @@ class MXNetBackend:
 
     def data_parallel(self, model: Any, spec: DataParallelSpec) -> DataParallelResult:
         """In this process for ``local``/``device``/``nccl``; launched ranks for dist kvstores."""
-        from pytest_mxperf.dataparallel import run_in_process
+        from pytest_mxperf.dp_local import run_in_process
 
         if spec.distributed:
             from pytest_mxperf.launch import run_distributed

@@ -19,7 +19,10 @@ from typing import Any, Callable, Protocol
 from pytest_mxperf import gitinfo, profiling
 from pytest_mxperf.measure import Measurement
 from pytest_mxperf.memory import MemoryProbe, MemoryRecord, MemoryTrend, memory_change
-from pytest_mxperf.profiling import OperatorProfile, ProfileUnavailable
+from pytest_mxperf.profile_diff import diff_profiles, operator_label
+from pytest_mxperf.profile_record import OPERATOR_CATEGORIES, OperatorProfile, ProfileUnavailable
+from pytest_mxperf.profile_render import render_diff
+from pytest_mxperf.profile_trace import TraceFiles, table_path_for
 from pytest_mxperf.protocol import Backend, Prepared
 from pytest_mxperf.records import CaseResult, Outcome, Verdict
 from pytest_mxperf.startup import startup_change
@@ -57,7 +60,7 @@ class Diagnosis:
     memory: MemoryRecord | None = None
     profile: OperatorProfile | None = None
     profile_error: str | None = None
-    trace: profiling.TraceFiles | None = None
+    trace: TraceFiles | None = None
 
 
 # taking the figures ---------------------------------------------------------------------------
@@ -121,7 +124,7 @@ def profile_case(
             items_per_step=prepared.items_per_step,
         )
         if trace_path is not None:
-            out.trace = profiling.TraceFiles(trace_path, profiling.table_path_for(trace_path))
+            out.trace = TraceFiles(trace_path, table_path_for(trace_path))
     except ProfileUnavailable as exc:
         out.profile_error = exc.reason
     except Exception as exc:  # the profile explains a result; it must never lose one
@@ -217,17 +220,17 @@ def operator_lines(
             f"{why_no_base or 'not profiled'}):"
         ]
         return lines + ["  " + line for line in own_profile_lines(now)]
-    diff = profiling.diff_profiles(before, now)
-    return ["top operators (baseline -> now):"] + ["  " + x for x in profiling.render_diff(diff)]
+    diff = diff_profiles(before, now)
+    return ["top operators (baseline -> now):"] + ["  " + x for x in render_diff(diff)]
 
 
 def own_profile_lines(p: OperatorProfile, top: int = 5) -> list[str]:
     """The operators that took most of one profile's time, per step."""
-    ops = [o for o in p.operators if o.category in profiling.OPERATOR_CATEGORIES]
+    ops = [o for o in p.operators if o.category in OPERATOR_CATEGORIES]
     total = sum(o.total_ms for o in ops) or 1.0
     ops.sort(key=lambda o: (-o.total_ms, o.name))
     return [
-        f"{profiling.operator_label(o.name)}: {o.count / p.steps:g} per step, "
+        f"{operator_label(o.name)}: {o.count / p.steps:g} per step, "
         f"{o.total_ms / p.steps:.2f} ms/step ({o.total_ms / total:.0%})"
         for o in ops[:top]
     ]

@@ -165,7 +165,7 @@ def explain_paired(
     elif out == Outcome.UNSTABLE:
         lines[0] += (
             f": too noisy to decide; about {estimate.suggested_rounds} rounds would "
-            f"(--mxperf-rounds)"
+            f"(--mxperf-max-rounds {estimate.suggested_rounds})"
         )
     elif out == Outcome.IMPROVED:
         lines[0] += ": faster"
@@ -181,34 +181,81 @@ def explain_arbitrated(
     changed: Sequence[str],
     other_machine: bool,
     why_not: str | None = None,
+    what: str = "img/s",
 ) -> str:
-    """The message of a stored-baseline verdict after a paired run of the baseline commit."""
+    """The message of a stored-baseline verdict after a paired run of the baseline commit
+    (``what`` the pair compared: img/s, or a data-parallel case's scaling efficiency)."""
     where = " (the baseline was measured on another machine)" if other_machine else ""
     if estimate is None:
-        return f"{stored_message}\nnot confirmed by a paired run: {why_not or 'no pair measured'}"
-    pair = pair_summary(estimate, f"baseline commit {rev_label}", paired.CONFIDENCE)
-    rounds = f"img/s per round (baseline commit/HEAD): {rounds_text}"
-    if verdict.outcome == Outcome.MACHINE:
         return (
-            f"{stored_message.splitlines()[0]}\nbut on this machine {pair}: the code is not "
-            f"slower; the stored figure does not hold here{where}. Store a baseline for this "
-            f"machine with --mxperf-update (or name it with --mxperf-machine)\n{rounds}"
+            f"{stored_message}\nnot confirmed by a paired run: {why_not or 'no pair measured'}"
+            f"{where}"
+        )
+    pair = pair_summary(estimate, f"baseline commit {rev_label}", paired.CONFIDENCE)
+    if what != "img/s":
+        pair = f"{what} {pair}"
+    rounds = f"{what} per round (baseline commit/HEAD): {rounds_text}"
+    if verdict.outcome == Outcome.MACHINE:
+        # Reached with changes only when the baseline side ran in the baseline's environment.
+        what = "the code is not slower"
+        if changed:
+            what = (
+                "the code and software are not slower (the baseline side ran in the baseline "
+                f"commit's own environment; changed since the baseline: {'; '.join(changed)})"
+            )
+        return (
+            f"{stored_message.splitlines()[0]}\nbut on this machine {pair}: {what}; the stored "
+            f"figure does not hold here{where}. Store a baseline for this machine with "
+            f"--mxperf-update (or name it with --mxperf-machine)\n{rounds}"
         )
     if verdict.outcome == Outcome.UNSTABLE:
         return f"{stored_message}\na paired run could not confirm it: {pair}\n{rounds}"
     if verdict.outcome in (Outcome.PASS, Outcome.IMPROVED):
         return f"{stored_message}\na paired run on this machine found no loss: {pair}\n{rounds}"
+    if estimate.decision == paired.Decision.UNKNOWN:
+        return (
+            f"{stored_message}\na paired run without the baseline's software could not decide "
+            f"({pair}), and what changed since the baseline may explain the drop: "
+            f"{'; '.join(changed)} (see --mxperf-env-command to pair across environments)"
+            f"{where}\n{rounds}"
+        )
     if estimate.decision != paired.Decision.REGRESSED:
         return (
             f"{stored_message}\na paired run in today's environment cleared the code ({pair}), "
             f"so the drop comes from what changed since the baseline: {'; '.join(changed)} "
-            "(see --mxperf-env-command to pair across environments)"
+            f"(see --mxperf-env-command to pair across environments){where}\n{rounds}"
         )
     return f"{stored_message}\nconfirmed by a paired run on this machine: {pair}{where}\n{rounds}"
 
 
 #: A rise of the communication share by at least this much (absolute) explains a scaling drop.
 COMM_GREW = 0.05
+
+
+def explain_paired_scaling(
+    kvstore: str,
+    estimate: PairedEstimate,
+    regressed: bool,
+    rev_label: str,
+    rounds_text: str,
+    shares: tuple[float, float],
+    min_effect: float,
+) -> str:
+    """The scaling part of a paired data-parallel verdict: the efficiency HEAD vs REV over the
+    rounds, and the kvstore share of a step on each side (``shares``: REV's, HEAD's medians)."""
+    head = f"scaling efficiency {pair_summary(estimate, rev_label, paired.CONFIDENCE)}"
+    if regressed:
+        head += f": lower, and a drop of {min_effect:.0%} or more is not ruled out"
+    rev_share, head_share = shares
+    share = f"kvstore ({kvstore}) share of a step ({rev_label} -> HEAD): {rev_share:.0%} -> "
+    share += f"{head_share:.0%}"
+    if head_share - rev_share >= COMM_GREW:
+        share += (
+            ": scaling dropped because communication grew" if regressed else ": communication grew"
+        )
+    elif regressed:
+        share += ": communication did not grow (a faster single device also lowers the efficiency)"
+    return "\n".join([head, f"efficiency per round ({rev_label}/HEAD): {rounds_text}", share])
 
 
 def scaling_summary(s: Scaling) -> str:

@@ -8,6 +8,7 @@ import inspect
 import os
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_mxperf import fingerprint, locks
@@ -45,7 +46,8 @@ def data_parallel(
     threads_per_worker: int | None,
 ) -> CaseResult:
     """`MxPerf.data_parallel` (its docstring and defaults) with the object first."""
-    from pytest_mxperf.dataparallel import DataParallelSpec, context_name, object_ref
+    from pytest_mxperf.dataparallel import DataParallelSpec, is_symbol_file
+    from pytest_mxperf.dp_train import context_name, object_ref
 
     _check_positive("batch_size", batch_size)
     in_process = not kvstore.startswith("dist")
@@ -55,7 +57,8 @@ def data_parallel(
         names = ["gpu(0)" if kind0 == "gpu" else "cpu(0)"]
     block = None
     if isinstance(net, str):
-        factory = net
+        # An exported symbol file: ranks start in this directory, but name it absolutely.
+        factory = str(Path(net).resolve()) if is_symbol_file(net) else net
     elif not in_process:
         factory = object_ref(net)  # ranks import it: a module-level function
     else:

@@ -11,8 +11,10 @@ from pytest_mxperf.explain import (
     diff_stack,
     explain_arbitrated,
     explain_paired,
+    explain_paired_scaling,
     what_changed,
 )
+from pytest_mxperf.paired import PairedEstimate
 from pytest_mxperf.records import CaseResult, Outcome, Status, Verdict
 from pytest_mxperf.resolution import BaselineRef
 from pytest_mxperf.stats import median
@@ -32,24 +34,47 @@ def arbitrate(bench: MxPerf, result: CaseResult, ref: BaselineRef | None) -> str
     why_no_pair = bench._session.why_no_pair(sha) if sha else "the baseline names no commit"
     if ref is None or not sha or why_no_pair is not None:
         return f"no paired run of the baseline commit ({why_no_pair or 'no baseline'})"
-    data = bench._session.pairer.run(str(sha)[:10], str(sha), [bench._item.nodeid], _quiet)
+    other = other_machine(bench, ref)
+    try:
+        data = bench._session.pairer.run(str(sha)[:10], str(sha), [bench._item.nodeid], _quiet)
+    except pairing.PairSetupError as exc:
+        # The stored judgement stands, saying why no pair could confirm it.
+        result.verdict = result.verdict.explained(
+            explain_arbitrated(
+                result.verdict.message, result.verdict, None, "", "", [], other, str(exc)
+            )
+        )
+        return f"no paired run of the baseline commit ({exc})"
     key = str(result.key)
     why_no_base = take_profiles(result, data, key)
-    estimate = data.estimate(key, bench._settings.min_effect)
+    # A scaling regression (the stored efficiency decided) is confirmed or cleared on the
+    # efficiency of the pair, not on its aggregate img/s.
+    scaling = result.verdict.scaling
+    if scaling:
+        estimate = data.efficiency_estimate(key, bench._settings.min_effect)
+        rounds = [pairing.describe_efficiency_round(p) for p in data.scaling_pairs(key)]
+    else:
+        estimate = data.estimate(key, bench._settings.min_effect)
+        rounds = [pairing.describe_round(p) for p in data.pairs(key)]
     pair = None if estimate is None else decide_paired(estimate, bench._policy(0.0))
     changed = what_changed(result, ref)
-    verdict = decide_arbitrated(result.verdict, pair, bool(changed), bench._settings.update)
-    other = other_machine(bench, ref)
+    # What the baseline side of the pair did not reproduce: with --mxperf-env-command it runs
+    # in the baseline commit's environment, and a pair that matches the baseline's software
+    # judges code and software together; without it, everything that changed.
+    revs = [r[pairing.REV].cases[key] for r in data.rounds if key in r[pairing.REV].cases]
+    uncovered = what_changed(revs[0], ref) if revs else changed
+    verdict = decide_arbitrated(result.verdict, pair, bool(uncovered), bench._settings.update)
     why = "; ".join(data.side_failures(pairing.REV) + data.side_failures(pairing.HEAD))
     message = explain_arbitrated(
         result.verdict.message,
         verdict,
         estimate,
         str(sha)[:10],
-        ", ".join(pairing.describe_round(p) for p in data.pairs(key)),
+        ", ".join(rounds),
         changed,
         other,
         why_not=why or None,
+        what="scaling efficiency" if scaling else "img/s",
     )
     result.verdict = verdict.explained(message)
     return why_no_base
@@ -223,7 +248,49 @@ def judge_pair(bench: MxPerf, result: CaseResult) -> None:
         s.min_effect,
         failures,
     )
+    if result.scaling is not None and estimate is not None:
+        verdict, message = _pair_scaling(bench, result, verdict, message)
     result.verdict = verdict.explained(message)
+
+
+def _pair_scaling(
+    bench: MxPerf, result: CaseResult, verdict: Verdict, message: str
+) -> tuple[Verdict, str]:
+    """A data-parallel case in ``--mxperf-ab`` mode: its scaling efficiency is paired too, and a
+    lower efficiency beyond the noise fails it like a lower img/s (the message then leads with
+    the efficiency and the kvstore share of both sides)."""
+    data, s = bench._session.paired, bench._settings
+    assert data is not None
+    key = str(result.key)
+    estimate: PairedEstimate | None = data.efficiency_estimate(key, s.min_effect)
+    if estimate is None:
+        return verdict, message
+    pairs = data.scaling_pairs(key)
+    eff = decide_paired(estimate, bench._policy(0.0))
+    regressed = eff.outcome == Outcome.REGRESSED
+    scalings = [(a.scaling, b.scaling) for a, b in pairs]
+    rev_eff = sorted(a.efficiency for a, _ in scalings if a is not None)
+    rev_share = sorted(a.comm_share for a, _ in scalings if a is not None)
+    head_share = sorted(b.comm_share for _, b in scalings if b is not None)
+    text = explain_paired_scaling(
+        result.scaling.kvstore if result.scaling else "?",
+        estimate,
+        regressed,
+        data.rev_label,
+        ", ".join(pairing.describe_efficiency_round(p) for p in pairs),
+        (rev_share[len(rev_share) // 2], head_share[len(head_share) // 2]),
+        s.min_effect,
+    )
+    verdict = replace(
+        verdict,
+        baseline_efficiency=rev_eff[len(rev_eff) // 2],
+        baseline_comm_share=rev_share[len(rev_share) // 2],
+        efficiency_change=estimate.ratio - 1,
+    )
+    if regressed and verdict.outcome != Outcome.REGRESSED:
+        verdict = replace(verdict, outcome=Outcome.REGRESSED, failed=True, scaling=True)
+        return verdict, f"{key}: {text}\naggregate: {message}"
+    return verdict, f"{message}\n{text}"
 
 
 def _quiet(_: str) -> None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_mxperf import sweep as sweeps
+from pytest_mxperf import sweep_memory
 from pytest_mxperf.records import CaseResult, Status
 
 if TYPE_CHECKING:
@@ -73,19 +74,19 @@ def sweep(
     return out
 
 
-def _memory_budget(bench: MxPerf) -> sweeps.MemoryBudget | None:
-    start = sweeps.read_status().get("VmRSS")
+def _memory_budget(bench: MxPerf) -> sweep_memory.MemoryBudget | None:
+    start = sweep_memory.read_status().get("VmRSS")
     budget = bench._settings.memory_budget
     if budget is None:
-        available = sweeps.available_memory()
+        available = sweep_memory.available_memory()
         if available is None or start is None:
             return None
         budget = start + available // 2
-    return sweeps.MemoryBudget(budget, start=start)
+    return sweep_memory.MemoryBudget(budget, start=start)
 
 
 def _point(bench: MxPerf, build: Any, mode: str, batch: int, **kwargs: Any) -> sweeps.Point:
-    meter = sweeps.PeakMeter()
+    meter = sweep_memory.PeakMeter()
     with meter.measuring():
         r = bench._case(build(), mode, batch, **kwargs)
     point = sweeps.Point(batch, r.status.value, r.images_per_sec, r.rel_iqr, meter.peak)
@@ -94,12 +95,12 @@ def _point(bench: MxPerf, build: Any, mode: str, batch: int, **kwargs: Any) -> s
         # much the process still holds: MXNet's pool and the allocator may keep it.
         gc.collect()
         bench._backend.sync()
-        now = sweeps.read_status().get("VmRSS")
+        now = sweep_memory.read_status().get("VmRSS")
         kept = None if now is None or meter.before is None else now - meter.before
         point.note = r.error or "out of memory"
-        if kept is not None and kept > sweeps.RETAINED_REPORT:
+        if kept is not None and kept > sweep_memory.RETAINED_REPORT:
             point.note += (
-                f"; after freeing it the process still holds {sweeps.mib(kept)} more than "
+                f"; after freeing it the process still holds {sweep_memory.mib(kept)} more than "
                 "before (MXNet's memory pool or the allocator keeps it)"
             )
     return point

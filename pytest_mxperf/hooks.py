@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_mxperf.markers import MarkerSpec
+from pytest_mxperf.pairing import PairSetupError
 from pytest_mxperf.progress import Progress
 from pytest_mxperf.session import PROPERTY, MxperfSession
 
@@ -67,7 +68,11 @@ class SessionHooks:
                 )
             meter.advance()
 
-        self.session.run_ab(nodeids, progress)
+        try:
+            self.session.run_ab(nodeids, progress)
+        except PairSetupError as exc:
+            # REV's worktree or environment cannot be made: nothing can be paired.
+            raise pytest.UsageError(f"mxperf: --mxperf-ab {s.ab}: {exc}") from None
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:

@@ -92,6 +92,36 @@ class PairedData:
         ]
         return paired.paired_estimate(rounds, min_effect=min_effect)
 
+    def scaling_pairs(self, key: str) -> list[tuple[CaseResult, CaseResult]]:
+        """The rounds of a data-parallel ``key`` where both sides measured an efficiency."""
+        return [
+            (a, b)
+            for a, b in self.pairs(key)
+            if a.scaling is not None
+            and b.scaling is not None
+            and a.scaling.efficiency > 0
+            and b.scaling.efficiency > 0
+        ]
+
+    def efficiency_estimate(self, key: str, min_effect: float) -> paired.PairedEstimate | None:
+        """The paired estimate of a data-parallel case's scaling efficiency (HEAD/REV), as
+        `estimate` does for img/s; the within-round noise is the aggregate's block spread."""
+        pairs = self.scaling_pairs(key)
+        if len(pairs) < 2:
+            return None
+        rounds = []
+        for a, b in pairs:
+            assert a.scaling is not None and b.scaling is not None
+            rounds.append(
+                paired.PairedRound(
+                    rev=a.scaling.efficiency,
+                    head=b.scaling.efficiency,
+                    rev_blocks=tuple(a.measurement.block_rates) if a.measurement else (),
+                    head_blocks=tuple(b.measurement.block_rates) if b.measurement else (),
+                )
+            )
+        return paired.paired_estimate(rounds, min_effect=min_effect)
+
 
 @dataclass(frozen=True)
 class SideSpec:
@@ -238,6 +268,12 @@ def describe_round(pair: tuple[CaseResult, CaseResult]) -> str:
     return f"{a.images_per_sec or 0:.1f}/{b.images_per_sec or 0:.1f}"
 
 
+def describe_efficiency_round(pair: tuple[CaseResult, CaseResult]) -> str:
+    a, b = pair
+    assert a.scaling is not None and b.scaling is not None
+    return f"{a.scaling.efficiency:.1%}/{b.scaling.efficiency:.1%}"
+
+
 def as_dict(data: PairedData) -> dict[str, Any]:
     """Every round of a paired run, for the JSON report."""
     return {
@@ -257,6 +293,11 @@ def as_dict(data: PairedData) -> dict[str, Any]:
     }
 
 
+class PairSetupError(Exception):
+    """A revision's side cannot be set up (its worktree or its environment); the message says
+    which revision and why, without a traceback."""
+
+
 class Pairer:
     """Runs paired measurements for a session: worktrees of the revisions asked for (made once,
     removed by `close`), the per-revision environment when one is configured, and the rounds."""
@@ -267,6 +308,9 @@ class Pairer:
         self.rootdir = rootdir
         self._stack = contextlib.ExitStack()
         self._trees: dict[str, Path] = {}
+        self._sides: dict[str, SideSpec] = {}
+        #: Revisions whose side could not be set up, with why (not retried in this session).
+        self._broken: dict[str, str] = {}
         self._cache: dict[tuple[str, tuple[str, ...]], PairedData] = {}
 
     def _tree(self, sha: str) -> Path:
@@ -294,9 +338,7 @@ class Pairer:
         cache_key = (sha, tuple(sorted(nodeids)))
         if cache_key in self._cache:
             return self._cache[cache_key]
-        tree = self._tree(sha)
-        rel = self.rootdir.resolve().relative_to(self.repo_root.resolve())
-        specs = {REV: self._rev_side(sha, tree, tree / rel), HEAD: SideSpec(HEAD, self.rootdir)}
+        specs = {REV: self._setup(sha), HEAD: SideSpec(HEAD, self.rootdir)}
         data = PairedData(rev_label, sha)
         s = self.settings
         run_rounds(data, specs, s, nodeids, s.rounds, progress)
@@ -307,6 +349,24 @@ class Pairer:
             run_rounds(data, specs, s, nodeids_of(data, open_keys), 1, progress)
         self._cache[cache_key] = data
         return data
+
+    def _setup(self, sha: str) -> SideSpec:
+        """REV's side of ``sha``, set up once per session (a failure too: an environment that
+        failed to build is not rebuilt for every suspected case).
+
+        :raises PairSetupError: the worktree or the environment could not be made.
+        """
+        if sha in self._broken:
+            raise PairSetupError(self._broken[sha])
+        if sha not in self._sides:
+            try:
+                tree = self._tree(sha)
+                rel = self.rootdir.resolve().relative_to(self.repo_root.resolve())
+                self._sides[sha] = self._rev_side(sha, tree, tree / rel)
+            except (worktree.WorktreeError, envs.EnvBuildError, ValueError) as exc:
+                self._broken[sha] = f"revision {sha[:10]} cannot be measured here: {exc}"
+                raise PairSetupError(self._broken[sha]) from None
+        return self._sides[sha]
 
     def close(self) -> None:
         self._stack.close()

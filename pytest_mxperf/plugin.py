@@ -44,6 +44,21 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(hookspec)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    """With mxnet-cu112 installed, load the CUDA libraries of NVIDIA's pip wheels before any
+    conftest or test module runs ``import mxnet`` at its top (which would otherwise fail on
+    ``libcudnn.so.8``). The CPU build pays one package-metadata lookup."""
+    from pytest_mxperf import cuda
+
+    if cuda.cuda_build() is None:
+        return
+    try:
+        cuda.preload()
+    except ValueError as exc:  # a bad PYTEST_MXPERF_CUDA
+        raise pytest.UsageError(f"mxperf: {exc}") from None
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("mxperf", "MXNet throughput regression testing (pytest-mxperf)")
     for flag in options.FLAGS:
@@ -245,7 +260,7 @@ def _device_kinds(config: pytest.Config) -> tuple[str, ...]:
 
 def _mxnet_has_cuda() -> bool:
     """Whether the installed MXNet is a CUDA build (asked only where nvidia-smi sees GPUs)."""
-    from pytest_mxperf.backend import MXNetUnavailable, import_mxnet
+    from pytest_mxperf.mxnet_import import MXNetUnavailable, import_mxnet
 
     try:
         return bool(import_mxnet().runtime.Features().is_enabled("CUDA"))
@@ -263,7 +278,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.fixture(scope="session")
 def mxperf_backend() -> Backend:
     """The measuring back end (MXNet). Override it in a conftest to use a fake one."""
-    from pytest_mxperf.backend import MXNetBackend, MXNetUnavailable
+    from pytest_mxperf.backend import MXNetBackend
+    from pytest_mxperf.mxnet_import import MXNetUnavailable
 
     try:
         return MXNetBackend()

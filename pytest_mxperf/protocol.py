@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 from pytest_mxperf.records import DTYPES, MODES
 
 if TYPE_CHECKING:
-    from pytest_mxperf.dataparallel import DataParallelResult, DataParallelSpec
+    from pytest_mxperf.dataparallel import DataParallelSpec
+    from pytest_mxperf.dp_result import DataParallelResult
 
 _OOM_PATTERNS = (
     "out of memory",

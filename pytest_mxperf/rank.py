@@ -19,16 +19,14 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from pytest_mxperf.dataparallel import (
-    DataParallelSpec,
-    WorkerReport,
+from pytest_mxperf.dataparallel import DataParallelSpec, WorkerReport, parse_context
+from pytest_mxperf.dp_train import (
     build_model,
     build_training_step,
     context_name,
     make_hook,
     measure_with_timeline,
     omp_threads,
-    parse_context,
 )
 from pytest_mxperf.measure import measure
 
@@ -110,7 +108,7 @@ def worker_contexts(mx: Any, spec: DataParallelSpec, local_rank: int) -> list[An
 
 def run_worker(spec: DataParallelSpec) -> WorkerReport:
     """Measure this worker's full and compute-only training step."""
-    from pytest_mxperf.backend import import_mxnet
+    from pytest_mxperf.mxnet_import import import_mxnet
 
     mx = import_mxnet()
     kv = mx.kv.create(spec.kvstore)
@@ -162,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of every rank; returns the exit status."""
     role = os.environ.get("DMLC_ROLE", "worker")
     if role in ("scheduler", "server"):
-        from pytest_mxperf.backend import import_mxnet
+        from pytest_mxperf.mxnet_import import import_mxnet
 
         import_mxnet()  # runs this node until the job ends, then exits the process
         return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -9,7 +10,7 @@ from tabulate import tabulate
 
 from pytest_mxperf import cost, fingerprint, summary
 from pytest_mxperf.options import Settings
-from pytest_mxperf.records import CaseResult, Status, Verdict
+from pytest_mxperf.records import CaseResult, Outcome, Status, Verdict
 from pytest_mxperf.runinfo import RunInfo
 
 REPORT_SCHEMA = 1
@@ -23,12 +24,18 @@ def _rate(value: float | None) -> str:
 
 
 def _change(v: Verdict | None) -> str:
-    """The change column: ``-8.1%``, or with a paired interval's half-width ``-8.1% ±2.0%``."""
+    """The change column: ``-8.1%``; a paired run's estimate with its interval's half-width,
+    ``-8.1% ±2.0%``; a stored-baseline change arbitrated by a pair, both:
+    ``-28.6%, pair +0.0% ±2.9%`` (the stored change has no interval of its own)."""
     if v is None or v.change is None:
         return "-"
     if v.interval is None:
         return f"{v.change:+.1%}"
-    return f"{v.change:+.1%} ±{(v.interval[1] - v.interval[0]) / 2:.1%}"
+    low, high = v.interval
+    half = f"±{(high - low) / 2:.1%}"
+    if v.threshold is None:  # --mxperf-ab: the change is the pair's estimate
+        return f"{v.change:+.1%} {half}"
+    return f"{v.change:+.1%}, pair {math.sqrt(low * high) - 1:+.1%} {half}"
 
 
 def _cell(result: CaseResult) -> str:
@@ -341,6 +348,13 @@ def results_sections(
         sections.append(("mxperf: data-parallel scaling (weak: same batch per device)", scaling))
     counts = ", ".join(f"{n} {status}" for status, n in verdict_counts(results).items())
     tail = [f"mxperf verdicts: {counts}"]
+    machine = sum(1 for r in results if r.verdict and r.verdict.outcome == Outcome.MACHINE)
+    if machine:
+        tail.append(
+            f"mxperf: {machine} case(s) below their stored figures run as fast as the baseline "
+            "commit on this machine: the baselines do not hold here; store a baseline for this "
+            "machine with --mxperf-update (or name its hardware key with --mxperf-machine)"
+        )
     if price_per_hour is not None or epoch_images is not None:
         parts = [] if price_per_hour is None else [f"${price_per_hour:g} per hour"]
         parts += [] if epoch_images is None else [f"epoch = {epoch_images:,} images"]

@@ -1,4 +1,4 @@
-"""Sweeps over batch size (up to the largest that fits) and precision, without pytest.
+"""The batch-size search of a sweep (up to the largest that fits) and its curve, without pytest.
 
 A sweep measures one model at many batch sizes, each point a normal case (`run_case` through
 the caller's ``measure_point``). With ``"auto"`` it doubles the batch until a point does not fit
@@ -9,18 +9,24 @@ batch that fits, the batch with the best images/sec and where throughput stops g
 Memory on CPU is the process's peak resident set (``VmHWM`` of ``/proc/self/status``, reset before
 each point through ``/proc/self/clear_refs``; where that is not allowed, ``VmRSS`` sampled every
 20 ms). The next point's peak is extrapolated linearly from the measured ones, so a point that
-would exceed the budget is never run: a CPU sweep never pushes the machine into swap.
+would exceed the budget is never run: a CPU sweep never pushes the machine into swap
+(:mod:`pytest_mxperf.sweep_memory`). Which dtypes a device supports is
+:mod:`pytest_mxperf.dtype_support`'s.
 """
 
 from __future__ import annotations
 
-import contextlib
-import re
-import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
+
+# The `name as name` imports are re-exports for fixture.py and options.py only (another branch
+# is splitting them): once they import these from dtype_support / sweep_memory, drop them.
+from pytest_mxperf.dtype_support import FP16_CPU_REASON as FP16_CPU_REASON
+from pytest_mxperf.dtype_support import cpu_flags as cpu_flags
+from pytest_mxperf.dtype_support import unsupported_dtype as unsupported_dtype
+from pytest_mxperf.sweep_memory import MemoryBudget, mib
+from pytest_mxperf.sweep_memory import parse_size as parse_size
 
 AUTO = "auto"
 #: Where ``auto`` stops doubling when nothing fails first.
@@ -28,27 +34,6 @@ MAX_BATCH = 4096
 #: Throughput within this fraction of the best counts as "no longer growing" (at least; the
 #: best point's own block spread widens it).
 PLATEAU_NOISE = 0.05
-#: Extrapolated peaks get this margin before they are compared with the budget.
-BUDGET_MARGIN = 1.10
-#: A failed point that leaves this much more resident memory behind is reported.
-RETAINED_REPORT = 64 * 2**20
-
-_UNITS = {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
-
-
-def parse_size(text: str) -> int:
-    """``"2GiB"``, ``"2g"``, ``"512M"``, ``"1.5GB"`` or bytes -> bytes (binary units)."""
-    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kmgt]?)(i?b)?\s*", text.lower())
-    if not match:
-        raise ValueError("must be a size such as 2GiB, 512MiB or a number of bytes")
-    value = int(float(match.group(1)) * _UNITS[match.group(2)])
-    if value <= 0:
-        raise ValueError("must be > 0")
-    return value
-
-
-def mib(n: float) -> str:
-    return f"{n / 2**20:.0f} MiB"
 
 
 # what the sweep measures in which order ---------------------------------------------------------
@@ -156,122 +141,6 @@ class Curve:
         return "; ".join(parts)
 
 
-# memory --------------------------------------------------------------------------------------
-STATUS = Path("/proc/self/status")
-CLEAR_REFS = Path("/proc/self/clear_refs")
-
-
-def read_status(path: Path = STATUS) -> dict[str, int]:
-    """``VmRSS``/``VmHWM``/``VmSize`` in bytes ({} where /proc is missing)."""
-    try:
-        text = path.read_text()
-    except OSError:
-        return {}
-    found = re.findall(r"^(Vm\w+):\s+(\d+) kB", text, re.M)
-    return {name: int(kb) * 1024 for name, kb in found}
-
-
-def available_memory() -> int | None:
-    """``MemAvailable`` of /proc/meminfo in bytes (None where unknown)."""
-    try:
-        text = Path("/proc/meminfo").read_text()
-    except OSError:
-        return None
-    match = re.search(r"^MemAvailable:\s+(\d+) kB", text, re.M)
-    return int(match.group(1)) * 1024 if match else None
-
-
-class PeakMeter:
-    """The process's peak resident memory during a block of code."""
-
-    def __init__(self, status: Callable[[], dict[str, int]] = read_status) -> None:
-        self._status = status
-        self.peak: int | None = None
-        self.before: int | None = None
-
-    @contextlib.contextmanager
-    def measuring(self) -> Iterator[PeakMeter]:
-        self.before = self._status().get("VmRSS")
-        reset = _reset_peak()
-        samples: list[int] = []
-        stop = threading.Event()
-
-        def sample() -> None:
-            while not stop.wait(0.02):
-                rss = self._status().get("VmRSS")
-                if rss is not None:
-                    samples.append(rss)
-
-        thread = None if reset else threading.Thread(target=sample, daemon=True)
-        if thread is not None:
-            thread.start()
-        try:
-            yield self
-        finally:
-            stop.set()
-            if thread is not None:
-                thread.join()
-            now = self._status()
-            seen = [*samples, now.get("VmRSS", 0)]
-            if reset and "VmHWM" in now:
-                seen.append(now["VmHWM"])
-            self.peak = max(seen) or None
-
-
-def _reset_peak() -> bool:
-    """Reset ``VmHWM`` to the current resident size (Linux >= 4.0)."""
-    try:
-        CLEAR_REFS.write_text("5")
-    except OSError:
-        return False
-    return True
-
-
-@dataclass
-class MemoryBudget:
-    """Predicts a point's peak from the points measured so far; refuses points over budget."""
-
-    budget: int
-    #: (batch size, peak bytes) of measured points.
-    seen: list[tuple[int, int]] = field(default_factory=list)
-    #: The process's resident memory before the first point.
-    start: int | None = None
-
-    def record(self, batch: int, peak: int | None) -> None:
-        if peak is not None:
-            self.seen.append((batch, peak))
-
-    def predict(self, batch: int) -> int | None:
-        """peak(b) = c + k * b through the two largest measured points; with one point, all of
-        its growth over the starting memory is charged to the batch (an overestimate)."""
-        points = sorted(self.seen)
-        if not points:
-            return None
-        b2, p2 = points[-1]
-        if len(points) == 1:
-            base = self.start if self.start is not None else 0
-            slope = max(p2 - base, 0) / b2
-        else:
-            b1, p1 = points[-2]
-            slope = max((p2 - p1) / (b2 - b1), 0.0)
-        return int(p2 + slope * (batch - b2))
-
-    def refuses(self, batch: int) -> str | None:
-        """Why ``batch`` must not run (predicted peak over budget), else None."""
-        if not self.seen and self.start is not None and self.start * BUDGET_MARGIN > self.budget:
-            return (
-                f"the memory budget {mib(self.budget)} is below what the process already holds "
-                f"before the first batch ({mib(self.start)} resident)"
-            )
-        predicted = self.predict(batch)
-        if predicted is not None and predicted * BUDGET_MARGIN > self.budget:
-            return (
-                f"predicted peak {mib(predicted)} (+{BUDGET_MARGIN - 1:.0%} margin) exceeds the "
-                f"memory budget {mib(self.budget)}"
-            )
-        return None
-
-
 # the search ------------------------------------------------------------------------------------
 #: Measures one batch size and returns its point (status ok/oom/nan/error, img/s, peak).
 MeasurePoint = Callable[[int], Point]
@@ -360,54 +229,6 @@ def _note_time_cut(curve: Curve, batch: int, plan: Plan) -> None:
                 "the time budget ended the doubling; larger sizes were not tried: "
                 + ", ".join(map(str, rest))
             )
-
-
-# precision ------------------------------------------------------------------------------------
-FP16_CPU_REASON = (
-    "float16 on CPU: MXNet 1.9 has no float16 GEMM on CPU (benchmark_score skips it too)"
-)
-BF16_FLAGS = ("avx512_bf16", "amx_bf16")
-
-
-def cpu_flags(path: Path = Path("/proc/cpuinfo")) -> frozenset[str]:
-    """The first CPU's feature flags (empty where /proc/cpuinfo is missing)."""
-    try:
-        text = path.read_text()
-    except OSError:
-        return frozenset()
-    match = re.search(r"^flags\s*:\s*(.*)$", text, re.M)
-    return frozenset(match.group(1).split()) if match else frozenset()
-
-
-def unsupported_dtype(
-    dtype: str, kind: str, mode: str, *, flags: frozenset[str], features: str
-) -> str | None:
-    """Why ``dtype`` cannot be measured on ``kind`` in ``mode`` here (None: it can).
-
-    :param flags: the CPU's flags (`cpu_flags`); :param features: MXNet's enabled build
-        features, comma-separated (``software()["mxnet_features"]``)."""
-    if dtype == "float16" and kind == "cpu":
-        return FP16_CPU_REASON
-    if dtype not in ("amp", "bfloat16"):
-        return None
-    if mode != "inference":
-        return (
-            f"{dtype} {mode}: AMP training needs amp.init() before the network is built, which "
-            "changes every later case of the process; only AMP inference is measured"
-        )
-    if dtype == "amp" and kind == "cpu":
-        return "amp (float16 mixed precision) on CPU: MXNet 1.9 has no float16 GEMM on CPU"
-    if dtype == "bfloat16" and kind != "cpu":
-        return "bfloat16 AMP in MXNet 1.9 runs through oneDNN on CPU only"
-    if dtype == "bfloat16":
-        if "MKLDNN" not in features.split(","):
-            return "bfloat16 on CPU needs MXNet built with oneDNN (MKLDNN feature off)"
-        if not flags & set(BF16_FLAGS):
-            return (
-                "bfloat16 on this CPU: no avx512_bf16 or amx_bf16 flag in /proc/cpuinfo, so "
-                "oneDNN would emulate bfloat16 (slower than float32, nothing worth measuring)"
-            )
-    return None
 
 
 def make_plan(batch_sizes: Sequence[int] | str, start: int, max_batch: int) -> Plan:

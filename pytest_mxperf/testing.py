@@ -30,7 +30,8 @@ from pytest_mxperf.memory import MemoryMethod, MemoryRecord
 from pytest_mxperf.protocol import ModelTypeError, Prepared, PrepareSpec, looks_like_oom
 
 if TYPE_CHECKING:
-    from pytest_mxperf.dataparallel import DataParallelResult, DataParallelSpec
+    from pytest_mxperf.dataparallel import DataParallelSpec
+    from pytest_mxperf.dp_result import DataParallelResult
 
 #: MXNet's message when cudaMalloc fails (src/storage/pooled_storage_manager.h).
 OOM_MESSAGE = (
@@ -206,7 +207,7 @@ class FakeBackend:
         """Exact figures from a `FakeModel` (see `fake_data_parallel`); with ``model`` None,
         ``spec.factory`` must return one."""
         if model is None:
-            from pytest_mxperf.dataparallel import load_object
+            from pytest_mxperf.dp_train import load_object
 
             model = load_object(spec.factory)()
         if not isinstance(model, FakeModel):
@@ -313,7 +314,8 @@ def fake_data_parallel(model: FakeModel, spec: DataParallelSpec) -> DataParallel
 
     One device trains at ``images_per_sec / train_factor``; at N each worker (device) loses
     ``1 - scaling`` of its time to exchange, so the efficiency is ``scaling`` exactly."""
-    from pytest_mxperf.dataparallel import DataParallelResult, ScalingCase, WorkerReport
+    from pytest_mxperf.dataparallel import ScalingCase, WorkerReport
+    from pytest_mxperf.dp_result import DataParallelResult
     from pytest_mxperf.launch import RankFailed, RankProcess
 
     if model.rank_failure is not None and spec.world_size > 1:

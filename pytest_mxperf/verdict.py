@@ -170,9 +170,11 @@ def decide_arbitrated(
 ) -> Verdict:
     """A suspected stored-baseline regression after a paired run of the baseline commit on this
     machine: confirmed -> regressed (also when the stored threshold, widened by noise, had let
-    it pass); cleared -> ``machine`` (passes) for a stored regression, unless the software or
-    environment changed since the baseline (a pair in today's environment judges code only);
-    undecided -> unstable. Without a pair the stored verdict stands."""
+    it pass); cleared -> ``machine`` (passes) for a stored regression; undecided -> unstable.
+    When the software or environment changed since the baseline and the pair did not
+    reproduce the baseline's (``environment_changed``), a pair that does not confirm the loss
+    clears nothing: it judged code only, and the drop may be the change, so a stored
+    regression stands. Without a pair the stored verdict stands."""
     if pair is None or pair.outcome == Outcome.NEW:
         return stored
     interval, rounds = pair.interval, pair.rounds
@@ -186,7 +188,7 @@ def decide_arbitrated(
         )
     if stored.outcome != Outcome.REGRESSED:
         return replace(stored, interval=interval, rounds=rounds)  # the pair agrees: no loss
-    if pair.outcome != Outcome.UNSTABLE and environment_changed:
+    if environment_changed:
         return replace(stored, interval=interval, rounds=rounds)
     if pair.outcome == Outcome.UNSTABLE:
         return replace(

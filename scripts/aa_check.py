@@ -12,8 +12,15 @@ per batch (0.11 = 11% more work, a ~10% lower throughput). Every run is its own 
 - ``host``: both cases stored at A, their figures raised 40% in the files (as if stored on a
   faster host) and committed; then one default run with identical code, and one with the
   largest slowdown in the target model only.
+- ``cost``: ``--cost-runs`` plain runs (``pytest --mxperf -k target``, no baseline, nothing to
+  arbitrate) for the wall-time figures: a paired run's wall against a plain run's, and a
+  stored-baseline run's wall with and without arbitration.
 
-    python scripts/aa_check.py --modes paired,stored --runs 10 --slowdowns 0,0.053,0.11,0.25
+Every line is printed as it is measured; a ``SUMMARY`` block at the end repeats the figures
+(failures out of ``--runs`` per mode and slowdown, the host check's counts, the wall times).
+
+    python scripts/aa_check.py --modes cost,paired,stored,host --runs 10 \
+        --slowdowns 0,0.053,0.11,0.25
 """
 
 from __future__ import annotations
@@ -76,7 +83,9 @@ def inflate(repo: Path, factor: float) -> None:
         file.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
-def host_check(repo: Path, env: dict[str, str], base: str, stores: int, extra: float) -> None:
+def host_check(
+    repo: Path, env: dict[str, str], base: str, stores: int, extra: float, summary: list[str]
+) -> None:
     """Baselines of both cases stored at A, raised 40% (committed), then the default run with
     identical code and with ``extra`` more work in the target model only."""
     git(repo, env, "checkout", "-q", "-B", "host", base)
@@ -95,6 +104,12 @@ def host_check(repo: Path, env: dict[str, str], base: str, stores: int, extra: f
         for c in cases:
             print(f"  {c['key']}: {describe(c)} failed={c['verdict']['failed']}")
             print("    " + c["verdict"]["message"].replace("\n", "\n    "))
+        failed = sorted(c["model"] for c in cases if c["verdict"]["failed"])
+        statuses = ", ".join(f"{c['model']} {c['verdict']['status']}" for c in cases)
+        summary.append(
+            f"host (+40% stored), target {work:.0%} more work: {len(failed)}/{len(cases)} "
+            f"failed ({', '.join(failed) or 'none'}); verdicts: {statuses}; {seconds:.0f} s"
+        )
 
 
 def describe_rate(case: dict[str, Any]) -> str:
@@ -124,10 +139,17 @@ def describe(case: dict[str, Any]) -> str:
     return f"{change}{span}{rounds} {v['status']}"
 
 
+def median_of(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--modes", default="paired,stored")
+    parser.add_argument("--modes", default="cost,paired,stored,host")
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--cost-runs", type=int, default=3, help="plain runs for the cost figure")
     parser.add_argument("--stores", type=int, default=3, help="--mxperf-update runs at A")
     parser.add_argument("--slowdowns", default="0,0.053,0.11,0.25", help="extra work per batch")
     parser.add_argument("--model", default="resnet18_v1")
@@ -141,6 +163,10 @@ def main() -> int:
     }
     env.pop("MXPERF_EXTRA_WORK", None)
     slowdowns = [float(s) for s in args.slowdowns.split(",")]
+    summary: list[str] = []
+    plain: list[float] = []
+    walls: dict[tuple[str, float], list[float]] = {}
+    arbitrated: dict[bool, list[float]] = {True: [], False: []}
     with tempfile.TemporaryDirectory() as tmp:
         repo = Path(tmp) / "repo"
         repo.mkdir()
@@ -151,7 +177,13 @@ def main() -> int:
         for mode in args.modes.split(","):
             git(repo, env, "checkout", "-q", base)
             if mode == "host":
-                host_check(repo, env, base, args.stores, max(slowdowns))
+                host_check(repo, env, base, args.stores, max(slowdowns), summary)
+                continue
+            if mode == "cost":
+                for i in range(args.cost_runs):
+                    case, seconds = pytest_run(repo, env)  # no baseline: measure and report
+                    plain.append(seconds)
+                    print(f"  plain run {i + 1}: {describe_rate(case)} ({seconds:.0f} s)")
                 continue
             start = base
             if mode == "stored":
@@ -166,24 +198,50 @@ def main() -> int:
             for extra in slowdowns:
                 git(repo, env, "checkout", "-q", "-B", f"b-{mode}-{extra}", start)
                 commit_work(repo, env, extra, f"B: {extra:.0%} more work")
-                failed, lines, walls = 0, [], []
+                failed, changes, these = 0, [], walls.setdefault((mode, extra), [])
                 for i in range(args.runs):
                     extra_args = ["--mxperf-ab", base] if mode == "paired" else []
                     case, seconds = pytest_run(repo, env, *extra_args)
-                    failed += bool(case["verdict"]["failed"])
-                    walls.append(seconds)
-                    lines.append(describe(case))
+                    v = case["verdict"]
+                    failed += bool(v["failed"])
+                    these.append(seconds)
+                    if mode == "stored":  # a pair ran: the verdict carries its rounds
+                        arbitrated[bool(v.get("rounds"))].append(seconds)
+                    if v.get("change") is not None:
+                        changes.append(v["change"])
                     print(
-                        f"  {mode} extra {extra:.1%} run {i + 1}: {lines[-1]} "
+                        f"  {mode} extra {extra:.1%} run {i + 1}: {describe(case)} "
                         f"({seconds:.0f} s, load {loadavg()})",
                         flush=True,
                     )
-                print(
-                    f"{mode}: extra work {extra:.1%} (throughput -{1 - 1 / (1 + extra):.1%}): "
-                    f"{failed}/{args.runs} failed; wall {min(walls):.0f}-{max(walls):.0f} s "
-                    f"per run",
-                    flush=True,
+                measured = f"{median_of(changes):+.1%}" if changes else "-"
+                line = (
+                    f"{mode}: extra work {extra:.1%} (throughput -{1 - 1 / (1 + extra):.1%}, "
+                    f"median measured change {measured}): {failed}/{args.runs} failed; wall "
+                    f"{min(these):.0f}-{max(these):.0f} s per run, median {median_of(these):.0f} s"
                 )
+                print(line, flush=True)
+                summary.append(line)
+    if plain:
+        summary.append(
+            f"cost: plain run (no baseline) median {median_of(plain):.0f} s over {len(plain)} runs"
+        )
+        paired_walls = [w for (m, _), ws in walls.items() if m == "paired" for w in ws]
+        if paired_walls:
+            ratio = median_of(paired_walls) / median_of(plain)
+            summary.append(
+                f"cost: paired run median {median_of(paired_walls):.0f} s = {ratio:.2f}x the "
+                "plain run (target: at most 2.5x)"
+            )
+    for was, label in ((False, "without a pair (not suspected)"), (True, "with arbitration")):
+        if arbitrated[was]:
+            summary.append(
+                f"cost: stored-baseline runs {label}: {len(arbitrated[was])} runs, median "
+                f"{median_of(arbitrated[was]):.0f} s"
+            )
+    print("\nSUMMARY (model " + f"{args.model}, {args.size}px, {args.runs} runs per line)")
+    for line in summary:
+        print("  " + line)
     return 0
 
 

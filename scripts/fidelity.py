@@ -313,8 +313,8 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["OMP_NUM_THREADS"] = str(args.threads)
         os.environ["MXNET_OMP_MAX_THREADS"] = str(args.threads)
 
-    from pytest_mxperf.backend import import_mxnet
     from pytest_mxperf.fingerprint import threads_in_force
+    from pytest_mxperf.mxnet_import import import_mxnet
 
     mx = import_mxnet()
     threads = threads_in_force(os.environ)

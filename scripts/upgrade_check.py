@@ -102,20 +102,37 @@ def main() -> int:
         run(["git", "add", "-A"], repo, env)
         run(["git", "commit", "-qm", "baselines stored under mxnet 1.8"], repo, env)
         sha = run(["git", "rev-parse", "HEAD~1"], repo, env).stdout.strip()
+        # (title, options, words the message must hold): every scenario must fail the case.
         scenarios = [
-            ("1. arbitration on (default)", []),
-            ("2. arbitration off", ["--mxperf-arbitrate", "off"]),
-            ("3. arbitration, baseline side in its own env", ["--mxperf-env-command", INSTALL]),
+            ("1. arbitration on (default)", [], "mxnet: 1.8.0"),
+            ("2. arbitration off", ["--mxperf-arbitrate", "off"], "mxnet: 1.8.0"),
+            (
+                "3. arbitration, baseline side in its own env",
+                ["--mxperf-env-command", INSTALL],
+                "confirmed by a paired run",
+            ),
             (
                 "4. paired run across environments",
                 ["--mxperf-ab", sha, "--mxperf-env-command", INSTALL],
+                "slower",
             ),
         ]
-        for title, extra in scenarios:
+        summary = []
+        for title, extra, words in scenarios:
             case, seconds = case_of(repo, sys.executable, env, *extra)
             v = case["verdict"]
             print(f"\n{title}: {v['status']} (failed: {v['failed']}, {seconds:.0f} s)")
             print("  " + v["message"].replace("\n", "\n  "))
+            ok = v["failed"] and v["status"] == "regressed" and words in v["message"]
+            change = "-" if v.get("change") is None else f"{v['change']:+.1%}"
+            summary.append(
+                f"{title}: {v['status']}, failed {v['failed']}, change {change}, "
+                f"{seconds:.0f} s: {'as expected' if ok else 'NOT AS EXPECTED'} "
+                f"(regressed, message naming {words!r})"
+            )
+        print("\nSUMMARY (squeezenet1.1 inference bs1, baselines stored under mxnet 1.8.0.post0)")
+        for line in summary:
+            print("  " + line)
     return 0
 
 

@@ -212,3 +212,84 @@ def test_dist(mxperf):
     # The side processes' results carry the scaling record through to the report.
     assert case["scaling"]["efficiency"] == pytest.approx(0.6)
     assert case["scaling"]["comm_share"] == pytest.approx(0.4)
+
+
+EFFICIENCY_ONLY = """
+from pytest_mxperf.testing import FakeModel
+
+def test_dist(mxperf):
+    mxperf.data_parallel(
+        FakeModel({speed}, scaling={s}), batch_size=8, kvstore="local",
+        contexts=["cpu(0)", "cpu(1)"], model="toy",
+    )
+"""
+# One device 1.5x faster, the exchange share 10% -> 40%: the same aggregate img/s (180), the
+# efficiency 90% -> 60%.
+BASE_SCALING, WORSE_SCALING = {"speed": 300.0, "s": 0.9}, {"speed": 450.0, "s": 0.6}
+KEY = "toy/training/float32/bs8/cpu/x2/local"
+
+
+def test_paired_mode_pairs_the_efficiency_when_the_aggregate_holds(
+    fake_pytester: pytest.Pytester, commit: Any
+) -> None:
+    fake_pytester.makepyfile(test_suite=EFFICIENCY_ONLY.format(**BASE_SCALING))
+    commit("base")
+    fake_pytester.makepyfile(test_suite=EFFICIENCY_ONLY.format(**WORSE_SCALING))
+    commit("faster device, more exchange")
+    result = fake_pytester.runpytest(
+        "--mxperf", "--mxperf-ab", "HEAD~1", "--mxperf-json", "report.json"
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            f"*{KEY}: scaling efficiency HEAD vs HEAD~1: -33.3%*lower*",
+            "*efficiency per round (HEAD~1/HEAD): 90.0%/60.0%, 90.0%/60.0%*",
+            "*kvstore (local) share of a step (HEAD~1 -> HEAD): 10% -> 40%: scaling dropped "
+            "because communication grew*",
+            "*aggregate: *HEAD vs HEAD~1: +0.0%*",
+        ]
+    )
+    verdict = _cases(fake_pytester)[KEY]["verdict"]
+    assert verdict["status"] == "regressed" and verdict["scaling"] is True
+    assert verdict["baseline_efficiency"] == pytest.approx(0.9)
+    assert verdict["efficiency_change"] == pytest.approx(0.6 / 0.9 - 1)
+
+
+def test_paired_mode_passes_a_data_parallel_case_that_did_not_change(
+    fake_pytester: pytest.Pytester, commit: Any
+) -> None:
+    fake_pytester.makepyfile(test_suite=EFFICIENCY_ONLY.format(**BASE_SCALING))
+    commit("base")
+    commit("nothing")
+    result = fake_pytester.runpytest(
+        "--mxperf", "--mxperf-ab", "HEAD~1", "--mxperf-json", "report.json"
+    )
+    result.assert_outcomes(passed=1)
+    verdict = _cases(fake_pytester)[KEY]["verdict"]
+    assert verdict["status"] == "pass" and verdict["scaling"] is False
+    assert "scaling efficiency HEAD vs HEAD~1: +0.0%" in verdict["message"]
+    assert verdict["baseline_efficiency"] == pytest.approx(0.9)
+
+
+def test_arbitration_of_a_scaling_regression_pairs_the_efficiency(
+    fake_pytester: pytest.Pytester, commit: Any
+) -> None:
+    fake_pytester.makepyfile(test_suite=EFFICIENCY_ONLY.format(**BASE_SCALING))
+    commit("base")
+    fake_pytester.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=1)
+    fake_pytester.makepyfile(test_suite=EFFICIENCY_ONLY.format(**WORSE_SCALING))
+    commit("faster device, more exchange")
+    result = fake_pytester.runpytest("--mxperf", "--mxperf-json", "report.json")
+    # The pair's aggregate img/s is the same: judged on it, the stored regression would be
+    # cleared as a figure that does not hold here.
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            f"*{KEY}: scaling efficiency 60.0% vs baseline 90.0% (-33.3%)*",
+            "*confirmed by a paired run on this machine: scaling efficiency HEAD vs baseline "
+            "commit *: -33.3%*",
+            "*scaling efficiency per round (baseline commit/HEAD): 90.0%/60.0%*",
+        ]
+    )
+    verdict = _cases(fake_pytester)[KEY]["verdict"]
+    assert verdict["status"] == "regressed" and verdict["scaling"] is True

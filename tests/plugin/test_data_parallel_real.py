@@ -100,3 +100,48 @@ def test_dist_sync_through_the_fixture(
     assert case["verdict"]["status"] == "regressed"
     assert case["scaling"]["comm_share"] > s["comm_share"]
     assert tagged_pids(tag) == []
+
+
+HANG_SUITE = """
+import mxperf_dp_models
+
+
+def test_hangs(mxperf):
+    mxperf.data_parallel(
+        "mxperf_dp_models:dense_net", batch_size=16, input_shape=(3, 32, 32),
+        kvstore="dist_sync", workers=2, model="mlp", step_hook="mxperf_dp_models:hooks",
+    )
+
+
+def test_after(mxperf):
+    mxperf.training(mxperf_dp_models.dense_net(), batch_size=16, input_shape=(3, 32, 32),
+                    model="mlp")
+"""
+
+
+def test_dist_timeout_ends_every_rank_and_fails_only_that_case(
+    fake_pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (fake_pytester.path / "conftest.py").unlink()  # the real MXNet back end
+    shutil.copy(MODELS, fake_pytester.path / MODELS.name)
+    fake_pytester.makepyfile(test_dp=HANG_SUITE)
+    tag = uuid.uuid4().hex
+    monkeypatch.setenv("MXPERF_TEST_TAG", tag)
+    monkeypatch.setenv("MXPERF_TEST_HANG_AT", "0:1")  # worker 0 sleeps from its first step
+    for name in ("MXPERF_TEST_INJECT_FLOATS", "MXPERF_TEST_DIE_AT"):
+        monkeypatch.delenv(name, raising=False)
+    result = fake_pytester.runpytest_subprocess(
+        "--mxperf",
+        "--mxperf-dist-timeout",
+        "8",
+        "--mxperf-json",
+        "report.json",
+        *SHORT,
+        timeout=300,  # a timeout not passed on to the launcher would hang for its default
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*dist_sync with 1 workers did not finish within 8 s*"])
+    assert tagged_pids(tag) == []
+    data = json.loads((fake_pytester.path / "report.json").read_text())
+    status = {c["key"]: c["status"] for c in data["cases"]}
+    assert status == {KEY: "error", "mlp/training/float32/bs16/cpu": "ok"}

@@ -159,13 +159,15 @@ def test_paired_run_refuses_unknown_revision_and_xdist(
     assert both.ret == pytest.ExitCode.USAGE_ERROR
 
 
-def _inflate_baselines(path: Path, factor: float) -> None:
-    """As if the baselines had been stored on a faster machine."""
+def _inflate_baselines(path: Path, factor: float, machine: str | None = None) -> None:
+    """As if the baselines had been stored on a faster machine (with that anonymous id)."""
     for file in (path / "baselines").rglob("*.json"):
         data = json.loads(file.read_text())
         for case in data["cases"].values():
             case["images_per_sec"] *= factor
             case["runs"] = [r * factor for r in case["runs"]]
+            if machine is not None:
+                case["machine_ids"] = [machine] * len(case["runs"])
         file.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
@@ -175,7 +177,7 @@ def stored_elsewhere(fake_pytester: pytest.Pytester, commit: Callable[[str], str
     fake_pytester.makepyfile(test_suite=PAIR_SUITE.format(speed=100.0))
     base = commit("A")
     fake_pytester.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
-    _inflate_baselines(fake_pytester.path, 1.4)
+    _inflate_baselines(fake_pytester.path, 1.4, machine="0badc0ffee00")
     commit("B: baselines from a faster machine")
     return base
 
@@ -193,8 +195,17 @@ def test_arbitration_clears_a_figure_that_does_not_hold_here(
     assert lines[1].startswith(
         f"but on this machine HEAD vs baseline commit {stored_elsewhere[:10]}: +0.0%"
     )
-    assert "the stored figure does not hold here" in lines[1]
+    assert (
+        "the stored figure does not hold here (the baseline was measured on another "
+        "machine)" in lines[1]
+    )
     assert len(_worktrees(fake_pytester.path)) == 1
+    result.stdout.fnmatch_lines(
+        [
+            "mxperf: 2 case(s) below their stored figures run as fast as the baseline commit on "
+            "this machine*store a baseline for this machine with --mxperf-update*"
+        ]
+    )
 
 
 def test_arbitration_confirms_a_real_regression_on_top(
@@ -224,7 +235,7 @@ def test_arbitration_off_judges_the_stored_figure_with_the_wider_floor(
         [
             "*tolerance 20.0%*",
             "*not confirmed by a paired run (--mxperf-arbitrate is off): judged against the "
-            "stored figure*",
+            "stored figure (the baseline was measured on another machine)*",
         ]
     )
 
@@ -262,6 +273,17 @@ def test_without_the_baseline_commit_the_wider_floor_applies(
     result = fake_pytester.runpytest("--mxperf", "--mxperf-compare", "f" * 40)
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*mxperf verdicts: 2 pass*"])
+    # Beyond the floor, today's judgement, saying it was not confirmed and why.
+    _inflate_baselines(fake_pytester.path, 1.3)  # -30%
+    beyond = fake_pytester.runpytest("--mxperf", "--mxperf-compare", "f" * 40)
+    beyond.assert_outcomes(failed=2)
+    beyond.stdout.fnmatch_lines(
+        [
+            "*tolerance 20.0%*",
+            "*not confirmed by a paired run (the baseline commit ffffffffff is not in this clone "
+            "(shallow clone?)): judged against the stored figure*",
+        ]
+    )
 
 
 SLOW_SUITE = """
@@ -373,3 +395,126 @@ def test_a_loss_hidden_by_block_noise_is_still_paired_and_confirmed(
     verdict = _report(fake_pytester, "r.json")["cases"][0]["verdict"]
     assert verdict["status"] == "regressed" and verdict["rounds"] >= 3
     assert "confirmed by a paired run on this machine" in verdict["message"]
+
+
+# The fake MXNet version: FAKE_MXNET when set, else what the interpreter's environment holds
+# (a marker file that the per-revision environment of --mxperf-env-command gets).
+VERSIONED_CONFTEST = """
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from pytest_mxperf.testing import FakeBackend
+
+
+def _mxnet():
+    if os.environ.get("FAKE_MXNET"):
+        return os.environ["FAKE_MXNET"]
+    return "fake-1.8" if (Path(sys.prefix) / "fake-mxnet-1.8").exists() else "fake-1.9.1"
+
+
+@pytest.fixture(scope="session")
+def mxperf_backend():
+    return FakeBackend(software={"mxnet": _mxnet(), "python": "3.11", "numpy": "1.23"})
+"""
+
+# Run by --mxperf-env-command in the new environment: it sees this environment's packages
+# (pytest, the plugin's dependencies) and holds "MXNet 1.8" (the marker file).
+MAKE_ENV = """
+import pathlib, sys, sysconfig
+site = pathlib.Path(sysconfig.get_paths()["purelib"])
+site.mkdir(parents=True, exist_ok=True)
+(site / "outer.pth").write_text({outer!r})
+pathlib.Path(sys.prefix, "fake-mxnet-1.8").touch()
+"""
+
+
+@pytest.fixture
+def stored_under_old_mxnet(
+    fake_pytester: pytest.Pytester,
+    commit: Callable[[str], str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> str:
+    """Baselines stored at commit A under "MXNet 1.8", raised 40% (committed as B); today's
+    environment has "MXNet 1.9.1". Worktrees and environments go under ``tmp_path``."""
+    import site
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    fake_pytester.makeconftest(VERSIONED_CONFTEST)
+    outer = "\n".join([*site.getsitepackages(), *sys.path[:1]]) + "\n"
+    fake_pytester.makepyfile(
+        test_suite=PAIR_SUITE.format(speed=100.0), make_env=MAKE_ENV.format(outer=outer)
+    )
+    base = commit("A")
+    monkeypatch.setenv("FAKE_MXNET", "fake-1.8")
+    fake_pytester.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
+    monkeypatch.delenv("FAKE_MXNET")
+    _inflate_baselines(fake_pytester.path, 1.4)
+    commit("B: baselines from a faster machine, under MXNet 1.8")
+    return base
+
+
+def test_a_pair_in_the_baselines_environment_judges_code_and_software_together(
+    fake_pytester: pytest.Pytester, stored_under_old_mxnet: str, tmp_path: Path
+) -> None:
+    # Today's environment: the pair clears the code, the MXNet change stays the suspect.
+    today = fake_pytester.runpytest("--mxperf")
+    today.assert_outcomes(failed=2)
+    today.stdout.fnmatch_lines(
+        [
+            "*cleared the code*, so the drop comes from what changed since the baseline: "
+            "mxnet: fake-1.8 -> fake-1.9.1*"
+        ]
+    )
+    # The baseline side in the baseline commit's own environment ("MXNet 1.8"): the pair
+    # covers code and software, finds no loss, so the stored figure does not hold here.
+    command = "{python} {wt}/make_env.py"
+    result = fake_pytester.runpytest(
+        "--mxperf", "--mxperf-env-command", command, "--mxperf-json", "report.json"
+    )
+    result.assert_outcomes(passed=2)
+    verdicts = {c["model"]: c["verdict"] for c in _report(fake_pytester)["cases"]}
+    assert {m: v["status"] for m, v in verdicts.items()} == {"fast": "machine", "steady": "machine"}
+    assert (
+        "changed since the baseline: mxnet: fake-1.8 -> fake-1.9.1" in verdicts["fast"]["message"]
+    )
+    # One environment for the revision, reused by the second case, left in the cache.
+    (built,) = list((tmp_path / "tmp").glob("pytest-mxperf-cache-*/envs/*"))
+    assert built.name.startswith(stored_under_old_mxnet[:12])
+    assert (built / "fake-mxnet-1.8").exists()
+
+
+def test_an_environment_that_cannot_be_built_is_a_clear_error(
+    fake_pytester: pytest.Pytester, stored_under_old_mxnet: str
+) -> None:
+    command = "no-such-program-for-mxperf {wt}"
+    # Arbitration: the stored judgement stands, saying why no pair could confirm it.
+    result = fake_pytester.runpytest(
+        "--mxperf", "--mxperf-env-command", command, "--mxperf-json", "report.json"
+    )
+    result.assert_outcomes(failed=2)
+    assert "Traceback" not in result.stdout.str()
+    for case in _report(fake_pytester)["cases"]:
+        message = case["verdict"]["message"]
+        assert case["verdict"]["status"] == "regressed"
+        assert (
+            f"not confirmed by a paired run: revision {stored_under_old_mxnet[:10]} cannot "
+            "be measured here: building the environment" in message
+        )
+        assert "no-such-program-for-mxperf" in message
+    # Paired mode: a usage error naming the revision and the failed build, not a traceback.
+    paired_run = fake_pytester.runpytest(
+        "--mxperf", "--mxperf-ab", "HEAD~1", "--mxperf-env-command", command
+    )
+    assert paired_run.ret == pytest.ExitCode.USAGE_ERROR
+    paired_run.stderr.fnmatch_lines(
+        [
+            "*mxperf: --mxperf-ab HEAD~1: revision * cannot be measured here: building the "
+            "environment of revision * could not start*"
+        ]
+    )
+    assert len(_worktrees(fake_pytester.path)) == 1

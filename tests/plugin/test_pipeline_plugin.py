@@ -107,9 +107,53 @@ def test_pipeline_usage_errors_fail_the_test(fake_pytester: pytest.Pytester) -> 
     )
 
 
+def test_a_source_that_stalls_fails_its_case_after_the_pipeline_timeout(
+    fake_pytester: pytest.Pytester,
+) -> None:
+    fake_pytester.makepyfile(
+        """
+        import threading
+        from pytest_mxperf.testing import FakeArray
+
+        RELEASE = threading.Event()
+
+        class Stalls:
+            def __iter__(self):
+                RELEASE.wait(30)  # bounded: the stuck fetch thread ends with the session
+                yield FakeArray((4, 1))
+
+        def test_stalls(mxperf):
+            try:
+                mxperf.pipeline(Stalls(), batch_size=4, model="stalls")
+            finally:
+                RELEASE.set()
+
+        class Steady:
+            def __init__(self, backend):
+                self.backend = backend
+
+            def __iter__(self):
+                for _ in range(3):
+                    self.backend.now += 0.01
+                    yield FakeArray((4, 1))
+
+        def test_next(mxperf, mxperf_backend):
+            mxperf.pipeline(Steady(mxperf_backend), model="next")  # the run goes on
+        """
+    )
+    result = fake_pytester.runpytest("--mxperf", "--mxperf-pipeline-timeout", "0.5")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*stalls/pipeline/float32/bs4/cpu: PipelineTimeout: the source delivered no batch "
+            "within 0.5 s (--mxperf-pipeline-timeout)*"
+        ]
+    )
+
+
 REAL_SUITE = """
 import pytest
-from pytest_mxperf.backend import import_mxnet
+from pytest_mxperf.mxnet_import import import_mxnet
 from pytest_mxperf.imagedata import image_set
 
 

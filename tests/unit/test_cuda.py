@@ -295,7 +295,7 @@ def test_other_failures_are_named() -> None:
 
 
 def test_backend_gives_the_driver_message() -> None:
-    from pytest_mxperf.backend import _missing_library
+    from pytest_mxperf.mxnet_import import _missing_library
 
     assert str(_missing_library(DRIVER_ERROR)) == cuda.DRIVER_MESSAGE
 
@@ -327,14 +327,14 @@ def test_cuda_build_is_read_from_metadata(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_import_mxnet_preloads_only_for_a_cuda_build(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_mxperf import backend
+    from pytest_mxperf import mxnet_import
 
     calls: list[str | None] = []
     monkeypatch.setitem(sys.modules, "mxnet", types.ModuleType("mxnet"))  # `import mxnet` finds it
     monkeypatch.setattr(cuda, "preload", lambda strategy=None: calls.append(strategy))
     monkeypatch.setattr(cuda, "cuda_build", lambda: None)
-    backend.import_mxnet()
+    mxnet_import.import_mxnet()
     assert calls == []
     monkeypatch.setattr(cuda, "cuda_build", lambda: "mxnet-cu112")
-    backend.import_mxnet()
+    mxnet_import.import_mxnet()
     assert calls == [None]

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.skipif(
 SCRIPT = """
 import json
 from pytest_mxperf import cuda
-from pytest_mxperf.backend import MXNetUnavailable, import_mxnet
+from pytest_mxperf.mxnet_import import MXNetUnavailable, import_mxnet
 
 report = cuda.preload()
 out = {

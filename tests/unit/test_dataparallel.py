@@ -11,24 +11,28 @@ import pytest
 
 from pytest_mxperf.dataparallel import (
     DataParallelError,
-    DataParallelResult,
     DataParallelSpec,
     ScalingCase,
     WorkerReport,
     aggregate,
-    block_spans,
     comm_share,
     common_window,
-    context_name,
     efficiency,
     items_in_window,
+    parse_context,
+)
+from pytest_mxperf.dp_result import DataParallelResult
+from pytest_mxperf.dp_train import (
+    block_spans,
+    build_model,
+    context_name,
     load_object,
     measure_with_timeline,
     object_ref,
-    parse_context,
 )
-from pytest_mxperf.launch import default_threads, free_port, rank_environment, tail
+from pytest_mxperf.launch import tail
 from pytest_mxperf.measure import MeasureConfig, Measurement
+from pytest_mxperf.rank_env import default_threads, free_port, rank_environment
 
 FAST = MeasureConfig(min_time=0.0, max_time=0.0, min_blocks=3, block_time=0.001)
 
@@ -144,6 +148,16 @@ def test_spec_validates_and_round_trips() -> None:
         DataParallelSpec(factory="m:f", batch_per_device=1, kvstore="device")
     with pytest.raises(ValueError, match="not a device"):
         DataParallelSpec(factory="m:f", batch_per_device=1, kvstore="local", contexts=("tpu0",))
+    symbol = DataParallelSpec(factory="models/mlp-symbol.json", batch_per_device=1)
+    assert DataParallelSpec.from_dict(json.loads(json.dumps(symbol.as_dict()))) == symbol
+
+
+def test_a_missing_symbol_file_is_named(tmp_path: Path) -> None:
+    path = str(tmp_path / "gone-symbol.json")
+    with pytest.raises(
+        DataParallelError, match=r"symbol file .*gone-symbol\.json.* does not exist"
+    ):
+        build_model(DataParallelSpec(factory=path, batch_per_device=1))
 
 
 def test_contexts_parse_and_print() -> None:

@@ -18,17 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mxperf.dataparallel import DataParallelResult, DataParallelSpec, run_in_process
-from pytest_mxperf.launch import (
-    RUN_ID_ENV,
-    LaunchTimeout,
-    RankFailed,
-    RankProcess,
-    default_threads,
-    launch,
-    run_distributed,
-)
+from pytest_mxperf.dataparallel import DataParallelSpec
+from pytest_mxperf.dp_local import run_in_process
+from pytest_mxperf.dp_result import DataParallelResult
+from pytest_mxperf.launch import LaunchTimeout, RankFailed, RankProcess, launch, run_distributed
 from pytest_mxperf.measure import MeasureConfig
+from pytest_mxperf.rank_env import RUN_ID_ENV, default_threads
 
 mx = pytest.importorskip("mxnet")
 
@@ -268,6 +263,22 @@ def test_injected_exchange_lowers_efficiency_and_raises_comm_share(
     watch.assert_all_gone()
 
 
+def test_dist_async_one_and_two_workers(no_test_env: pytest.MonkeyPatch) -> None:
+    # No lock-step (async workers never wait for each other's push): the optimizer runs on the
+    # server, each worker stops when its own measurement is done.
+    watch = Watch()
+    result = run_distributed(
+        replace(SPEC, kvstore="dist_async"), run_id=watch.run_id, on_poll=watch
+    )
+    assert (result.kvstore, result.world_size) == ("dist_async", 2)
+    workers = result.scaled.workers
+    assert [w.rank for w in workers] == [0, 1]
+    assert all(w.update_on_kvstore is True and w.compute is not None for w in workers)
+    assert all(rate > 0 for rate in result.per_worker_images_per_sec)
+    assert result.efficiency == result.images_per_sec / (2 * result.single.images_per_sec)
+    watch.assert_all_gone()
+
+
 # in one process -----------------------------------------------------------------------------
 
 
@@ -283,6 +294,26 @@ def test_in_process_two_cpu_contexts_with_local_kvstore(no_test_env: pytest.Monk
     assert scaled.compute is not None and 0 <= result.comm_share <= 1
     assert scaled.full.items_per_step == 2 * 16
     assert result.efficiency == result.images_per_sec / (2 * result.single.images_per_sec)
+
+
+def test_exported_symbol_files_as_the_model(
+    tmp_path: Path, no_test_env: pytest.MonkeyPatch
+) -> None:
+    net = models.dense_net()
+    net.initialize()
+    net.hybridize()
+    net(mx.nd.zeros((1, 3, 32, 32)))
+    net.export(str(tmp_path / "mlp"))
+    symbol = str(tmp_path / "mlp-symbol.json")
+    spec = replace(SPEC, factory=symbol, step_hook=None)
+    # In one process, and in a launched worker (which imports nothing of the test).
+    result = run_in_process(replace(spec, kvstore="local", contexts=("cpu(0)", "cpu(1)")))
+    assert result.images_per_sec > 0
+    assert result.scaled.workers[0].full.items_per_step == 2 * 16
+    watch = Watch()
+    (report,) = launch(replace(spec, workers=1), run_id=watch.run_id, on_poll=watch)
+    assert report.images_per_sec > 0 and report.contexts == ("cpu(0)",)
+    watch.assert_all_gone()
 
 
 def _gpus() -> int:

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_mxperf import pipeline
+from pytest_mxperf import input_bound, pipeline, pipeline_source
 from pytest_mxperf.markers import MarkerError, parse_marker
 from pytest_mxperf.measure import MeasureConfig
 from pytest_mxperf.records import Outcome, Status, Verdict
@@ -73,14 +73,14 @@ def test_images_per_second_and_epoch_resets_not_counted() -> None:
 
 
 def test_batch_size_from_first_array_and_the_declared_one() -> None:
-    assert pipeline.batch_images((np.zeros((6, 3)), np.zeros(6))) == 6
-    assert pipeline.batch_images(np.zeros((4, 2))) == 4
+    assert pipeline_source.batch_images((np.zeros((6, 3)), np.zeros(6))) == 6
+    assert pipeline_source.batch_images(np.zeros((4, 2))) == 4
 
     class Iter:
         batch_size = 32
 
-    assert pipeline.declared_batch(Iter()) == 32
-    assert pipeline.declared_batch([1, 2]) is None
+    assert pipeline_source.declared_batch(Iter()) == 32
+    assert pipeline_source.declared_batch([1, 2]) is None
 
 
 def test_a_source_that_raises_mid_epoch_is_an_error_with_its_message() -> None:
@@ -91,26 +91,28 @@ def test_a_source_that_raises_mid_epoch_is_an_error_with_its_message() -> None:
 
 
 def test_an_empty_source_is_a_usage_error() -> None:
-    with pytest.raises(pipeline.PipelineError, match="empty"):
+    with pytest.raises(pipeline_source.PipelineError, match="empty"):
         run([], FakeBackend())
 
 
 def test_a_batch_of_another_size_is_a_usage_error() -> None:
     backend = FakeBackend()
     src = Source(backend, batch=8, batches=5, sizes={3: 5})
-    with pytest.raises(pipeline.PipelineError, match="batch of 5 images after batches of 8"):
+    with pytest.raises(pipeline_source.PipelineError, match="batch of 5 images after batches of 8"):
         run(src, backend)
-    with pytest.raises(pipeline.PipelineError, match="batch of 8 images after batches of 16"):
+    with pytest.raises(
+        pipeline_source.PipelineError, match="batch of 8 images after batches of 16"
+    ):
         run(Source(backend, batch=8), backend, images=16)
 
 
 def test_a_generator_cannot_be_restarted() -> None:
     backend = FakeBackend()
     gen = iter(Source(backend, batches=4))
-    with pytest.raises(pipeline.PipelineError, match="cannot be restarted"):
+    with pytest.raises(pipeline_source.PipelineError, match="cannot be restarted"):
         run(gen, backend)
-    with pytest.raises(pipeline.PipelineError, match="one-pass iterator"):
-        pipeline.peek_shape(iter([np.zeros((2, 3))]), clock=backend.clock, timeout=1.0)
+    with pytest.raises(pipeline_source.PipelineError, match="one-pass iterator"):
+        pipeline_source.peek_shape(iter([np.zeros((2, 3))]), clock=backend.clock, timeout=1.0)
 
 
 def test_a_source_that_never_delivers_times_out() -> None:
@@ -134,38 +136,38 @@ def test_a_source_slower_than_max_time_is_measured_over_one_batch_and_flagged() 
 
 
 def test_input_bound_needs_a_gap_beyond_the_noise_and_a_slow_pipeline() -> None:
-    model = pipeline.Figure(1000.0, 0.01)
-    slow_pipe = pipeline.Figure(500.0, 0.01)
-    bound = pipeline.decide_input_bound(measurement_of(480.0, 0.01), model, slow_pipe)
+    model = input_bound.Figure(1000.0, 0.01)
+    slow_pipe = input_bound.Figure(500.0, 0.01)
+    bound = input_bound.decide_input_bound(measurement_of(480.0, 0.01), model, slow_pipe)
     assert bound is not None and bound.needed_speedup == pytest.approx(1.0)
     # Within the noise: not input-bound.
-    assert pipeline.decide_input_bound(measurement_of(960.0, 0.01), model, slow_pipe) is None
-    noisy = pipeline.Figure(1000.0, 0.3)
-    assert pipeline.decide_input_bound(measurement_of(700.0, 0.01), noisy, slow_pipe) is None
+    assert input_bound.decide_input_bound(measurement_of(960.0, 0.01), model, slow_pipe) is None
+    noisy = input_bound.Figure(1000.0, 0.3)
+    assert input_bound.decide_input_bound(measurement_of(700.0, 0.01), noisy, slow_pipe) is None
     # A pipeline far faster than the model: the gap is CPU sharing, not starvation.
-    fast_pipe = pipeline.Figure(3000.0, 0.01)
-    assert pipeline.decide_input_bound(measurement_of(700.0, 0.01), model, fast_pipe) is None
+    fast_pipe = input_bound.Figure(3000.0, 0.01)
+    assert input_bound.decide_input_bound(measurement_of(700.0, 0.01), model, fast_pipe) is None
 
 
 def test_input_bound_message_names_both_figures_and_the_setting_that_gets_there() -> None:
-    bound = pipeline.InputBound(400.0, 1000.0, 420.0, 0.6, 0.05)
-    text = pipeline.explain_input_bound(
+    bound = input_bound.InputBound(400.0, 1000.0, 420.0, 0.6, 0.05)
+    text = input_bound.explain_input_bound(
         "k", bound, [("num_workers=0", 420.0), ("num_workers=2", 1100.0)]
     )
     assert "end-to-end 400.0 img/s vs the model alone 1000.0 img/s" in text
     assert "must become 138% faster" in text
     assert "num_workers=2 is enough" in text
-    text = pipeline.explain_input_bound("k", bound, [("num_workers=0", 420.0)])
+    text = input_bound.explain_input_bound("k", bound, [("num_workers=0", 420.0)])
     assert "none is enough" in text
 
 
 def test_input_bound_verdict_keeps_failures_and_never_fails_by_itself() -> None:
-    passed = pipeline.input_bound_verdict(Verdict(Outcome.PASS, False, "base"), "diag")
+    passed = input_bound.input_bound_verdict(Verdict(Outcome.PASS, False, "base"), "diag")
     assert passed.outcome == Outcome.INPUT_BOUND and not passed.failed
     assert passed.message == "diag\nbase"
-    strict_new = pipeline.input_bound_verdict(Verdict(Outcome.NEW, True, "new"), "diag")
+    strict_new = input_bound.input_bound_verdict(Verdict(Outcome.NEW, True, "new"), "diag")
     assert strict_new.outcome == Outcome.INPUT_BOUND and strict_new.failed
-    regressed = pipeline.input_bound_verdict(Verdict(Outcome.REGRESSED, True, "slow"), "diag")
+    regressed = input_bound.input_bound_verdict(Verdict(Outcome.REGRESSED, True, "slow"), "diag")
     assert regressed.outcome == Outcome.REGRESSED and regressed.message == "slow\ndiag"
 
 

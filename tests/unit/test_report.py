@@ -287,3 +287,18 @@ def test_render_grids_split_to_fit_the_width() -> None:
     headers = [lines[0].split()[1:] for _, lines in parts]
     assert [m for h in headers for m in h] == models  # every model once, in order
     assert {title for title, _ in parts} == {whole[0]}
+
+
+def test_change_column_of_paired_and_arbitrated_verdicts() -> None:
+    from pytest_mxperf.records import Outcome, Verdict
+    from pytest_mxperf.report import _change
+
+    assert _change(Verdict(Outcome.PASS, False, change=-0.031)) == "-3.1%"
+    paired = Verdict(Outcome.REGRESSED, True, change=-0.2, interval=(0.78, 0.82), rounds=3)
+    assert _change(paired) == "-20.0% ±2.0%"
+    # Arbitrated: the stored change, and the pair's own estimate with its interval (a 40%
+    # stored drop is not "-28.6% ±2.9%").
+    arbitrated = Verdict(
+        Outcome.MACHINE, False, change=-0.286, threshold=0.05, interval=(0.971, 1.030), rounds=3
+    )
+    assert _change(arbitrated) == "-28.6%, pair +0.0% ±3.0%"

@@ -6,8 +6,9 @@ from collections.abc import Callable
 
 import pytest
 
-from pytest_mxperf import sweep
-from pytest_mxperf.sweep import Curve, MemoryBudget, Plan, Point, run_curve
+from pytest_mxperf import dtype_support, sweep, sweep_memory
+from pytest_mxperf.sweep import Curve, Plan, Point, run_curve
+from pytest_mxperf.sweep_memory import MemoryBudget
 
 MIB = 2**20
 
@@ -83,7 +84,7 @@ def test_memory_budget_predicts_and_never_runs_a_point_over_it() -> None:
     # 256 would need 612 MiB: refused by prediction, never measured
     assert 256 not in asked and max(asked) < 250
     assert curve.limit == "budget" and curve.largest_fit is not None
-    assert all(100 + 2 * b <= 600 / sweep.BUDGET_MARGIN for b in asked)
+    assert all(100 + 2 * b <= 600 / sweep_memory.BUDGET_MARGIN for b in asked)
     refused = [p for p in curve.points if p.status == "budget"]
     assert refused and "exceeds the memory budget 600 MiB" in refused[0].note
 
@@ -136,13 +137,13 @@ def test_summary_travels_with_the_points() -> None:
     [("2GiB", 2 * 2**30), ("512m", 512 * MIB), ("1.5GB", 3 * 2**29), ("4096", 4096)],
 )
 def test_parse_size(text: str, size: int) -> None:
-    assert sweep.parse_size(text) == size
+    assert sweep_memory.parse_size(text) == size
 
 
 @pytest.mark.parametrize("text", ["", "lots", "-1G", "0"])
 def test_parse_size_rejects(text: str) -> None:
     with pytest.raises(ValueError):
-        sweep.parse_size(text)
+        sweep_memory.parse_size(text)
 
 
 def test_make_plan_checks_its_arguments() -> None:
@@ -176,7 +177,7 @@ BF16 = frozenset({"avx512f", "avx512_bf16"})
 def test_unsupported_dtypes_have_reasons(
     dtype: str, kind: str, mode: str, flags: frozenset[str], features: str, reason: str | None
 ) -> None:
-    found = sweep.unsupported_dtype(dtype, kind, mode, flags=flags, features=features)
+    found = dtype_support.unsupported_dtype(dtype, kind, mode, flags=flags, features=features)
     if reason is None:
         assert found is None
     else:
@@ -194,7 +195,7 @@ def test_largest_fit_drop() -> None:
 
 def test_peak_meter_reads_a_peak() -> None:
     status = iter([{"VmRSS": 10}, {"VmRSS": 50, "VmHWM": 80}])
-    meter = sweep.PeakMeter(lambda: next(status))
+    meter = sweep_memory.PeakMeter(lambda: next(status))
     with meter.measuring():
         pass
     assert meter.before == 10 and meter.peak in (50, 80)  # 80 where VmHWM could be reset

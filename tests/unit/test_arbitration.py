@@ -1,0 +1,92 @@
+"""Arbitration of a suspected stored-baseline regression by a paired run of the baseline commit:
+the decision (`verdict.decide_arbitrated`) and its message (`explain.explain_arbitrated`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_mxperf.explain import explain_arbitrated
+from pytest_mxperf.paired import PairedRound, paired_estimate
+from pytest_mxperf.records import Outcome, Verdict
+from pytest_mxperf.verdict import Policy, decide_arbitrated, decide_paired
+
+STORED = Verdict(Outcome.REGRESSED, True, "m: 70.9 img/s vs baseline 97.6 img/s (-27.4%)", -0.274)
+PASSED = Verdict(Outcome.PASS, False, "m: within the noise", -0.07)
+
+
+def _pair(*ratios: float) -> Verdict:
+    est = paired_estimate([PairedRound(100.0, 100.0 * r) for r in ratios])
+    return decide_paired(est, Policy())
+
+
+SAME = _pair(1.0, 1.001, 0.999)
+SLOWER = _pair(0.9, 0.9, 0.9)
+NOISY = _pair(0.9, 1.1, 1.0)
+
+
+def test_the_pairs_are_what_they_say() -> None:
+    assert (SAME.outcome, SLOWER.outcome, NOISY.outcome) == (
+        Outcome.PASS,
+        Outcome.REGRESSED,
+        Outcome.UNSTABLE,
+    )
+
+
+@pytest.mark.parametrize(
+    ("stored", "pair", "changed", "outcome", "failed"),
+    [
+        (STORED, SLOWER, False, Outcome.REGRESSED, True),  # confirmed
+        (STORED, SLOWER, True, Outcome.REGRESSED, True),
+        (PASSED, SLOWER, False, Outcome.REGRESSED, True),  # noise had hidden it
+        (STORED, SAME, False, Outcome.MACHINE, False),  # the figure does not hold here
+        (STORED, NOISY, False, Outcome.UNSTABLE, False),  # not confirmed, not cleared
+        (STORED, SAME, True, Outcome.REGRESSED, True),  # the change is the suspect
+        # A pair without the baseline's software that cannot decide clears nothing either:
+        # the upgrade may be the whole drop.
+        (STORED, NOISY, True, Outcome.REGRESSED, True),
+        (PASSED, SAME, False, Outcome.PASS, False),
+        (PASSED, NOISY, True, Outcome.PASS, False),
+        (STORED, None, False, Outcome.REGRESSED, True),  # no pair: the stored verdict
+        (STORED, Verdict(Outcome.NEW, False), False, Outcome.REGRESSED, True),
+    ],
+)
+def test_decide_arbitrated(
+    stored: Verdict, pair: Verdict | None, changed: bool, outcome: Outcome, failed: bool
+) -> None:
+    verdict = decide_arbitrated(stored, pair, changed)
+    assert (verdict.outcome, verdict.failed) == (outcome, failed)
+    assert verdict.change == stored.change  # the stored evidence is kept
+    if pair is not None and pair.interval is not None:
+        assert verdict.interval == pair.interval and verdict.rounds == pair.rounds
+
+
+def test_update_mode_never_fails_a_confirmed_loss() -> None:
+    assert not decide_arbitrated(STORED, SLOWER, False, update=True).failed
+
+
+def _message(pair: Verdict, changed: list[str], other: bool = False) -> str:
+    ratios = {SAME: (1.0, 1.001, 0.999), SLOWER: (0.9, 0.9, 0.9), NOISY: (0.9, 1.1, 1.0)}[pair]
+    est = paired_estimate([PairedRound(100.0, 100.0 * r) for r in ratios])
+    verdict = decide_arbitrated(STORED, pair, bool(changed))
+    return explain_arbitrated(STORED.message, verdict, est, "abc", "1/1", changed, other)
+
+
+def test_messages_give_the_stored_and_the_paired_evidence() -> None:
+    confirmed = _message(SLOWER, [], other=True)
+    assert confirmed.startswith(STORED.message)
+    assert "confirmed by a paired run on this machine: HEAD vs baseline commit abc: -10.0%" in (
+        confirmed
+    )
+    assert "the baseline was measured on another machine" in confirmed
+    machine = _message(SAME, [])
+    assert "the code is not slower; the stored figure does not hold here" in machine
+    assert "--mxperf-update" in machine
+
+
+def test_messages_name_the_software_change() -> None:
+    change = ["mxnet: 1.8.0 -> 1.9.1"]
+    cleared = _message(SAME, change)
+    assert "cleared the code" in cleared and "mxnet: 1.8.0 -> 1.9.1" in cleared
+    undecided = _message(NOISY, change)
+    assert "could not decide" in undecided and "mxnet: 1.8.0 -> 1.9.1" in undecided
+    assert "cleared" not in undecided
