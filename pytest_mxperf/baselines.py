@@ -80,6 +80,11 @@ class StoredCase:
     efficiency: float | None = None
     comm_share: float | None = None
     single_rel_iqr: float = 0.0
+    #: Start-up figures and the peak memory of the stored run (None in files written before
+    #: they were recorded).
+    first_step_seconds: float | None = None
+    warmup_seconds: float | None = None
+    peak_memory_mb: float | None = None
 
     @classmethod
     def from_dict(cls, data: Any, where: str) -> StoredCase:
@@ -118,6 +123,15 @@ class StoredCase:
             ),
             comm_share=_num(data.get("comm_share"), f"{where}: 'comm_share'", optional=True),
             single_rel_iqr=_num(data.get("single_rel_iqr", 0.0), f"{where}: 'single_rel_iqr'"),
+            first_step_seconds=_num(
+                data.get("first_step_seconds"), f"{where}: 'first_step_seconds'", optional=True
+            ),
+            warmup_seconds=_num(
+                data.get("warmup_seconds"), f"{where}: 'warmup_seconds'", optional=True
+            ),
+            peak_memory_mb=_num(
+                data.get("peak_memory_mb"), f"{where}: 'peak_memory_mb'", optional=True
+            ),
         )
 
     def as_dict(self) -> dict[str, Any]:

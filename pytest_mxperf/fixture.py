@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import pytest
 
-from pytest_mxperf import fingerprint, locks
+from pytest_mxperf import diagnosis, fingerprint, locks
 from pytest_mxperf import pipeline as pipelines
 from pytest_mxperf import sweep as sweeps
 from pytest_mxperf.explain import (
@@ -65,6 +65,8 @@ class MxPerf:
         self._default_ctx = default_ctx
         self._seen = session.seen
         self.results: list[CaseResult] = []
+        #: Warnings of the case being finished (memory growth, start-up), said once it is kept.
+        self._pending_warnings: list[str] = []
 
     # public API -------------------------------------------------------------------------------
     def inference(self, net: Any, *, batch_size: int, **options: Any) -> CaseResult:
@@ -377,20 +379,30 @@ class MxPerf:
         if self._settings.ab:
             # Paired mode: the side processes measured this case; judge the pair.
             self._judge_pair(result)
+            self._finish_pair(result)
             if after is not None:
                 after(result)
             self.results.append(result)
+            self._warn_pending(result)
             return result
         with locks.device_lock(self._run.lock_dir, self._run.device_lock_name(kind, index)):
             start = time.time()
             ref = self._measure(result, net, spec, runner)
             result.window = [start, time.time()]
+        why_no_base: str | None = None
         if result.verdict is not None and suspected(result.verdict, self._settings.tolerance):
-            self._arbitrate(result, ref)  # outside the lock: the sides take it themselves
+            why_no_base = self._arbitrate(result, ref)  # outside the lock: sides take it
+        self._finish(result, ref, why_no_base)
         if after is not None:
             after(result)
         self.results.append(result)
+        self._warn_pending(result)
         return result
+
+    def _warn_pending(self, result: CaseResult) -> None:
+        pending, self._pending_warnings = self._pending_warnings, []
+        for text in pending:
+            warnings.warn(f"mxperf: {result.key}: {text}", pytest.PytestWarning, stacklevel=4)
 
     def _claim(self, key: CaseKey) -> None:
         """Two cases with one key in one run are an error."""
@@ -441,11 +453,35 @@ class MxPerf:
         config = MeasureConfig(
             min_time=settings.min_time, max_time=settings.max_time, warmup_time=settings.warmup_time
         )
+
+        def suspect(best: Measurement) -> bool:
+            # Profile a case judged regressed (or, on a paired run's first round, every case):
+            # after its timed blocks, with the step still warm.
+            if settings.side_out:
+                return settings.side_profile
+            if settings.update:
+                return False
+            result.measurement = best
+            return decide(result, ref, expectations, policy).outcome == Outcome.REGRESSED
+
+        diagnose = diagnosis.DiagnoseSpec(
+            trace_path=diagnosis.trace_path_for(settings.profile, str(result.key)),
+            profile_if=suspect,
+        )
         attempts = 1 + settings.confirm
         if runner is not None:
             outcome = runner(spec, config, attempts, again)
         else:
-            outcome = run_case(self._backend, net, spec, config, attempts=attempts, again=again)
+            outcome = run_case(
+                self._backend,
+                net,
+                spec,
+                config,
+                attempts=attempts,
+                again=again,
+                diagnose=diagnose,
+            )
+        diagnosis.apply(result, outcome.diagnosis)
         result.status, result.measurement = outcome.status, outcome.measurement
         result.attempts, result.error = outcome.attempts, outcome.error
         result.warnings = outcome.warnings
@@ -476,10 +512,20 @@ class MxPerf:
             floor_tolerance=s.unconfirmed_tolerance,
         )
 
-    def _arbitrate(self, result: CaseResult, ref: BaselineRef | None) -> None:
+    def _arbitrate(self, result: CaseResult, ref: BaselineRef | None) -> str | None:
         from pytest_mxperf import fixture_pair
 
-        fixture_pair.arbitrate(self, result, ref)
+        return fixture_pair.arbitrate(self, result, ref)
+
+    def _finish(self, result: CaseResult, ref: BaselineRef | None, why_no_base: str | None) -> None:
+        from pytest_mxperf import fixture_pair
+
+        fixture_pair.finish_stored(self, result, ref, why_no_base)
+
+    def _finish_pair(self, result: CaseResult) -> None:
+        from pytest_mxperf import fixture_pair
+
+        fixture_pair.finish_paired(self, result)
 
     def _judge_pair(self, result: CaseResult) -> None:
         from pytest_mxperf import fixture_pair

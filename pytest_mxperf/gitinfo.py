@@ -153,3 +153,21 @@ def rev_parse(repo_root: str | None, rev: str) -> str | None:
         return None
     finally:
         repo.close()
+
+
+def log_oneline(
+    repo_root: str | None, base: str, head: str, paths: list[str], limit: int = 10
+) -> tuple[list[str], int] | None:
+    """``git log --oneline base..head -- paths``: at most ``limit`` lines and how many commits
+    there are in all; None when git cannot answer (no repository, an unknown commit)."""
+    repo = _repo(repo_root) if repo_root else None
+    if repo is None:
+        return None
+    try:
+        text = repo.git.log("--oneline", "--no-decorate", f"{base}..{head}", "--", *paths)
+    except Exception:
+        return None
+    finally:
+        repo.close()
+    lines = [line for line in str(text).splitlines() if line.strip()]
+    return lines[:limit], len(lines)

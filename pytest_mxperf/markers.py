@@ -21,17 +21,29 @@ from pytest_mxperf.pipeline import parse_sweep
 from pytest_mxperf.records import DTYPES, MODES
 
 MARKER_DOC = (
-    "mxperf(expect=None, *, hardware='*', tolerance=None, model=None, mode=None, dtype=None): "
+    "mxperf(expect=None, *, hardware='*', tolerance=None, model=None, mode=None, dtype=None, "
+    "max_memory_mb=None): "
     "an MXNet throughput benchmark. expect maps batch size -> expected images/sec (or model -> "
     "{batch size: images/sec}); it applies where the hardware key matches the glob pattern "
     "`hardware`, and to cases of `mode`/`dtype` when given. A case measured below "
     "expected * (1 - tolerance) fails. model also names the cases of the test. "
     "efficiency maps world size -> lowest scaling efficiency of a data-parallel case. "
-    "sweep={'preprocess_threads': [1, 2, 4]} measures a data pipeline at each value."
+    "sweep={'preprocess_threads': [1, 2, 4]} measures a data pipeline at each value. "
+    "max_memory_mb fails a case whose peak memory is above it."
 )
 
 ALLOWED = frozenset(
-    {"expect", "hardware", "tolerance", "model", "mode", "dtype", "efficiency", "sweep"}
+    {
+        "expect",
+        "hardware",
+        "tolerance",
+        "model",
+        "mode",
+        "dtype",
+        "efficiency",
+        "sweep",
+        "max_memory_mb",
+    }
 )
 
 
@@ -91,6 +103,8 @@ class MarkerSpec:
     #: A data-pipeline sweep: the factory's keyword and its values (``mxperf.pipeline``).
     sweep: tuple[str, tuple[Any, ...]] | None = None
     efficiency: tuple[EfficiencyFloor, ...] = ()
+    #: The most memory (MiB) a case of the test may peak at.
+    max_memory_mb: float | None = None
 
     def efficiency_floor(self, *, model: str, world_size: int, hardware: str) -> float | None:
         """The highest efficiency floor that applies to a data-parallel case, if any."""
@@ -168,6 +182,15 @@ def parse_marker(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> MarkerSpec
     except ValueError as exc:
         raise MarkerError(str(exc)) from None
 
+    max_memory = kwargs.get("max_memory_mb")
+    if max_memory is not None and (
+        isinstance(max_memory, bool)
+        or not isinstance(max_memory, (int, float))
+        or not math.isfinite(max_memory)
+        or max_memory <= 0
+    ):
+        raise MarkerError(f"max_memory_mb must be a positive number of MiB, got {max_memory!r}")
+
     expect = kwargs.get("expect")
     found: list[Expectation] = []
 
@@ -208,6 +231,7 @@ def parse_marker(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> MarkerSpec
         model=model,
         efficiency=_efficiency(kwargs.get("efficiency"), hardware, model),
         sweep=sweep,
+        max_memory_mb=None if max_memory is None else float(max_memory),
     )
 
 
@@ -241,6 +265,7 @@ def merge(specs: Iterable[MarkerSpec]) -> MarkerSpec:
     efficiency: list[EfficiencyFloor] = []
     model: str | None = None
     sweep: tuple[str, tuple[Any, ...]] | None = None
+    max_memory: float | None = None
     for spec in specs:
         expectations.extend(spec.expectations)
         efficiency.extend(spec.efficiency)
@@ -248,9 +273,12 @@ def merge(specs: Iterable[MarkerSpec]) -> MarkerSpec:
             model = spec.model
         if sweep is None:
             sweep = spec.sweep
+        if max_memory is None:
+            max_memory = spec.max_memory_mb
     return MarkerSpec(
         expectations=tuple(expectations),
         model=model,
         efficiency=tuple(efficiency),
         sweep=sweep,
+        max_memory_mb=max_memory,
     )

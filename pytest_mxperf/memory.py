@@ -42,6 +42,8 @@ class MemoryMethod(str, enum.Enum):
     RSS = "rss"
     #: GPU memory in use before and after (``mx.context.gpu_memory_info``).
     GPU_MEMORY_INFO = "gpu_memory_info"
+    #: A figure a test back end declares (`pytest_mxperf.testing.FakeModel.memory_mb`).
+    DECLARED = "declared"
 
 
 @dataclass(frozen=True)

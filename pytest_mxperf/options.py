@@ -147,7 +147,12 @@ FLAGS: tuple[Flag, ...] = (
     Flag("enabled", "Run MXNet benchmarks, compare them with stored baselines, print a table."),
     Flag("update", "Store this run's results as the baseline of HEAD for this hardware."),
     Flag("allow_dirty", "Let --mxperf-update store results measured on a dirty working tree."),
-    Flag("strict", "Fail cases that have no baseline or are too noisy to judge."),
+    Flag(
+        "strict",
+        "Fail cases that have no baseline or are too noisy to judge, and cases whose peak "
+        "memory grew beyond --mxperf-memory-tolerance.",
+    ),
+    Flag("memory", "Add each case's peak memory (MiB) as a column of the results table."),
 )
 
 
@@ -357,6 +362,25 @@ SPECS += (
         "SECONDS",
     ),
 )
+SPECS += (
+    Spec(
+        "profile",
+        _text,
+        None,
+        "Write MXNet's Chrome trace (DIR/<case>.trace.json, for chrome://tracing or "
+        "ui.perfetto.dev) and aggregate table (DIR/<case>.table.txt) of every case, profiled "
+        "after it was measured; the JSON report links them.",
+        "DIR",
+    ),
+    Spec(
+        "memory_tolerance",
+        _fraction,
+        0.10,
+        "Growth of a case's peak memory against its baseline that is reported (and fails "
+        "with --mxperf-strict); a change must also exceed 16 MiB.",
+        "FRACTION",
+    ),
+)
 SPECS_BY_NAME = {spec.name: spec for spec in SPECS}
 #: The one place defaults live; `Settings`, `MeasureConfig` and the help text read them here.
 DEFAULTS: dict[str, Any] = {spec.name: spec.default for spec in SPECS}
@@ -370,6 +394,7 @@ class Settings:
     update: bool = False
     allow_dirty: bool = False
     strict: bool = False
+    memory: bool = False
     ctx: tuple[str, ...] = DEFAULTS["ctx"]
     threads: int | None = DEFAULTS["threads"]
     json: str | None = DEFAULTS["json"]
@@ -396,8 +421,12 @@ class Settings:
     price_per_hour: float | None = DEFAULTS["price_per_hour"]
     epoch_images: int | None = DEFAULTS["epoch_images"]
     pipeline_timeout: float = DEFAULTS["pipeline_timeout"]
+    profile: str | None = DEFAULTS["profile"]
+    memory_tolerance: float = DEFAULTS["memory_tolerance"]
     #: Set in the processes of a paired run: write measured cases here instead of judging.
     side_out: str | None = None
+    #: Set on the first round's side processes: profile every case after measuring it.
+    side_profile: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

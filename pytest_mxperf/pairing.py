@@ -170,7 +170,7 @@ def side_argv(
 def side_env() -> dict[str, str]:
     """The environment of a side: this one, without what would make it pair again or write."""
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
-    for name in ("AB", "JSON", "ARBITRATE", "COMPARE", "ENV_COMMAND"):
+    for name in ("AB", "JSON", "ARBITRATE", "COMPARE", "ENV_COMMAND", "PROFILE"):
         env.pop(f"PYTEST_MXPERF_{name}", None)
     env.pop("PYTEST_XDIST_WORKER", None)
     return env
@@ -196,7 +196,9 @@ def run_rounds(
     timeout: float = 3600.0,
 ) -> None:
     """Add ``rounds`` rounds to ``data``: REV first on even rounds, HEAD first on odd ones, each
-    side one process serving every node id of the round."""
+    side one process serving every node id of the round. The first round's sides also profile
+    every case after measuring it (``--mxperf-side-profile``), and with ``--mxperf-profile`` its
+    HEAD side writes the traces."""
     files = sorted({n.split("::")[0] for n in nodeids})
     with tempfile.TemporaryDirectory(prefix="mxperf-pair-") as tmp:
         select = Path(tmp) / "select.txt"
@@ -218,6 +220,10 @@ def run_rounds(
                     this[name] = SideResult()  # none of the files exists on that side
                     continue
                 out.unlink(missing_ok=True)
+                if index == 0:
+                    argv = [*argv, "--mxperf-side-profile"]
+                    if name == HEAD and settings.profile:
+                        argv += ["--mxperf-profile", str(Path(settings.profile).resolve())]
                 done = procgroup.run_bounded(
                     argv, cwd=side.rootdir, env=side.env or side_env(), timeout=timeout
                 )

@@ -77,6 +77,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     # Internal: set by a paired run on the processes that measure one side (see pairing.py).
     group.addoption("--mxperf-side-out", dest="mxperf_side_out", default=None, help=SUPPRESS)
     group.addoption("--mxperf-side-select", dest="mxperf_side_select", default=None, help=SUPPRESS)
+    group.addoption(
+        "--mxperf-side-profile", dest="mxperf_side_profile", action="store_true", help=SUPPRESS
+    )
 
 
 def _dest(name: str) -> str:
@@ -105,6 +108,9 @@ def _settings(config: pytest.Config) -> options.Settings:
             ab=None,
             arbitrate=False,
             side_out=str(side_out),
+            side_profile=bool(config.getoption("mxperf_side_profile")),
+            # Traces only where the controller asked on the command line (HEAD's first round).
+            profile=config.getoption(_dest("profile")),
         )
     return settings
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from pytest_mxperf import flops
 from pytest_mxperf.measure import Measurement
+from pytest_mxperf.memory import MemoryRecord
 from pytest_mxperf.options import DEVICE_KINDS
 
 MODES = ("inference", "training", "forward_backward", "pipeline")
@@ -59,6 +60,9 @@ class Outcome(str, enum.Enum):
     #: End-to-end training below the model alone on synthetic data by more than the noise:
     #: a diagnosis, not a failure (never failed by ``--mxperf-strict`` on its own).
     INPUT_BOUND = "input-bound"
+    #: Throughput held, but the case's peak memory grew beyond the tolerance with
+    #: ``--mxperf-strict``, or is above the marker's ``max_memory_mb``.
+    MEMORY = "memory"
     OOM = "oom"
     NAN = "nan"
     ERROR = "error"
@@ -146,6 +150,13 @@ class Verdict:
     efficiency_floor: float | None = None
     baseline_comm_share: float | None = None
     scaling: bool = False
+    #: Peak memory against the baseline: ``grew``/``same``/``shrank`` (None: not compared),
+    #: the stored peak (MiB), and the marker's ceiling when one applies.
+    memory_trend: str | None = None
+    baseline_memory_mb: float | None = None
+    max_memory_mb: float | None = None
+    #: First step / warm-up figures that grew by a large factor since the baseline.
+    startup: tuple[str, ...] = ()
 
     @property
     def status(self) -> str:
@@ -169,6 +180,7 @@ class Verdict:
         if kwargs.get("interval") is not None:
             low, high = kwargs["interval"]
             kwargs["interval"] = (float(low), float(high))
+        kwargs["startup"] = tuple(str(x) for x in kwargs.get("startup") or ())
         return cls(**kwargs)
 
 
@@ -241,6 +253,16 @@ class CaseResult:
     #: plain callable), and the matrix-multiply peak of this device and dtype in GFLOP/s.
     macs_per_image: int | None = None
     peak_gflops: float | None = None
+    #: The peak memory the case's steps needed (prepare, first step, warm-up and blocks).
+    memory: MemoryRecord | None = None
+    #: MXNet operator profiles (`pytest_mxperf.profiling.OperatorProfile.as_dict`) of this
+    #: code and, for a regression, of the baseline's code; why a profile is missing.
+    profile: dict[str, Any] | None = None
+    baseline_profile: dict[str, Any] | None = None
+    profile_error: str | None = None
+    #: ``--mxperf-profile DIR``: the case's Chrome trace and aggregate table.
+    profile_trace: str | None = None
+    profile_table: str | None = None
 
     # the key's parts, as the tables and grids read them
     @property
@@ -294,6 +316,8 @@ class CaseResult:
         data["measurement"] = None if self.measurement is None else self.measurement.as_dict()
         data["verdict"] = None if self.verdict is None else self.verdict.as_dict()
         data["scaling"] = None if self.scaling is None else self.scaling.as_dict()
+        data["memory"] = None if self.memory is None else self.memory.as_dict()
+        data["peak_memory_mb"] = None if self.memory is None else self.memory.peak_mb
         return data
 
     @classmethod
@@ -308,4 +332,6 @@ class CaseResult:
         kwargs["verdict"] = None if v is None else Verdict.from_dict(v)
         s = data.get("scaling")
         kwargs["scaling"] = None if s is None else Scaling.from_dict(s)
+        mem = data.get("memory")
+        kwargs["memory"] = None if mem is None else MemoryRecord.from_dict(mem)
         return cls(**kwargs)

@@ -82,11 +82,13 @@ def render_table(
     *,
     price_per_hour: float | None = None,
     epoch_images: int | None = None,
+    memory: bool = False,
 ) -> list[str]:
     """One row per case: model, device, batch size (bs), img/s (median ± half the relative IQR),
     baseline, change, verdict, mode (infer/train/fwd+bwd) and dtype; with a price, dollars per
     million images (``$/M img``); with an epoch size, an ``epoch`` column; when any case has
-    FLOPs, ``% of peak``. Where the lines would be wider than ``width``, % of peak, epoch,
+    FLOPs, ``% of peak``; with ``memory``, the peak memory of each case (``peak MiB``). Where
+    the lines would be wider than ``width``, % of peak, epoch,
     dtype, device, mode and bs are dropped in that order; rows are never wrapped."""
     headers = ["case", "device", "bs", "img/s", "baseline", "change", "verdict"]
     if price_per_hour is not None:
@@ -95,6 +97,8 @@ def render_table(
         headers.append("epoch")
     if any(r.percent_of_peak is not None for r in results):
         headers.append("% of peak")
+    if memory:
+        headers.append("peak MiB")
     headers += ["mode", "dtype"]
     rows = []
     for r in sorted(results, key=lambda r: (r.device_kind, r.mode, r.dtype, r.model, r.batch_size)):
@@ -111,6 +115,7 @@ def render_table(
             "$/M img": per_million,
             "epoch": epoch,
             "% of peak": _peak_cell(r),
+            "peak MiB": "-" if r.memory is None else f"{r.memory.peak_mb:.0f}",
             "mode": MODE_SHORT.get(r.mode, r.mode),
             "dtype": r.dtype,
         }
@@ -322,12 +327,15 @@ def results_sections(
     *,
     price_per_hour: float | None = None,
     epoch_images: int | None = None,
+    memory: bool = False,
 ) -> list[tuple[str | None, list[str]]]:
     """The summary's result sections as ``(separator title or None, lines)``: the table, the
     grids, the verdict counts and hardware keys that have no baselines here."""
     if not results:
         return []
-    table = render_table(results, width, price_per_hour=price_per_hour, epoch_images=epoch_images)
+    table = render_table(
+        results, width, price_per_hour=price_per_hour, epoch_images=epoch_images, memory=memory
+    )
     sections: list[tuple[str | None, list[str]]] = [
         ("mxperf: throughput (images/sec, median ± half IQR)", table)
     ]

@@ -11,8 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pytest_mxperf import diagnosis
+from pytest_mxperf.diagnosis import DiagnoseSpec, Diagnosis
 from pytest_mxperf.measure import MeasureConfig, Measurement, measure
-from pytest_mxperf.protocol import Backend, PrepareSpec, SpecError
+from pytest_mxperf.protocol import Backend, Prepared, PrepareSpec, SpecError
 from pytest_mxperf.records import Status
 
 #: Exceptions that mean the call itself is wrong (what was handed cannot be benchmarked), not
@@ -33,6 +35,8 @@ class CaseRun:
     warnings: list[str] = field(default_factory=list)
     #: Multiply-accumulates per image from the model's graph (None for a plain callable).
     macs_per_image: int | None = None
+    #: Peak memory and, when asked, the operator profile, taken around the timed blocks.
+    diagnosis: Diagnosis = field(default_factory=Diagnosis)
 
 
 def nothing_computed(m: Measurement) -> str:
@@ -57,6 +61,17 @@ def record_failure(run: CaseRun, backend: Backend, exc: Exception) -> None:
         run.error = f"{type(exc).__name__}: {exc}"
 
 
+def _profile(run: CaseRun, backend: Backend, prepared: Prepared, diagnose: DiagnoseSpec) -> None:
+    """Profile the measured step when ``diagnose`` asks (after the last timed block)."""
+    best = run.measurement
+    if best is None:
+        return
+    if diagnose.trace_path is not None or diagnose.profile_if(best):
+        found = diagnosis.profile_case(backend, prepared, best, diagnose.trace_path)
+        found.memory = run.diagnosis.memory
+        run.diagnosis = found
+
+
 def run_case(
     backend: Backend,
     model: Any,
@@ -65,6 +80,7 @@ def run_case(
     *,
     attempts: int = 1,
     again: Callable[[Measurement], bool] = lambda m: False,
+    diagnose: DiagnoseSpec | None = None,
 ) -> CaseRun:
     """Measure ``model`` under ``spec``: up to ``attempts`` times while ``again(best so far)``
     says so (a suspected regression is re-measured; the best attempt counts, as the baseline
@@ -72,9 +88,14 @@ def run_case(
 
     Out-of-memory is a result (`Status.OOM`); any other failure of the model is `Status.ERROR`
     with its message; `USAGE_ERRORS` propagate.
+
+    With ``diagnose``, the peak memory of the case (prepare to the last timed block) is probed
+    from before ``prepare`` to after the last attempt, and the warm step is profiled after it
+    when ``diagnose`` asks: neither runs inside a timed block.
     """
     run = CaseRun()
     prepared = None
+    probe = None if diagnose is None else diagnosis.start_memory(backend, spec.ctx)
     try:
         prepared = backend.prepare(model, spec)
         run.macs_per_image = prepared.macs_per_image
@@ -87,15 +108,27 @@ def run_case(
                 config=config,
             )
             run.attempts.append(m.items_per_sec)
+            if i == 0:
+                # Only the first attempt starts cold: its first step and warm-up are the case's.
+                cold = (m.first_step_seconds, m.warmup_seconds)
             if run.measurement is None or m.items_per_sec > run.measurement.items_per_sec:
-                run.measurement = replace(m, extra=dict(prepared.info))
+                run.measurement = replace(
+                    m,
+                    extra=dict(prepared.info),
+                    first_step_seconds=cold[0],
+                    warmup_seconds=cold[1],
+                )
             if i + 1 < attempts and not again(run.measurement):
                 break
+        run.diagnosis.memory = diagnosis.stop_memory(probe)
+        probe = None
         problem = prepared.check()
         if problem:
             run.status, run.error = Status.NAN, problem
         if run.measurement is not None and not prepared.computed():
             run.warnings.append(nothing_computed(run.measurement))
+        if diagnose is not None and run.status == Status.OK:
+            _profile(run, backend, prepared, diagnose)
     except Exception as exc:
         record_failure(run, backend, exc)
     finally:

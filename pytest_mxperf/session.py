@@ -230,6 +230,7 @@ class MxperfSession:
             width,
             price_per_hour=self.settings.price_per_hour,
             epoch_images=self.settings.epoch_images,
+            memory=self.settings.memory,
         )
         for title, lines in sections:
             if title is not None:

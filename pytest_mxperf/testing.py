@@ -17,14 +17,16 @@ and tests never depend on the speed of the machine.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_mxperf.measure import Measurement
+from pytest_mxperf.memory import MemoryMethod, MemoryRecord
 from pytest_mxperf.protocol import ModelTypeError, Prepared, PrepareSpec, looks_like_oom
 
 if TYPE_CHECKING:
@@ -85,6 +87,12 @@ class FakeModel:
     rank_failure: str | None = None
     #: As if counted from a graph (None: no graph, like a plain callable).
     macs_per_image: int | None = None
+    #: What the fake profiler reports: operator -> (runs per step, share of the step's time).
+    operators: dict[str, tuple[int, float]] = field(
+        default_factory=lambda: {"FullyConnected": (1, 1.0)}
+    )
+    #: The peak memory the fake memory probe reports for the case (MiB).
+    memory_mb: float = 64.0
 
 
 @dataclass(frozen=True)
@@ -104,12 +112,27 @@ class FakeBackend:
         self.peak: float | None = 100.0
         self.peak_probes: list[tuple[tuple[str, int], str]] = []
         self._software = software or {"mxnet": "fake-1.9.1", "python": "3.11", "numpy": "1.23"}
+        #: Every step, sync and profiler call in order: ``("step", profiling)``, ``("sync",)``,
+        #: ``("profiler", call)``, so tests can see where profiling ran.
+        self.log: list[tuple[Any, ...]] = []
+        #: ``mx``-like: ``self.mx.profiler`` is a fake of MXNet's profiler module (None: a back
+        #: end without a profiler).
+        self.mx: FakeMXNet | None = FakeMXNet(FakeProfiler(self))
+        #: The peak the memory probe reports, set by ``prepare`` from the model.
+        self.memory_mb = 0.0
 
     def clock(self) -> float:
         return self.now
 
     def sync(self) -> None:
         self.syncs += 1
+        self.log.append(("sync",))
+
+    def _profiling(self) -> bool:
+        return self.mx is not None and self.mx.profiler.running
+
+    def memory_probe(self, ctx: Any) -> FakeMemoryProbe:
+        return FakeMemoryProbe(self, self.describe(ctx)[0])
 
     def num_gpus(self) -> int:
         return self.gpus
@@ -133,7 +156,10 @@ class FakeBackend:
             if callable(model) and items_per_call:
                 seen = {"result": False}
 
+                self.memory_mb = 1.0
+
                 def call() -> None:
+                    self.log.append(("step", self._profiling()))
                     if model() is not None:
                         seen["result"] = True
                     self.now += CALLABLE_SECONDS  # a plain callable "takes" 1 ms per call
@@ -147,13 +173,19 @@ class FakeBackend:
         rng = random.Random(model.seed)
         rate = model.images_per_sec / (model.train_factor if mode != "inference" else 1.0)
         state = {"first": True}
+        self.memory_mb = model.memory_mb
 
         def step() -> None:
+            profiling = self._profiling()
+            self.log.append(("step", profiling))
             if state.pop("first", False):
                 self.now += model.first_step_seconds
                 return
             noise = 1 + rng.uniform(-model.jitter, model.jitter)
-            self.now += batch_size / rate * noise
+            seconds = batch_size / rate * noise
+            self.now += seconds
+            if profiling and self.mx is not None:
+                self.mx.profiler.record(model.operators, seconds)
 
         def check() -> str | None:
             return "model output contains NaN/inf (8 of 8 values)" if model.nan else None
@@ -183,6 +215,83 @@ class FakeBackend:
                 f"FakeBackend benchmarks FakeModel objects, not {type(model).__name__}"
             )
         return fake_data_parallel(model, spec)
+
+
+class FakeMemoryProbe:
+    """Reports the peak memory the prepared `FakeModel` declares."""
+
+    def __init__(self, backend: FakeBackend, device: str) -> None:
+        self.backend, self.device = backend, device
+
+    def start(self) -> FakeMemoryProbe:
+        return self
+
+    def stop(self) -> MemoryRecord:
+        return MemoryRecord(self.backend.memory_mb, MemoryMethod.DECLARED, self.device)
+
+
+class FakeProfiler:
+    """MXNet 1.9.1's profiler calls on a `FakeBackend`: aggregate statistics in its JSON
+    layout (``Time -> operator -> name -> {Count, Total}``) and trace events written to the
+    configured file on ``dumps``. ``fail`` makes every call raise it (a build without the
+    profiler, a broken one)."""
+
+    def __init__(self, backend: FakeBackend) -> None:
+        self.backend = backend
+        self.running = False
+        self.filename: str | None = None
+        self.fail: Exception | None = None
+        self._stats: dict[str, list[float]] = {}
+        self._events: list[dict[str, Any]] = []
+        self._dumped = False
+
+    def _call(self, what: str) -> None:
+        self.backend.log.append(("profiler", what))
+        if self.fail is not None:
+            raise self.fail
+
+    def set_config(self, **kwargs: Any) -> None:
+        self._call("set_config")
+        self.filename = str(kwargs.get("filename", "profile.json"))
+
+    def set_state(self, state: str = "stop") -> None:
+        self._call(f"set_state({state})")
+        self.running = state == "run"
+
+    def record(self, operators: dict[str, tuple[int, float]], seconds: float) -> None:
+        """One profiled step: every operator ran ``count`` times in its share of the time."""
+        for name, (count, share) in operators.items():
+            stat = self._stats.setdefault(name, [0, 0.0])
+            stat[0] += count
+            stat[1] += share * seconds * 1000.0
+            ts = len(self._events)
+            self._events.append(
+                {"name": name, "cat": "operator", "ph": "X", "ts": ts, "dur": 1, "pid": 0}
+            )
+
+    def dumps(self, reset: bool = False, format: str = "table") -> str:
+        self._call(f"dumps({format})")
+        if self.filename is not None and self._events:
+            with open(self.filename, "a", encoding="utf-8") as f:
+                head = "" if self._dumped else '{"traceEvents": [\n'
+                f.write(head + ",\n".join(json.dumps(e) for e in self._events) + ",\n")
+            self._dumped = True
+            self._events = []
+        if format == "json":
+            ops = {n: {"Count": int(c), "Total": t} for n, (c, t) in self._stats.items()}
+            text = json.dumps({"Time": {"operator": ops}, "Unit": {"Time": "ms"}})
+        else:
+            text = "\n".join(f"{n} {int(c)} {t:.4f}" for n, (c, t) in self._stats.items())
+        if reset:
+            self._stats = {}
+        return text
+
+
+@dataclass
+class FakeMXNet:
+    """What the profiling code reads of the ``mxnet`` module: ``profiler``."""
+
+    profiler: FakeProfiler
 
 
 def fake_blocks(rate: float, items_per_step: int, jitter: float) -> Measurement:

@@ -86,12 +86,21 @@ def test_slower_model_fails_with_message(
             "tolerance 5.0% (noise 0.0%); baseline commit "
             f"{base_sha[:10]} (*, 3 commit(s) before HEAD) on cpu-*",
             "*measured 3 times (img/s: 285.7, 285.7, 285.7); judged the best*",
-            "*changed since the baseline: nothing recorded*",
             f"*confirmed by a paired run on this machine: HEAD vs baseline commit {base_sha[:10]}: "
             "-28.6% (99% interval *, 3 round(s))*",
             "*img/s per round (baseline commit/HEAD): 400.0/285.7, 400.0/285.7, 400.0/285.7*",
+            # the evidence below the paired run: operators, memory, what changed, commits
+            "*top operators (baseline -> now):*",
+            "*operator time: 20.00 -> 28.00 ms/step (+40%)*",
+            "*FullyConnected: 1 -> 1 per step, 20.00 -> 28.00 ms/step (+40%), 100% of the change*",
+            "*peak memory: 64.0 -> 64.0 MiB (+0%, cpu, declared)*",
+            "*changed since the baseline: nothing recorded*",
+            f"*commits since the baseline (git log --oneline {base_sha[:10]}..* -- *):*",
+            "* make alpha slower*",
+            "* store baseline*",
         ]
     )
+    assert "unrelated" not in result.stdout.str()  # an empty commit touches no path
     junit = (suite.path / "junit.xml").read_text()
     assert 'failures="1"' in junit and "vs baseline 400.0 img/s" in junit
 

@@ -254,6 +254,10 @@ def test_baseline_record() -> None:
         "rel_iqr": pytest.approx(0.04),
         "block_images_per_sec": pytest.approx([123.0 * 0.96, 123.0, 123.0 * 1.04]),
         "warmup_steps": 12,
+        # start-up figures and peak memory, for the start-up and memory verdicts
+        "first_step_seconds": 0.1,
+        "warmup_seconds": 0.5,
+        "peak_memory_mb": None,
         "threads": {"omp_threads": 1},
         "software": {"mxnet": "1.9.1"},
         "environment": {"OMP_NUM_THREADS": "1"},
