@@ -132,6 +132,12 @@ class Fetcher:
 
     def _next(self) -> Any:
         if self._it is None:
+            reset = getattr(self.source, "reset", None)
+            if callable(reset):
+                # A DataIter is its own iterator: one handed to several measurements (the
+                # pipeline alone, then end to end) starts the second where the first stopped,
+                # possibly at an epoch's end. Start each at an epoch, as a training loop does.
+                reset()
             self._it = iter(self.source)
         try:
             batch = next(self._it)

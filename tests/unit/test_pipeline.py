@@ -106,6 +106,38 @@ def test_a_batch_of_another_size_is_a_usage_error() -> None:
         run(Source(backend, batch=8), backend, images=16)
 
 
+class OneEpochIter:
+    """Like an ``mx.io.DataIter``: its own iterator, exhausted at an epoch's end until reset."""
+
+    def __init__(self, backend: FakeBackend, batches: int = 4) -> None:
+        self.backend, self.batches, self.left = backend, batches, batches
+
+    def reset(self) -> None:
+        self.left = self.batches
+
+    def __iter__(self) -> OneEpochIter:
+        return self
+
+    def __next__(self) -> Any:
+        if self.left == 0:
+            raise StopIteration
+        self.left -= 1
+        self.backend.now += 0.01
+        return (np.zeros((8, 3, 4, 4)), np.zeros(8))
+
+
+def test_a_data_iter_left_at_an_epoch_end_starts_a_new_epoch() -> None:
+    # The pipeline-alone figure and the end-to-end run share one DataIter: the second run
+    # must not find it exhausted and call the source empty.
+    backend = FakeBackend()
+    it = OneEpochIter(backend)
+    for _ in it:
+        pass
+    result = run(it, backend)
+    assert result.status == Status.OK
+    assert result.measurement is not None and result.measurement.items_per_sec > 0
+
+
 def test_a_generator_cannot_be_restarted() -> None:
     backend = FakeBackend()
     gen = iter(Source(backend, batches=4))
