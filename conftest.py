@@ -5,6 +5,7 @@ tests and scripts import live in `pytest_mxperf.testing`, not here."""
 from __future__ import annotations
 
 import os
+import tempfile
 from typing import Callable
 
 import pytest
@@ -50,11 +51,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture
-def fake_pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    """A pytester whose runs measure with `pytest_mxperf.testing.FakeBackend`."""
+def fake_pytester(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> pytest.Pytester:
+    """A pytester whose runs measure with `pytest_mxperf.testing.FakeBackend`.
+
+    Its runs get a temporary directory of their own (in-process and in subprocesses), so the
+    machine-wide device locks they take are theirs alone: a fake measurement never waits for a
+    real benchmark running on this machine, nor holds one up."""
     for name in list(os.environ):
         if name.startswith("PYTEST_MXPERF_") or name in ("GITHUB_SHA", "CI_COMMIT_SHA"):
             monkeypatch.delenv(name)
+    own_tmp = str(tmp_path_factory.mktemp("tmpdir"))
+    monkeypatch.setenv("TMPDIR", own_tmp)
+    monkeypatch.setattr(tempfile, "tempdir", own_tmp)
     pytester.makeconftest(FAKE_BACKEND_CONFTEST)
     return pytester
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 import time
 import warnings
 from collections.abc import Sequence
@@ -385,7 +387,7 @@ class MxPerf:
             self.results.append(result)
             self._warn_pending(result)
             return result
-        with locks.device_lock(self._run.lock_dir, self._run.device_lock_name(kind, index)):
+        with self.device_lock(result.key, kind, index):
             start = time.time()
             ref = self._measure(result, net, spec, runner)
             result.window = [start, time.time()]
@@ -403,6 +405,33 @@ class MxPerf:
         pending, self._pending_warnings = self._pending_warnings, []
         for text in pending:
             warnings.warn(f"mxperf: {result.key}: {text}", pytest.PytestWarning, stacklevel=4)
+
+    def device_lock(
+        self, key: CaseKey, kind: str, index: int
+    ) -> contextlib.AbstractContextManager[None]:
+        """This device's machine-wide lock; a case that has to wait for another run says so."""
+        device = self._run.device_lock_name(kind, index)
+
+        def waiting(holder: str) -> None:
+            self.tell(
+                f"mxperf: {key}: waiting for the {device} lock: another pytest --mxperf run on "
+                f"this machine is measuring ({holder}); runs take turns"
+            )
+
+        return locks.device_lock(self._run.lock_dir, device, on_wait=waiting)
+
+    def tell(self, text: str) -> None:
+        """One line on the terminal now, whatever the capture and verbosity (stderr in an
+        xdist worker, whose terminal output the controller does not show)."""
+        config = self._item.config
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        capture = config.pluginmanager.get_plugin("capturemanager")
+        if reporter is None or capture is None or os.environ.get("PYTEST_XDIST_WORKER"):
+            print(text, file=sys.__stderr__, flush=True)
+            return
+        with capture.global_and_fixture_disabled():
+            reporter.ensure_newline()
+            reporter.write_line(text, yellow=True)
 
     def _claim(self, key: CaseKey) -> None:
         """Two cases with one key in one run are an error."""

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_mxperf import fingerprint, locks
+from pytest_mxperf import fingerprint
 from pytest_mxperf.explain import (
     judge_scaling,
 )
@@ -129,7 +129,7 @@ def data_parallel(
     with contextlib.ExitStack() as stack:
         for lock in locks_held:
             index = 0 if lock == "cpu" else int(lock[3:])
-            stack.enter_context(locks.device_lock(run.lock_dir, run.device_lock_name(kind, index)))
+            stack.enter_context(bench.device_lock(result.key, kind, index))
         start = time.time()
         ref = _measure_data_parallel(bench, result, block, spec)
         result.window = [start, time.time()]

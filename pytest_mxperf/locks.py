@@ -3,8 +3,9 @@
 Device locks are machine-wide: one directory per user in the temporary directory
 (`machine_lock_dir`), so separate pytest runs take turns on the CPU and on each GPU, not only
 the xdist workers of one run. Lock files are never deleted (a process could hold a lock on an
-unlinked file while another creates a new one); they are empty and harmless, and an ``flock``
-dies with its process, so a killed or SIGTERMed holder never blocks a later run.
+unlinked file while another creates a new one); they hold only the pid of their last holder
+(named to a run that has to wait) and are harmless, and an ``flock`` dies with its process, so
+a killed or SIGTERMed holder never blocks a later run.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 
@@ -26,11 +27,13 @@ def machine_lock_dir() -> Path:
 
 
 @contextlib.contextmanager
-def exclusive(path: Path) -> Iterator[None]:
+def exclusive(path: Path, on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
     """Hold an exclusive lock on ``path`` (created if missing) for the ``with`` block.
 
     ``flock`` locks die with their process, so a stale lock file whose owner is gone never
-    blocks: whatever the file holds, only a live process's lock counts.
+    blocks: whatever the file holds, only a live process's lock counts. The holder writes its
+    pid into the file; when the lock is busy, ``on_wait`` is told who holds it (``pid N``)
+    before this process waits its turn.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as fh:
@@ -39,14 +42,37 @@ def exclusive(path: Path) -> Iterator[None]:
         except ImportError:  # pragma: no cover - Windows: atomic renames still protect files
             yield
             return
-        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if on_wait is not None:
+                on_wait(holder(path))
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        with contextlib.suppress(OSError):
+            fh.seek(0)
+            fh.truncate()
+            fh.write(f"pid {os.getpid()}\n")
+            fh.flush()
         try:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def device_lock(lock_dir: str, device: str) -> contextlib.AbstractContextManager[None]:
+def holder(path: Path) -> str:
+    """Who last took the lock at ``path`` (``pid N``), as its file says; ``unknown`` if it does
+    not say (an older run, or a file being rewritten)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return "unknown"
+    return text.splitlines()[0][:60] if text.startswith("pid ") else "unknown"
+
+
+def device_lock(
+    lock_dir: str, device: str, on_wait: Callable[[str], None] | None = None
+) -> contextlib.AbstractContextManager[None]:
     """Two benchmarks never measure on the same device at once, in this run or another: all
-    CPU cases share one lock, each GPU has its own (``device`` names it)."""
-    return exclusive(Path(lock_dir) / f"{device}.lock")
+    CPU cases share one lock, each GPU has its own (``device`` names it). ``on_wait`` is told
+    the holder when the device is busy (see `exclusive`)."""
+    return exclusive(Path(lock_dir) / f"{device}.lock", on_wait)

@@ -181,6 +181,7 @@ def explicit_problem(
             f"mxperf: --mxperf-compare {label!r}: unknown revision (not {where}, and no stored "
             f"baseline under {root} has a commit sha starting with it)"
         )
+    usable = False
     for hw in hardware:
         found = matches(hw)
         if len(found) > 1:
@@ -189,7 +190,14 @@ def explicit_problem(
                 f"{', '.join(s[:10] for s in found)}"
             )
         if found:
-            return None
+            # The file asked for must be readable: otherwise nothing would be compared.
+            try:
+                load(root / hw / f"{found[0]}.json")
+            except BaselineError as exc:
+                return f"mxperf: --mxperf-compare {label!r}: its baseline cannot be used: {exc}"
+            usable = True
+    if usable:
+        return None
     what = label if sha is None or sha.startswith(label) else f"{label} ({sha[:10]})"
     have = sorted({s[:10] for hw in hardware for s in stored.get(hw, [])})
     listed = f"commits that have one: {', '.join(have)}" if have else "none is stored for it"

@@ -442,6 +442,22 @@ def test_compare_without_git_matches_stored_shas_only(suite: pytest.Pytester) ->
     ok.stdout.fnmatch_lines(["*mxperf verdicts: 2 pass*"])
 
 
+def test_compare_with_an_unreadable_baseline_is_a_usage_error(suite: pytest.Pytester) -> None:
+    # The revision asked for has a file, but it cannot be read: nothing would be compared.
+    _make_baseline(suite, alpha=400, beta=200)
+    (path,) = stored(suite)
+    _spoil(path, "rel_iqr", "low")
+    result = suite.runpytest("--mxperf", "--mxperf-compare", path.stem[:10])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            f"*--mxperf-compare '{path.stem[:10]}': its baseline cannot be used: baseline file "
+            f"{path}: case *'rel_iqr' must be a finite number, got 'low'"
+        ]
+    )
+    assert "mxperf: throughput" not in result.stdout.str()  # nothing was measured
+
+
 @pytest.mark.parametrize(
     ("option", "where"),
     [("--mxperf-baseline-dir", "a-file/baselines"), ("--mxperf-json", "a-file/report.json")],

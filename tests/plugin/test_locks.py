@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -13,6 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from pytest_mxperf import locks
 
 #: A fake back end that holds its device for real time while preparing, so two runs that
 #: measured at once would show overlapping windows.
@@ -56,6 +59,7 @@ def _start(cwd: Path, tmp: Path, name: str, hold: float = 0.3) -> subprocess.Pop
         TMPDIR=str(tmp),
         MXPERF_TEST_STARTED=str(cwd / f"{name}.started"),
         MXPERF_TEST_HOLD=str(hold),
+        PYTHONUNBUFFERED="1",  # lines arrive as they are written
     )
     args = ["-m", "pytest", "-p", "no:cacheprovider", "--mxperf", "--mxperf-json", f"{name}.json"]
     return subprocess.Popen(
@@ -100,3 +104,28 @@ def test_sigterm_leaves_nothing_that_blocks(pytester: pytest.Pytester, shared_tm
         p.name for p in shared_tmp.iterdir() if re.fullmatch(r"pytest-mxperf-\w{12}", p.name)
     ]
     assert per_run == [], f"run directories left behind: {per_run}"
+
+
+def test_a_run_that_has_to_wait_says_who_holds_the_device(
+    pytester: pytest.Pytester, shared_tmp: Path
+) -> None:
+    lock = shared_tmp / f"pytest-mxperf-{os.getuid()}" / "cpu.lock"
+    with locks.exclusive(lock):  # this process is measuring: the run has to wait its turn
+        waiter = _start(pytester.path, shared_tmp, "waiter", hold=0)
+        assert waiter.stdout is not None
+        told, lines = None, []
+        deadline = time.monotonic() + 120
+        while told is None and time.monotonic() < deadline and waiter.poll() is None:
+            ready, _, _ = select.select([waiter.stdout], [], [], 1.0)
+            if ready:
+                line = waiter.stdout.readline().decode()
+                lines.append(line)
+                if "waiting for the cpu lock" in line:
+                    told = line
+        if told is None:
+            waiter.kill()
+        assert told is not None, "".join(lines)
+    out, _ = waiter.communicate(timeout=120)  # the lock is free now: the run measures
+    assert waiter.returncode == 0, out.decode()
+    assert told.startswith("mxperf: a/inference/float32/bs4/cpu: waiting for the cpu lock: ")
+    assert f"another pytest --mxperf run on this machine is measuring (pid {os.getpid()})" in told
