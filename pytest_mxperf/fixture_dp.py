@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pytest_mxperf import fingerprint, locks
+from pytest_mxperf.bench import CaseBench, check_positive
 from pytest_mxperf.explain import (
     judge_scaling,
 )
-from pytest_mxperf.fixture import _check_positive
 from pytest_mxperf.measure import MeasureConfig, Measurement
 from pytest_mxperf.records import CaseKey, CaseResult, Outcome, Scaling, Status
 from pytest_mxperf.resolution import BaselineRef
@@ -22,11 +22,10 @@ from pytest_mxperf.verdict import suspected
 
 if TYPE_CHECKING:
     from pytest_mxperf.dataparallel import DataParallelSpec
-    from pytest_mxperf.fixture import MxPerf
 
 
 def data_parallel(
-    bench: MxPerf,
+    bench: CaseBench,
     net: Any,
     /,
     *,
@@ -47,7 +46,7 @@ def data_parallel(
     """`MxPerf.data_parallel` (its docstring and defaults) with the object first."""
     from pytest_mxperf.dataparallel import DataParallelSpec, context_name, object_ref
 
-    _check_positive("batch_size", batch_size)
+    check_positive("batch_size", batch_size)
     in_process = not kvstore.startswith("dist")
     names = [context_name(c) for c in contexts or ()]
     if not names and not in_process:
@@ -137,7 +136,7 @@ def data_parallel(
 
 
 def _measure_data_parallel(
-    bench: MxPerf, result: CaseResult, block: Any, spec: DataParallelSpec
+    bench: CaseBench, result: CaseResult, block: Any, spec: DataParallelSpec
 ) -> BaselineRef | None:
     """Measure (again while it looks regressed, up to ``--mxperf-confirm`` times), then
     judge the aggregate img/s and the scaling efficiency."""

@@ -8,19 +8,17 @@ import os
 import time
 import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
 from pytest_mxperf import sweep as sweeps
+from pytest_mxperf.bench import CaseBench
 from pytest_mxperf.records import CaseResult, Status
-
-if TYPE_CHECKING:
-    from pytest_mxperf.fixture import MxPerf
 
 
 def sweep(
-    bench: MxPerf,
+    bench: CaseBench,
     net: Any,
     *,
     batch_sizes: Sequence[int] | str,
@@ -73,7 +71,7 @@ def sweep(
     return out
 
 
-def _memory_budget(bench: MxPerf) -> sweeps.MemoryBudget | None:
+def _memory_budget(bench: CaseBench) -> sweeps.MemoryBudget | None:
     start = sweeps.read_status().get("VmRSS")
     budget = bench._settings.memory_budget
     if budget is None:
@@ -84,7 +82,7 @@ def _memory_budget(bench: MxPerf) -> sweeps.MemoryBudget | None:
     return sweeps.MemoryBudget(budget, start=start)
 
 
-def _point(bench: MxPerf, build: Any, mode: str, batch: int, **kwargs: Any) -> sweeps.Point:
+def _point(bench: CaseBench, build: Any, mode: str, batch: int, **kwargs: Any) -> sweeps.Point:
     meter = sweeps.PeakMeter()
     with meter.measuring():
         r = bench._case(build(), mode, batch, **kwargs)
@@ -106,7 +104,7 @@ def _point(bench: MxPerf, build: Any, mode: str, batch: int, **kwargs: Any) -> s
 
 
 def _close_curve(
-    bench: MxPerf, curve: sweeps.Curve, results: list[CaseResult], out: sweeps.Sweep
+    bench: CaseBench, curve: sweeps.Curve, results: list[CaseResult], out: sweeps.Sweep
 ) -> None:
     summary = curve.summary()
     for r in results:
