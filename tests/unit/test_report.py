@@ -9,15 +9,11 @@ import pytest
 
 from pytest_mxperf.gitinfo import CommitInfo
 from pytest_mxperf.records import CaseKey, CaseResult, Outcome, Status, Verdict
-from pytest_mxperf.report import (
-    REPORT_SCHEMA,
-    render_grids,
-    render_table,
-    to_json,
-    verdict_counts,
-)
+from pytest_mxperf.report import REPORT_SCHEMA, to_json
+from pytest_mxperf.report_sections import verdict_counts
 from pytest_mxperf.resolution import Resolution
 from pytest_mxperf.runinfo import RunInfo
+from pytest_mxperf.tables import render_grids, render_table
 from pytest_mxperf.testing import measurement_of
 from pytest_mxperf.updating import baseline_record
 
