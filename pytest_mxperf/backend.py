@@ -1,4 +1,5 @@
-"""The MXNet back end: the only module that imports mxnet, and only when a benchmark runs.
+"""The MXNet back end: devices, software record and steps, with mxnet imported (through
+`pytest_mxperf.cuda.import_mxnet`) only when a benchmark runs.
 
 It turns what a user hands the ``mxperf`` fixture (a Gluon HybridBlock or Block, an
 ``mx.sym.Symbol``, exported ``prefix-symbol.json`` + ``prefix-NNNN.params`` files, or a plain
@@ -11,11 +12,13 @@ import ctypes
 import os
 import platform
 import time
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_mxperf import mxmodels
+
+# Imported as exported: dataparallel.py (split in a parallel branch) still imports it from here.
+from pytest_mxperf.cuda import import_mxnet as import_mxnet
 from pytest_mxperf.protocol import (
     ModelFileError,
     ModelTypeError,
@@ -27,46 +30,6 @@ from pytest_mxperf.protocol import (
 
 if TYPE_CHECKING:
     from pytest_mxperf.dataparallel import DataParallelResult, DataParallelSpec
-
-
-class MXNetUnavailable(RuntimeError):
-    """MXNet cannot be imported here; the message says why and what to install."""
-
-
-def import_mxnet() -> Any:
-    """``import mxnet`` with one clear message instead of a ctypes traceback."""
-    from pytest_mxperf import cuda
-
-    if cuda.cuda_build():  # the CPU build pays one metadata lookup, nothing more
-        cuda.preload()
-    try:
-        with warnings.catch_warnings():
-            # MXNet 1.9's own imports use distutils' LooseVersion; not the user's concern.
-            warnings.simplefilter("ignore", DeprecationWarning)
-            import mxnet
-    except ImportError as exc:
-        if "libcu" in str(exc) or "libnccl" in str(exc) or "libnv" in str(exc):
-            raise _missing_library(exc) from None
-        raise MXNetUnavailable(
-            "MXNet is not installed: pip install 'pytest-mxperf[cpu]' (or '[cu112]' for the "
-            f"CUDA 11.2 build) ({exc})"
-        ) from None
-    except OSError as exc:
-        raise _missing_library(exc) from None
-    except AttributeError as exc:
-        import numpy
-
-        raise MXNetUnavailable(
-            f"MXNet 1.9 cannot be imported with numpy {numpy.__version__} ({exc}); "
-            "install numpy<1.24"
-        ) from None
-    return mxnet
-
-
-def _missing_library(exc: BaseException) -> MXNetUnavailable:
-    from pytest_mxperf.cuda import explain_import_error
-
-    return MXNetUnavailable(explain_import_error(exc))
 
 
 class MXNetBackend:

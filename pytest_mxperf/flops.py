@@ -6,7 +6,7 @@ layers that hold nearly all the arithmetic of image models; biases, normalisatio
 and pooling are left out, as in the published MAC counts. One MAC is two FLOPs.
 
 MXNet is imported only by the functions that need it, through
-:func:`pytest_mxperf.backend.import_mxnet`; :func:`macs_from_graph` works on the graph JSON and a
+:func:`pytest_mxperf.cuda.import_mxnet`; :func:`macs_from_graph` works on the graph JSON and a
 shape table alone.
 """
 
@@ -118,7 +118,7 @@ def count_macs(
     """Multiply-accumulates per image of ``model`` (a Gluon HybridBlock or an
     ``mx.sym.Symbol``) for one input of ``input_shape`` (without the batch axis)."""
     if mx is None:
-        from pytest_mxperf.backend import import_mxnet
+        from pytest_mxperf.cuda import import_mxnet
 
         mx = import_mxnet()
     sym = _as_symbol(mx, model, input_name)

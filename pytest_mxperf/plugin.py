@@ -239,7 +239,7 @@ def _device_kinds(config: pytest.Config) -> tuple[str, ...]:
 
 def _mxnet_has_cuda() -> bool:
     """Whether the installed MXNet is a CUDA build (asked only where nvidia-smi sees GPUs)."""
-    from pytest_mxperf.backend import MXNetUnavailable, import_mxnet
+    from pytest_mxperf.cuda import MXNetUnavailable, import_mxnet
 
     try:
         return bool(import_mxnet().runtime.Features().is_enabled("CUDA"))
@@ -257,7 +257,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.fixture(scope="session")
 def mxperf_backend() -> Backend:
     """The measuring back end (MXNet). Override it in a conftest to use a fake one."""
-    from pytest_mxperf.backend import MXNetBackend, MXNetUnavailable
+    from pytest_mxperf.backend import MXNetBackend
+    from pytest_mxperf.cuda import MXNetUnavailable
 
     try:
         return MXNetBackend()

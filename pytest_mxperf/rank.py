@@ -110,7 +110,7 @@ def worker_contexts(mx: Any, spec: DataParallelSpec, local_rank: int) -> list[An
 
 def run_worker(spec: DataParallelSpec) -> WorkerReport:
     """Measure this worker's full and compute-only training step."""
-    from pytest_mxperf.backend import import_mxnet
+    from pytest_mxperf.cuda import import_mxnet
 
     mx = import_mxnet()
     kv = mx.kv.create(spec.kvstore)
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of every rank; returns the exit status."""
     role = os.environ.get("DMLC_ROLE", "worker")
     if role in ("scheduler", "server"):
-        from pytest_mxperf.backend import import_mxnet
+        from pytest_mxperf.cuda import import_mxnet
 
         import_mxnet()  # runs this node until the job ends, then exits the process
         return 0

@@ -313,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["OMP_NUM_THREADS"] = str(args.threads)
         os.environ["MXNET_OMP_MAX_THREADS"] = str(args.threads)
 
-    from pytest_mxperf.backend import import_mxnet
+    from pytest_mxperf.cuda import import_mxnet
     from pytest_mxperf.fingerprint import threads_in_force
 
     mx = import_mxnet()

@@ -19,14 +19,14 @@ BATCH = 32
 
 @pytest.fixture(scope="session")
 def images() -> ImageSet:
-    from pytest_mxperf.backend import import_mxnet
+    from pytest_mxperf.cuda import import_mxnet
 
     return image_set(import_mxnet(), size=224, count=256)
 
 
 @pytest.fixture(scope="session")
 def images_300() -> ImageSet:
-    from pytest_mxperf.backend import import_mxnet
+    from pytest_mxperf.cuda import import_mxnet
 
     return image_set(import_mxnet(), size=300, count=128)
 

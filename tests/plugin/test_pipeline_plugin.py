@@ -109,7 +109,7 @@ def test_pipeline_usage_errors_fail_the_test(fake_pytester: pytest.Pytester) -> 
 
 REAL_SUITE = """
 import pytest
-from pytest_mxperf.backend import import_mxnet
+from pytest_mxperf.cuda import import_mxnet
 from pytest_mxperf.imagedata import image_set
 
 

@@ -110,7 +110,7 @@ def test_peak_probe_counts_every_synced_product() -> None:
 
 @pytest.fixture(scope="module")
 def mx() -> Any:
-    from pytest_mxperf.backend import MXNetUnavailable, import_mxnet
+    from pytest_mxperf.cuda import MXNetUnavailable, import_mxnet
 
     try:
         return import_mxnet()
