@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_mxperf import baselines, fingerprint, gitinfo, options, outputs
+from pytest_mxperf import baselines, fingerprint, gitinfo, options, outputs, parsers
 from pytest_mxperf.hooks import (
     BENCH_KEY,
     MARKER_KEY,
@@ -27,6 +27,7 @@ from pytest_mxperf.markers import MARKER_DOC, MarkerError, MarkerSpec, merge, pa
 from pytest_mxperf.resolution import CompareError
 from pytest_mxperf.runinfo import RunInfo
 from pytest_mxperf.session import MxperfSession
+from pytest_mxperf.settings import OptionError, Settings, environ, resolve
 
 if TYPE_CHECKING:
     from pytest_mxperf.fixture import MxPerf
@@ -68,12 +69,12 @@ def _dest(name: str) -> str:
     return "mxperf" if name == "enabled" else "mxperf_" + name
 
 
-def _settings(config: pytest.Config) -> options.Settings:
+def _settings(config: pytest.Config) -> Settings:
     flags = {flag.name: bool(config.getoption(_dest(flag.name))) for flag in options.FLAGS}
     cli = {spec.name: config.getoption(_dest(spec.name)) for spec in options.SPECS}
     try:
-        settings = options.resolve(cli, options.environ(), config.getini, flags)
-    except options.OptionError as exc:
+        settings = resolve(cli, environ(), config.getini, flags)
+    except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
     side_out = config.getoption("mxperf_side_out")
     if side_out:
@@ -100,7 +101,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(XdistHooks(), "mxperf-xdist")
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and "mxperf" in workerinput:
-        settings = options.Settings.from_dict(workerinput["mxperf"]["settings"])
+        settings = Settings.from_dict(workerinput["mxperf"]["settings"])
         run = RunInfo.from_dict(workerinput["mxperf"]["run"])
     else:
         settings = _settings(config)
@@ -152,7 +153,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(ProgressHooks(config), "mxperf-progress")
 
 
-def _check_update_allowed(settings: options.Settings, run: RunInfo) -> None:
+def _check_update_allowed(settings: Settings, run: RunInfo) -> None:
     commit = run.commit
     if not commit.sha:
         raise pytest.UsageError(
@@ -167,7 +168,7 @@ def _check_update_allowed(settings: options.Settings, run: RunInfo) -> None:
         )
 
 
-def _check_ab_allowed(config: pytest.Config, settings: options.Settings, run: RunInfo) -> None:
+def _check_ab_allowed(config: pytest.Config, settings: Settings, run: RunInfo) -> None:
     if settings.update:
         raise pytest.UsageError(
             "--mxperf-ab judges two revisions measured now; --mxperf-update stores one run's "
@@ -228,7 +229,7 @@ def _device_kinds(config: pytest.Config) -> tuple[str, ...]:
         return state.settings.ctx
     if state is None:
         try:
-            kinds = options.parse_ctx(str(config.getoption("mxperf_ctx") or "auto"))
+            kinds = parsers.parse_ctx(str(config.getoption("mxperf_ctx") or "auto"))
         except ValueError:
             kinds = ()
         if kinds:

@@ -10,10 +10,10 @@ from typing import Any
 from tabulate import tabulate
 
 from pytest_mxperf import fingerprint
-from pytest_mxperf.options import Settings
 from pytest_mxperf.records import CaseResult
 from pytest_mxperf.report import peaks
 from pytest_mxperf.runinfo import RunInfo
+from pytest_mxperf.settings import Settings
 from pytest_mxperf.tables import (
     MODE_SHORT,
     fit_table,

@@ -11,7 +11,6 @@ from typing import Any
 
 from pytest_mxperf import fingerprint, gitinfo, locks, nvml
 from pytest_mxperf.gitinfo import CommitInfo
-from pytest_mxperf.options import Settings
 from pytest_mxperf.resolution import (
     BaselineRef,
     CompareError,
@@ -19,6 +18,7 @@ from pytest_mxperf.resolution import (
     explicit_problem,
     resolve,
 )
+from pytest_mxperf.settings import Settings
 
 
 @dataclass

@@ -19,11 +19,11 @@ from pytest_mxperf import (
     report_sections,
     summary,
 )
-from pytest_mxperf.options import Settings
 from pytest_mxperf.pairing import PairedData, Pairer
 from pytest_mxperf.protocol import Backend
 from pytest_mxperf.records import CaseResult
 from pytest_mxperf.runinfo import RunInfo
+from pytest_mxperf.settings import Settings
 from pytest_mxperf.updating import StoreReport, store_results
 
 #: The name results travel under on ``report.user_properties``.
