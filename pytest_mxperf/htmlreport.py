@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_mxperf import cost
-from pytest_mxperf.history import CaseHistory, History, Mark, Point, summary_rows
+from pytest_mxperf.history import summary_rows
+from pytest_mxperf.historytypes import CaseHistory, History, Mark, Point
 
 # Colour and symbol per mark; colour-blind safe pairs (blue/orange) plus distinct shapes.
 STYLE: dict[Mark, tuple[str, str]] = {
