@@ -22,7 +22,7 @@ from pytest_mxperf.history import load_history
 from pytest_mxperf.historytypes import Mark
 from pytest_mxperf.htmlchart import case_figure
 from pytest_mxperf.htmlreport import render_html, write_report
-from pytest_mxperf.testing import GIT_ENV, git
+from pytest_mxperf.testrepos import GIT_ENV, git
 
 REPO_BASELINES = Path(__file__).resolve().parents[2] / "baselines"
 HW = "cpu-test-xeon-4c"
