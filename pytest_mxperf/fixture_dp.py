@@ -13,9 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_mxperf import fingerprint, locks
 from pytest_mxperf.bench import CaseBench, check_positive
-from pytest_mxperf.explain import (
-    judge_scaling,
-)
+from pytest_mxperf.explain_scaling import judge_scaling
 from pytest_mxperf.measure import MeasureConfig, Measurement
 from pytest_mxperf.records import CaseKey, CaseResult, Outcome, Scaling, Status
 from pytest_mxperf.resolution import BaselineRef

@@ -10,9 +10,9 @@ from pytest_mxperf import pairing
 from pytest_mxperf.explain import (
     explain_arbitrated,
     explain_paired,
-    explain_paired_scaling,
     what_changed,
 )
+from pytest_mxperf.explain_scaling import explain_paired_scaling
 from pytest_mxperf.fixture_evidence import CaseContext, take_profiles
 from pytest_mxperf.paired import PairedEstimate
 from pytest_mxperf.records import CaseResult, Outcome, Status, Verdict
