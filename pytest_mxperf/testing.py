@@ -17,15 +17,14 @@ and tests never depend on the speed of the machine.
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_mxperf.measure import Measurement
-from pytest_mxperf.memory import MemoryMethod, MemoryRecord
 from pytest_mxperf.protocol import ModelTypeError, Prepared, PrepareSpec, looks_like_oom
+from pytest_mxperf.testing_profiler import FakeMemoryProbe, FakeMXNet, FakeProfiler
 
 if TYPE_CHECKING:
     from pytest_mxperf.dataparallel import DataParallelSpec
@@ -115,7 +114,7 @@ class FakeBackend:
         self.log: list[tuple[Any, ...]] = []
         #: ``mx``-like: ``self.mx.profiler`` is a fake of MXNet's profiler module (None: a back
         #: end without a profiler).
-        self.mx: FakeMXNet | None = FakeMXNet(FakeProfiler(self))
+        self.mx: FakeMXNet | None = FakeMXNet(FakeProfiler(self.log))
         #: The peak the memory probe reports, set by ``prepare`` from the model.
         self.memory_mb = 0.0
 
@@ -130,7 +129,7 @@ class FakeBackend:
         return self.mx is not None and self.mx.profiler.running
 
     def memory_probe(self, ctx: Any) -> FakeMemoryProbe:
-        return FakeMemoryProbe(self, self.describe(ctx)[0])
+        return FakeMemoryProbe(lambda: self.memory_mb, self.describe(ctx)[0])
 
     def num_gpus(self) -> int:
         return self.gpus
@@ -213,83 +212,6 @@ class FakeBackend:
                 f"FakeBackend benchmarks FakeModel objects, not {type(model).__name__}"
             )
         return fake_data_parallel(model, spec)
-
-
-class FakeMemoryProbe:
-    """Reports the peak memory the prepared `FakeModel` declares."""
-
-    def __init__(self, backend: FakeBackend, device: str) -> None:
-        self.backend, self.device = backend, device
-
-    def start(self) -> FakeMemoryProbe:
-        return self
-
-    def stop(self) -> MemoryRecord:
-        return MemoryRecord(self.backend.memory_mb, MemoryMethod.DECLARED, self.device)
-
-
-class FakeProfiler:
-    """MXNet 1.9.1's profiler calls on a `FakeBackend`: aggregate statistics in its JSON
-    layout (``Time -> operator -> name -> {Count, Total}``) and trace events written to the
-    configured file on ``dumps``. ``fail`` makes every call raise it (a build without the
-    profiler, a broken one)."""
-
-    def __init__(self, backend: FakeBackend) -> None:
-        self.backend = backend
-        self.running = False
-        self.filename: str | None = None
-        self.fail: Exception | None = None
-        self._stats: dict[str, list[float]] = {}
-        self._events: list[dict[str, Any]] = []
-        self._dumped = False
-
-    def _call(self, what: str) -> None:
-        self.backend.log.append(("profiler", what))
-        if self.fail is not None:
-            raise self.fail
-
-    def set_config(self, **kwargs: Any) -> None:
-        self._call("set_config")
-        self.filename = str(kwargs.get("filename", "profile.json"))
-
-    def set_state(self, state: str = "stop") -> None:
-        self._call(f"set_state({state})")
-        self.running = state == "run"
-
-    def record(self, operators: dict[str, tuple[int, float]], seconds: float) -> None:
-        """One profiled step: every operator ran ``count`` times in its share of the time."""
-        for name, (count, share) in operators.items():
-            stat = self._stats.setdefault(name, [0, 0.0])
-            stat[0] += count
-            stat[1] += share * seconds * 1000.0
-            ts = len(self._events)
-            self._events.append(
-                {"name": name, "cat": "operator", "ph": "X", "ts": ts, "dur": 1, "pid": 0}
-            )
-
-    def dumps(self, reset: bool = False, format: str = "table") -> str:
-        self._call(f"dumps({format})")
-        if self.filename is not None and self._events:
-            with open(self.filename, "a", encoding="utf-8") as f:
-                head = "" if self._dumped else '{"traceEvents": [\n'
-                f.write(head + ",\n".join(json.dumps(e) for e in self._events) + ",\n")
-            self._dumped = True
-            self._events = []
-        if format == "json":
-            ops = {n: {"Count": int(c), "Total": t} for n, (c, t) in self._stats.items()}
-            text = json.dumps({"Time": {"operator": ops}, "Unit": {"Time": "ms"}})
-        else:
-            text = "\n".join(f"{n} {int(c)} {t:.4f}" for n, (c, t) in self._stats.items())
-        if reset:
-            self._stats = {}
-        return text
-
-
-@dataclass
-class FakeMXNet:
-    """What the profiling code reads of the ``mxnet`` module: ``profiler``."""
-
-    profiler: FakeProfiler
 
 
 def fake_blocks(rate: float, items_per_step: int, jitter: float) -> Measurement:
