@@ -15,12 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_mxperf import mxmodels
-
-# The `name as name` imports are re-exports for cuda.main() only (another branch is splitting
-# cuda.py): once it imports them from mxnet_import, drop the aliases; cuda -> backend is the
-# last edge of an import cycle (mxnet_import -> cuda -> backend -> mxnet_import).
-from pytest_mxperf.mxnet_import import MXNetUnavailable as MXNetUnavailable
-from pytest_mxperf.mxnet_import import import_mxnet as import_mxnet
+from pytest_mxperf.mxnet_import import import_mxnet
 from pytest_mxperf.protocol import (
     ModelFileError,
     ModelTypeError,

@@ -95,15 +95,9 @@ def parse_nvidia_smi(text: str) -> list[dict[str, str]]:
     return gpus
 
 
-def visible_gpus(
-    env: Mapping[str, str], smi_output: str | None = None, *, use_nvml: bool = True
-) -> list[dict[str, str]]:
-    """GPUs a CUDA process sees, in CUDA order: nvidia-smi rows filtered by CUDA_VISIBLE_DEVICES."""
-    if smi_output is None and use_nvml:
-        # NVML (nvidia-ml-py, in [cu112]) first: more facts, no subprocess; it falls back here.
-        from pytest_mxperf import nvml
-
-        return nvml.visible_gpus(env)
+def visible_gpus(env: Mapping[str, str], smi_output: str | None = None) -> list[dict[str, str]]:
+    """GPUs a CUDA process sees, in CUDA order: nvidia-smi rows filtered by CUDA_VISIBLE_DEVICES
+    (`pytest_mxperf.nvml.visible_gpus` asks NVML first and falls back here)."""
     if smi_output is None:
         try:
             smi_output = subprocess.run(

@@ -12,10 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_mxperf import fingerprint
-from pytest_mxperf.explain import (
-    judge_scaling,
-)
-from pytest_mxperf.fixture import _check_positive
+from pytest_mxperf.bench import CaseBench, check_positive
+from pytest_mxperf.explain_scaling import judge_scaling
 from pytest_mxperf.measure import MeasureConfig, Measurement
 from pytest_mxperf.records import CaseKey, CaseResult, Outcome, Scaling, Status
 from pytest_mxperf.resolution import BaselineRef
@@ -23,11 +21,10 @@ from pytest_mxperf.verdict import suspected
 
 if TYPE_CHECKING:
     from pytest_mxperf.dataparallel import DataParallelSpec
-    from pytest_mxperf.fixture import MxPerf
 
 
 def data_parallel(
-    bench: MxPerf,
+    bench: CaseBench,
     net: Any,
     /,
     *,
@@ -49,7 +46,7 @@ def data_parallel(
     from pytest_mxperf.dataparallel import DataParallelSpec, is_symbol_file
     from pytest_mxperf.dp_train import context_name, object_ref
 
-    _check_positive("batch_size", batch_size)
+    check_positive("batch_size", batch_size)
     in_process = not kvstore.startswith("dist")
     names = [context_name(c) for c in contexts or ()]
     if not names and not in_process:
@@ -140,7 +137,7 @@ def data_parallel(
 
 
 def _measure_data_parallel(
-    bench: MxPerf, result: CaseResult, block: Any, spec: DataParallelSpec
+    bench: CaseBench, result: CaseResult, block: Any, spec: DataParallelSpec
 ) -> BaselineRef | None:
     """Measure (again while it looks regressed, up to ``--mxperf-confirm`` times), then
     judge the aggregate img/s and the scaling efficiency."""

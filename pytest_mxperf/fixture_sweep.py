@@ -8,20 +8,18 @@ import os
 import time
 import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
 from pytest_mxperf import sweep as sweeps
 from pytest_mxperf import sweep_memory
+from pytest_mxperf.bench import CaseBench
 from pytest_mxperf.records import CaseResult, Status
-
-if TYPE_CHECKING:
-    from pytest_mxperf.fixture import MxPerf
 
 
 def sweep(
-    bench: MxPerf,
+    bench: CaseBench,
     net: Any,
     *,
     batch_sizes: Sequence[int] | str,
@@ -75,7 +73,7 @@ def sweep(
     return out
 
 
-def _memory_budget(bench: MxPerf) -> sweep_memory.MemoryBudget | None:
+def _memory_budget(bench: CaseBench) -> sweep_memory.MemoryBudget | None:
     start = sweep_memory.read_status().get("VmRSS")
     budget = bench._settings.memory_budget
     if budget is None:
@@ -86,7 +84,7 @@ def _memory_budget(bench: MxPerf) -> sweep_memory.MemoryBudget | None:
     return sweep_memory.MemoryBudget(budget, start=start)
 
 
-def _point(bench: MxPerf, build: Any, mode: str, batch: int, **kwargs: Any) -> sweeps.Point:
+def _point(bench: CaseBench, build: Any, mode: str, batch: int, **kwargs: Any) -> sweeps.Point:
     meter = sweep_memory.PeakMeter()
     with meter.measuring():
         r = bench._case(build(), mode, batch, **kwargs)
@@ -108,7 +106,7 @@ def _point(bench: MxPerf, build: Any, mode: str, batch: int, **kwargs: Any) -> s
 
 
 def _close_curve(
-    bench: MxPerf, curve: sweeps.Curve, results: list[CaseResult], out: sweeps.Sweep
+    bench: CaseBench, curve: sweeps.Curve, results: list[CaseResult], out: sweeps.Sweep
 ) -> None:
     drop = None
     for r in results:

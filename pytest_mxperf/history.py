@@ -1,7 +1,8 @@
 """The stored baselines as a history: per hardware key and case, images/sec over the commits of
 the first-parent history of HEAD, with the spread of each commit's runs and the changes marked.
 
-Pure data: reading files and asking git happen here, drawing happens in ``htmlreport``.
+Reading the files and placing the commits happen here (the records are in `historytypes`, git's
+answers come from `historygit`); drawing happens in ``htmlreport``.
 Commits that git does not know, or that are off the first-parent line (a side branch, another
 clone), are kept and placed by the date stored in their file; nothing is dropped silently.
 """
@@ -10,15 +11,22 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
-import enum
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pytest_mxperf import baselines
 from pytest_mxperf.baselines import StoredCase
 from pytest_mxperf.floors import Floor, floor_for
+from pytest_mxperf.historygit import GitFacts, git_facts, utc_text
+from pytest_mxperf.historytypes import (
+    CaseHistory,
+    CommitRef,
+    HardwareHistory,
+    History,
+    Mark,
+    Point,
+)
 from pytest_mxperf.options import DEFAULTS
 from pytest_mxperf.summary import Row
 from pytest_mxperf.verdict import stored_noise
@@ -27,197 +35,6 @@ from pytest_mxperf.verdict import stored_noise
 NOISE_FACTOR = 2.0
 #: Above this threshold the case is too noisy to call a change either way.
 MAX_THRESHOLD = 0.5
-#: How far back ``git log --first-parent`` looks.
-LOG_LIMIT = 10_000
-
-
-class Mark(str, enum.Enum):
-    """What a point says compared with the previous commit on the line."""
-
-    NEW = "new"
-    PASS = "pass"
-    IMPROVED = "improved"
-    REGRESSED = "regressed"
-    UNSTABLE = "unstable"
-    OOM = "oom"
-    BELOW = "below expectation"
-
-
-@dataclass(frozen=True)
-class GitCommit:
-    sha: str
-    date: str
-    subject: str
-
-
-@dataclass(frozen=True)
-class GitFacts:
-    """What git says about the repository holding the baseline directory."""
-
-    repo_root: str | None
-    head: str | None
-    #: The first-parent history of HEAD, oldest first.
-    first_parent: tuple[GitCommit, ...] = ()
-    #: Other stored commits git knows (side branches, merged or not).
-    known: tuple[GitCommit, ...] = ()
-
-
-@dataclass(frozen=True)
-class CommitRef:
-    """A stored commit as the report places it."""
-
-    sha: str
-    date: str  # UTC, "YYYY-MM-DD HH:MM:SS": plotly cannot read UTC offsets
-    subject: str
-    branch: str
-    dirty: bool
-    #: Index in the first-parent history of HEAD (0 = oldest), None when not on it.
-    position: int | None
-    date_source: str  # "git", "file" or "file time"
-
-    @property
-    def in_history(self) -> bool:
-        return self.position is not None
-
-    @property
-    def short(self) -> str:
-        return self.sha[:10]
-
-
-@dataclass(frozen=True)
-class Point:
-    """One case at one commit."""
-
-    commit: CommitRef
-    images_per_sec: float | None  # None: out of memory or no figure
-    low: float | None
-    high: float | None
-    #: What ``low``/``high`` span: the stored run medians, or the blocks' IQR for one run.
-    spread_kind: str
-    runs: tuple[float, ...]
-    noise: float
-    change: float | None = None
-    threshold: float | None = None
-    mark: Mark = Mark.NEW
-
-    @property
-    def spread(self) -> float | None:
-        if self.low is None or self.high is None:
-            return None
-        return self.high - self.low
-
-
-@dataclass(frozen=True)
-class CaseHistory:
-    hardware: str
-    key: str
-    model: str
-    mode: str
-    dtype: str
-    batch_size: int
-    device: str
-    #: First the commits on the line (first-parent order, or by date without git), then the
-    #: commits off it, by the date in their file.
-    points: tuple[Point, ...]
-    floor: float | None = None
-
-    @property
-    def line(self) -> tuple[Point, ...]:
-        """The compared points: those on the first-parent line, or all when git knows none."""
-        if not any(p.commit.in_history for p in self.points):
-            return self.points
-        return tuple(p for p in self.points if p.commit.in_history)
-
-    @property
-    def off_line(self) -> tuple[Point, ...]:
-        """Points shown but not compared: commits off the first-parent line."""
-        line = self.line
-        return tuple(p for p in self.points if p not in line)
-
-    @property
-    def latest(self) -> Point:
-        """The newest point of the line (the newest point at all when none is on it)."""
-        return self.line[-1] if self.line else self.points[-1]
-
-    @property
-    def verdict(self) -> Mark:
-        latest = self.latest
-        rate = latest.images_per_sec
-        below = self.floor is not None and rate is not None and rate < self.floor
-        if below and latest.mark is not Mark.REGRESSED:
-            return Mark.BELOW
-        return latest.mark
-
-
-@dataclass(frozen=True)
-class HardwareHistory:
-    hardware: str
-    cases: tuple[CaseHistory, ...]
-    commits: tuple[CommitRef, ...]
-    notes: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class History:
-    root: str
-    git: GitFacts
-    tolerance: float
-    hardware: tuple[HardwareHistory, ...]
-    notes: tuple[str, ...] = ()
-    errors: tuple[str, ...] = ()
-
-
-def utc_text(iso: str) -> str:
-    """An ISO date (any offset) as naive UTC text; unparseable input comes back unchanged."""
-    try:
-        when = _dt.datetime.fromisoformat(iso.replace("Z", "+00:00"))
-    except ValueError:
-        return iso
-    if when.tzinfo is not None:
-        when = when.astimezone(_dt.timezone.utc).replace(tzinfo=None)
-    return when.strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _parse_log(text: str) -> list[GitCommit]:
-    commits = []
-    for line in text.splitlines():
-        parts = line.split("\x1f")
-        if len(parts) == 3:
-            commits.append(GitCommit(parts[0], utc_text(parts[1]), parts[2]))
-    return commits
-
-
-_FORMAT = "--format=%H%x1f%cI%x1f%s"
-
-
-def git_facts(path: Path, shas: Iterable[str] = (), limit: int = LOG_LIMIT) -> GitFacts:
-    """First-parent history of HEAD in the repository holding ``path`` (GitPython), and the
-    dates and subjects of the other ``shas`` git knows. No repository: empty facts."""
-    try:
-        import git
-    except ImportError:  # pragma: no cover - GitPython is a dependency
-        return GitFacts(None, None)
-    try:
-        repo = git.Repo(path, search_parent_directories=True)
-    except Exception:  # no repository, or no git binary: both mean "no history"
-        return GitFacts(None, None)
-    with repo:  # close() ends git's cat-file processes
-        root = str(repo.working_tree_dir)
-        try:
-            log = _parse_log(repo.git.log("--first-parent", _FORMAT, f"--max-count={limit}"))
-        except Exception:  # an empty repository has no HEAD
-            return GitFacts(root, None)
-        on_line = {c.sha for c in log}
-        known = []
-        for sha in sorted(set(shas)):
-            if sha in on_line:
-                continue
-            try:
-                known += _parse_log(repo.git.show("-s", _FORMAT, sha, "--"))
-            except Exception:
-                continue  # not in this clone: placed by the file's date
-        head = log[0].sha if log else None
-        return GitFacts(root, head, tuple(reversed(log)), tuple(known))
 
 
 def _file_date(f: baselines.BaselineFile) -> tuple[str, str]:

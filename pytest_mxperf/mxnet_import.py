@@ -1,13 +1,17 @@
-"""The one place that imports mxnet: pip CUDA libraries preloaded first, a clear error if not.
+"""The one place that imports mxnet: pip CUDA libraries preloaded first (`pytest_mxperf.cuda`),
+a clear error if not.
 
 Called only when a benchmark runs (the back end, the FLOP probe, data-parallel ranks), so a plain
-``pytest`` run never imports mxnet.
+``pytest`` run never imports mxnet. ``python -m pytest_mxperf.mxnet_import`` shows what was
+preloaded from where and whether MXNet imports.
 """
 
 from __future__ import annotations
 
 import warnings
 from typing import Any
+
+from pytest_mxperf import cuda, cudalibs
 
 
 class MXNetUnavailable(RuntimeError):
@@ -16,9 +20,7 @@ class MXNetUnavailable(RuntimeError):
 
 def import_mxnet() -> Any:
     """``import mxnet`` with one clear message instead of a ctypes traceback."""
-    from pytest_mxperf import cuda
-
-    if cuda.cuda_build():  # the CPU build pays one metadata lookup, nothing more
+    if cudalibs.cuda_build():  # the CPU build pays one metadata lookup, nothing more
         cuda.preload()
     try:
         with warnings.catch_warnings():
@@ -45,6 +47,21 @@ def import_mxnet() -> Any:
 
 
 def _missing_library(exc: BaseException) -> MXNetUnavailable:
-    from pytest_mxperf.cuda import explain_import_error
+    return MXNetUnavailable(cuda.explain_import_error(exc))
 
-    return MXNetUnavailable(explain_import_error(exc))
+
+def main() -> int:
+    """``python -m pytest_mxperf.mxnet_import``: what preload does here, then whether MXNet
+    imports."""
+    print(cuda.preload().describe())
+    try:
+        mx = import_mxnet()
+    except MXNetUnavailable as exc:
+        print(f"import mxnet: {exc}")
+        return 1
+    print(f"import mxnet: ok, MXNet {mx.__version__}, {mx.context.num_gpus()} GPU(s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -149,5 +149,5 @@ def visible_gpus(env: Mapping[str, str], pynvml: ModuleType | None = None) -> li
 
     gpus = nvml_gpus(pynvml)
     if gpus is None:
-        return fingerprint.visible_gpus(env, use_nvml=False)
+        return fingerprint.visible_gpus(env)
     return select_visible(gpus, fingerprint.visible_gpu_ids(env))

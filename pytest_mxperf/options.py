@@ -1,100 +1,13 @@
-"""Command-line options, ini keys and environment variables, resolved once into `Settings`.
-
-Every setting has one description here; precedence is CLI > ``PYTEST_MXPERF_*`` env > ini >
-default, and a bad value names where it came from.
-"""
+"""Every user-settable value described once: its flag, ini key, environment variable, parser,
+default and help (`SPECS`, `FLAGS`), and the defaults read from there (`DEFAULTS`). Resolving
+them into a run's values is `pytest_mxperf.settings`."""
 
 from __future__ import annotations
 
-import dataclasses
-import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
-DEVICE_KINDS = ("cpu", "gpu")
-
-
-class OptionError(ValueError):
-    """A setting has a value it cannot take; the message names its source."""
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise ValueError("must be > 0")
-    return value
-
-
-def _fraction(text: str) -> float:
-    value = float(text)
-    if not 0 <= value < 1:
-        raise ValueError("must be a fraction in [0, 1), e.g. 0.15 for 15%")
-    return value
-
-
-def _nonneg_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise ValueError("must be >= 0")
-    return value
-
-
-def _rounds(text: str) -> int:
-    value = int(text)
-    if value < 2:
-        raise ValueError("must be >= 2 (an interval needs two paired rounds)")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise ValueError("must be >= 1")
-    return value
-
-
-def parse_ctx(text: str) -> tuple[str, ...]:
-    """``"cpu,gpu"`` -> ``("cpu", "gpu")``; ``"auto"`` -> ``()`` (decided when MXNet loads)."""
-    text = text.strip().lower()
-    if text in ("", "auto"):
-        return ()
-    kinds: list[str] = []
-    for part in text.split(","):
-        part = part.strip()
-        if part not in DEVICE_KINDS:
-            raise ValueError(f"unknown device kind {part!r} (choose from cpu, gpu, auto)")
-        if part not in kinds:
-            kinds.append(part)
-    return tuple(kinds)
-
-
-def _size(text: str) -> int:
-    from pytest_mxperf.sweep import parse_size
-
-    return parse_size(text)
-
-
-def _text(text: str) -> str:
-    return text
-
-
-def _on_off(text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("on", "true", "1", "yes"):
-        return True
-    if value in ("off", "false", "0", "no"):
-        return False
-    raise ValueError("must be on or off")
-
-
-def _machine(text: str) -> str:
-    # Checked with the other options, naming where the value came from, before anything runs.
-    from pytest_mxperf.baselines import BaselineError, check_hardware_key
-
-    try:
-        return check_hardware_key(text.strip())
-    except BaselineError as exc:
-        raise ValueError(str(exc)) from None
+from pytest_mxperf import parsers
 
 
 @dataclass(frozen=True)
@@ -159,7 +72,7 @@ FLAGS: tuple[Flag, ...] = (
 SPECS: tuple[Spec, ...] = (
     Spec(
         "ctx",
-        parse_ctx,
+        parsers.parse_ctx,
         (),
         "Device kinds to benchmark on: cpu, gpu, cpu,gpu or auto "
         "(GPU when MXNet sees one, else CPU). Default: auto.",
@@ -167,23 +80,23 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         "threads",
-        _positive_int,
+        parsers.positive_int,
         None,
         "OpenMP threads for MXNet (sets OMP_NUM_THREADS and "
         "MXNET_OMP_MAX_THREADS before MXNet is imported).",
         "N",
     ),
-    Spec("json", _text, None, "Write every measured case to this JSON file.", "PATH"),
+    Spec("json", parsers.any_text, None, "Write every measured case to this JSON file.", "PATH"),
     Spec(
         "min_time",
-        _positive_float,
+        parsers.positive_float,
         1.0,
         "Measure each case for at least this many seconds of timed blocks.",
         "SECONDS",
     ),
     Spec(
         "max_time",
-        _positive_float,
+        parsers.positive_float,
         5.0,
         "Soft time budget for the timed blocks of one case "
         "(at least 5 blocks are always measured).",
@@ -191,7 +104,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         "warmup_time",
-        _positive_float,
+        parsers.positive_float,
         10.0,
         "Longest warm-up of one case before measuring "
         "anyway (warm-up stops earlier once throughput is steady).",
@@ -199,7 +112,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         "tolerance",
-        _fraction,
+        parsers.fraction,
         0.05,
         "Smallest relative throughput drop against the stored baseline that can count as a "
         "regression (twice the case's measured noise widens it); a paired run of the baseline "
@@ -208,7 +121,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         "confirm",
-        _nonneg_int,
+        parsers.nonneg_int,
         2,
         "Re-measure a case that looks regressed up to N more "
         "times before calling it a regression (the best attempt is judged).",
@@ -216,14 +129,14 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         "baseline_dir",
-        _text,
+        parsers.any_text,
         "baselines",
         "Directory of stored baselines, relative to the rootdir.",
         "DIR",
     ),
     Spec(
         "machine",
-        _machine,
+        parsers.machine,
         None,
         "Use this hardware key instead of the detected one (for CI "
         "fleets whose runners differ in name only).",
@@ -231,7 +144,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         "compare",
-        _text,
+        parsers.any_text,
         None,
         "Compare with the baseline stored for this git revision "
         "instead of the nearest ancestor of HEAD.",
@@ -239,7 +152,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         "ab",
-        _text,
+        parsers.any_text,
         None,
         "Paired mode: measure every selected case for the code at this git revision and for "
         "the working tree, here, in alternating rounds, each side in its own process, and "
@@ -248,7 +161,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         "rounds",
-        _rounds,
+        parsers.rounds,
         3,
         "Rounds of a paired run (each round measures both sides once, order alternating); "
         "more are added, up to --mxperf-max-rounds, while a case is undecided.",
@@ -256,14 +169,14 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         "max_rounds",
-        _rounds,
+        parsers.rounds,
         6,
         "Most rounds a paired run may take for an undecided case.",
         "N",
     ),
     Spec(
         "min_effect",
-        _fraction,
+        parsers.fraction,
         0.05,
         "Paired verdicts: a slowdown is a regression when it is certain (the confidence "
         "interval of the ratio lies below 1) and a drop of at least this much is not ruled out.",
@@ -271,7 +184,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         "arbitrate",
-        _on_off,
+        parsers.on_off,
         True,
         "on: a case that looks regressed against its stored baseline is measured again paired "
         "with the baseline commit's code (in a git worktree) before it fails; off: the stored "
@@ -280,7 +193,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         "unconfirmed_tolerance",
-        _fraction,
+        parsers.fraction,
         0.20,
         "Smallest drop that can fail a case when no paired run can confirm it (arbitration "
         "off, or the baseline commit is not in this clone): sized for noisy shared runners.",
@@ -288,7 +201,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         "memory_budget",
-        _size,
+        parsers.size,
         None,
         "CPU sweeps: the process's peak resident memory a batch size may need (2GiB, 512MiB); "
         "a batch predicted to exceed it is not run and ends the doubling. Default: half the "
@@ -297,7 +210,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         "sweep_time",
-        _positive_float,
+        parsers.positive_float,
         600.0,
         "Total time budget of one mxperf.sweep; points left when it runs out are listed as "
         "not measured.",
@@ -305,7 +218,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         "markdown",
-        _text,
+        parsers.any_text,
         None,
         "Write the verdict table as GitHub-flavoured Markdown to this file (also appended to "
         "$GITHUB_STEP_SUMMARY when that is set).",
@@ -313,14 +226,14 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         "benchmark_action",
-        _text,
+        parsers.any_text,
         None,
         "Write the results as github-action-benchmark's customBiggerIsBetter JSON to this file.",
         "PATH",
     ),
     Spec(
         "price_per_hour",
-        _positive_float,
+        parsers.positive_float,
         None,
         "Price of this machine in dollars per hour: adds dollars per million images (and, with "
         "--mxperf-epoch-images, time and dollars per epoch) to the table and the JSON report.",
@@ -328,14 +241,14 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         "epoch_images",
-        _positive_int,
+        parsers.positive_int,
         None,
         "Images in one epoch for the cost figures (e.g. 1281167 for ImageNet-1k).",
         "N",
     ),
     Spec(
         "env_command",
-        _text,
+        parsers.any_text,
         None,
         "Build an environment per revision for paired runs: a command run in a new venv, "
         "with {python}, {venv} and {wt} (the revision's worktree) substituted, e.g. "
@@ -345,7 +258,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         "dist_timeout",
-        _positive_float,
+        parsers.positive_float,
         900.0,
         "Longest a data-parallel case with launched ranks (dist kvstores) may run, per "
         "launch; then every rank is ended and that case alone fails with their output.",
@@ -355,7 +268,7 @@ SPECS: tuple[Spec, ...] = (
 SPECS += (
     Spec(
         "pipeline_timeout",
-        _positive_float,
+        parsers.positive_float,
         60.0,
         "Longest wait for one batch of a data source (mxperf.pipeline, training with data=); "
         "a source that delivers nothing in this time fails its case instead of hanging the run.",
@@ -365,7 +278,7 @@ SPECS += (
 SPECS += (
     Spec(
         "profile",
-        _text,
+        parsers.any_text,
         None,
         "Write MXNet's Chrome trace (DIR/<case>.trace.json, for chrome://tracing or "
         "ui.perfetto.dev) and aggregate table (DIR/<case>.table.txt) of every case, profiled "
@@ -374,7 +287,7 @@ SPECS += (
     ),
     Spec(
         "memory_tolerance",
-        _fraction,
+        parsers.fraction,
         0.10,
         "Growth of a case's peak memory against its baseline that is reported (and fails "
         "with --mxperf-strict); a change must also exceed 16 MiB.",
@@ -384,105 +297,3 @@ SPECS += (
 SPECS_BY_NAME = {spec.name: spec for spec in SPECS}
 #: The one place defaults live; `Settings`, `MeasureConfig` and the help text read them here.
 DEFAULTS: dict[str, Any] = {spec.name: spec.default for spec in SPECS}
-
-
-@dataclass(frozen=True)
-class Settings:
-    """All mxperf settings of one run; built once on the controller, shipped to xdist workers."""
-
-    enabled: bool = False
-    update: bool = False
-    allow_dirty: bool = False
-    strict: bool = False
-    memory: bool = False
-    ctx: tuple[str, ...] = DEFAULTS["ctx"]
-    threads: int | None = DEFAULTS["threads"]
-    json: str | None = DEFAULTS["json"]
-    min_time: float = DEFAULTS["min_time"]
-    max_time: float = DEFAULTS["max_time"]
-    warmup_time: float = DEFAULTS["warmup_time"]
-    tolerance: float = DEFAULTS["tolerance"]
-    confirm: int = DEFAULTS["confirm"]
-    baseline_dir: str = DEFAULTS["baseline_dir"]
-    machine: str | None = DEFAULTS["machine"]
-    compare: str | None = DEFAULTS["compare"]
-    ab: str | None = DEFAULTS["ab"]
-    rounds: int = DEFAULTS["rounds"]
-    max_rounds: int = DEFAULTS["max_rounds"]
-    min_effect: float = DEFAULTS["min_effect"]
-    arbitrate: bool = DEFAULTS["arbitrate"]
-    unconfirmed_tolerance: float = DEFAULTS["unconfirmed_tolerance"]
-    env_command: str | None = DEFAULTS["env_command"]
-    memory_budget: int | None = DEFAULTS["memory_budget"]
-    sweep_time: float = DEFAULTS["sweep_time"]
-    dist_timeout: float = DEFAULTS["dist_timeout"]
-    markdown: str | None = DEFAULTS["markdown"]
-    benchmark_action: str | None = DEFAULTS["benchmark_action"]
-    price_per_hour: float | None = DEFAULTS["price_per_hour"]
-    epoch_images: int | None = DEFAULTS["epoch_images"]
-    pipeline_timeout: float = DEFAULTS["pipeline_timeout"]
-    profile: str | None = DEFAULTS["profile"]
-    memory_tolerance: float = DEFAULTS["memory_tolerance"]
-    #: Set in the processes of a paired run: write measured cases here instead of judging.
-    side_out: str | None = None
-    #: Set on the first round's side processes: profile every case after measuring it.
-    side_profile: bool = False
-
-    def as_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["ctx"] = list(self.ctx)
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Settings:
-        data = dict(data)
-        data["ctx"] = tuple(data.get("ctx", ()))
-        return cls(**data)
-
-
-def resolve(
-    cli: dict[str, Any],
-    env: dict[str, str],
-    ini: Callable[[str], Any],
-    flags: dict[str, Any],
-) -> Settings:
-    """Resolve every `Spec` (CLI > env > ini > default) and the boolean flags into `Settings`.
-
-    :param cli: option values from the command line (``None`` when not given).
-    :param env: the process environment.
-    :param ini: lookup of an ini key, returning ``""``/``None`` when unset.
-    :param flags: the boolean flags (``enabled``, ``update``, ``allow_dirty``, ``strict``).
-    """
-    values: dict[str, Any] = {}
-    for spec in SPECS:
-        raw: Any = None
-        where = ""
-        if cli.get(spec.name) is not None:
-            raw, where = cli[spec.name], f"command line option {spec.flag}"
-        elif env.get(spec.env, "") != "":
-            raw, where = env[spec.env], f"environment variable {spec.env}"
-        else:
-            ini_value = ini(spec.ini)
-            if ini_value not in (None, "", []):
-                raw, where = ini_value, f"ini option {spec.ini}"
-        if raw is None:
-            values[spec.name] = spec.default
-            continue
-        try:
-            values[spec.name] = spec.parse(str(raw))
-        except ValueError as exc:
-            raise OptionError(f"mxperf: invalid value {raw!r} for {where}: {exc}") from None
-    settings = Settings(**flags, **values)
-    if settings.min_time > settings.max_time:
-        raise OptionError(
-            f"mxperf: min_time ({settings.min_time}) is larger than max_time ({settings.max_time})"
-        )
-    if settings.rounds > settings.max_rounds:
-        raise OptionError(
-            f"mxperf: rounds ({settings.rounds}) is larger than max_rounds ({settings.max_rounds})"
-        )
-    return settings
-
-
-def environ() -> dict[str, str]:
-    return dict(os.environ)

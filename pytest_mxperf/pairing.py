@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest_mxperf
 from pytest_mxperf import envs, paired, procgroup, worktree
-from pytest_mxperf.options import Settings
 from pytest_mxperf.records import CaseResult
+from pytest_mxperf.settings import Settings
 
 #: Runs pytest in a side process with this installed plugin importable first.
 BOOTSTRAP = (

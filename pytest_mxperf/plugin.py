@@ -3,7 +3,6 @@ the work is in pure modules; the hook classes are in `pytest_mxperf.hooks`."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 from argparse import SUPPRESS
@@ -12,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_mxperf import baselines, fingerprint, gitinfo, options, outputs
+from pytest_mxperf import configure, fingerprint, options
 from pytest_mxperf.hooks import (
     BENCH_KEY,
     MARKER_KEY,
@@ -21,12 +20,11 @@ from pytest_mxperf.hooks import (
     SessionHooks,
     XdistHooks,
     _is_benchmark,
-    _numprocesses,
 )
 from pytest_mxperf.markers import MARKER_DOC, MarkerError, MarkerSpec, merge, parse_marker
-from pytest_mxperf.resolution import CompareError
 from pytest_mxperf.runinfo import RunInfo
 from pytest_mxperf.session import MxperfSession
+from pytest_mxperf.settings import Settings
 
 if TYPE_CHECKING:
     from pytest_mxperf.fixture import MxPerf
@@ -49,9 +47,9 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     """With mxnet-cu112 installed, load the CUDA libraries of NVIDIA's pip wheels before any
     conftest or test module runs ``import mxnet`` at its top (which would otherwise fail on
     ``libcudnn.so.8``). The CPU build pays one package-metadata lookup."""
-    from pytest_mxperf import cuda
+    from pytest_mxperf import cuda, cudalibs
 
-    if cuda.cuda_build() is None:
+    if cudalibs.cuda_build() is None:
         return
     try:
         cuda.preload()
@@ -63,12 +61,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("mxperf", "MXNet throughput regression testing (pytest-mxperf)")
     for flag in options.FLAGS:
         group.addoption(
-            flag.flag, action="store_true", default=False, dest=_dest(flag.name), help=flag.help
+            flag.flag,
+            action="store_true",
+            default=False,
+            dest=configure.dest(flag.name),
+            help=flag.help,
         )
     for spec in options.SPECS:
         group.addoption(
             spec.flag,
-            dest=_dest(spec.name),
+            dest=configure.dest(spec.name),
             default=None,
             metavar=spec.metavar,
             help=f"{spec.full_help} [env {spec.env}, ini {spec.ini}]",
@@ -82,75 +84,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def _dest(name: str) -> str:
-    return "mxperf" if name == "enabled" else "mxperf_" + name
-
-
-def _settings(config: pytest.Config) -> options.Settings:
-    flags = {flag.name: bool(config.getoption(_dest(flag.name))) for flag in options.FLAGS}
-    cli = {spec.name: config.getoption(_dest(spec.name)) for spec in options.SPECS}
-    try:
-        settings = options.resolve(cli, options.environ(), config.getini, flags)
-    except options.OptionError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    side_out = config.getoption("mxperf_side_out")
-    if side_out:
-        # A side of a paired run measures each case once and reports; the controller judges.
-        settings = dataclasses.replace(
-            settings,
-            enabled=True,
-            update=False,
-            strict=False,
-            confirm=0,
-            json=None,
-            markdown=None,
-            benchmark_action=None,
-            ab=None,
-            arbitrate=False,
-            side_out=str(side_out),
-            side_profile=bool(config.getoption("mxperf_side_profile")),
-            # Traces only where the controller asked on the command line (HEAD's first round).
-            profile=config.getoption(_dest("profile")),
-        )
-    return settings
-
-
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_DOC)
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistHooks(), "mxperf-xdist")
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and "mxperf" in workerinput:
-        settings = options.Settings.from_dict(workerinput["mxperf"]["settings"])
+        settings = Settings.from_dict(workerinput["mxperf"]["settings"])
         run = RunInfo.from_dict(workerinput["mxperf"]["run"])
     else:
-        settings = _settings(config)
+        settings = configure.settings_from(config)
         if not settings.enabled:
             for flag in ("update", "strict", "allow_dirty"):
                 if getattr(settings, flag):
                     raise pytest.UsageError(f"--mxperf-{flag.replace('_', '-')} needs --mxperf")
             return
-        machine = settings.machine or config.hook.pytest_mxperf_hardware_key(
-            config=config, detected=fingerprint.cpu_key()
-        )
-        if machine is not None:
-            try:
-                baselines.check_hardware_key(str(machine))
-            except baselines.BaselineError as exc:
-                raise pytest.UsageError(f"mxperf: {exc}") from None
-        try:
-            run = RunInfo.detect(settings, config.rootpath, os.environ, machine)
-        except CompareError as exc:
-            raise pytest.UsageError(str(exc)) from None
-        unwritable = outputs.check_outputs(
-            settings.json, run.baseline_root if settings.update else None
-        ) or outputs.check_summaries(settings.markdown, settings.benchmark_action)
-        if unwritable:
-            raise pytest.UsageError(unwritable)
-        if settings.update:
-            _check_update_allowed(settings, run)
-        if settings.ab:
-            _check_ab_allowed(config, settings, run)
+        run = configure.detect_run(config, settings)
     if settings.threads is not None:
         if "mxnet" in sys.modules and os.environ.get("OMP_NUM_THREADS") != str(settings.threads):
             config.issue_config_time_warning(
@@ -171,40 +120,6 @@ def pytest_configure(config: pytest.Config) -> None:
         and not settings.side_out
     ):
         config.pluginmanager.register(ProgressHooks(config), "mxperf-progress")
-
-
-def _check_update_allowed(settings: options.Settings, run: RunInfo) -> None:
-    commit = run.commit
-    if not commit.sha:
-        raise pytest.UsageError(
-            "--mxperf-update: no git commit found (not a git repository?); baselines are "
-            "stored per commit. Set PYTEST_MXPERF_COMMIT=<sha> to name one."
-        )
-    if commit.dirty and not settings.allow_dirty:
-        raise pytest.UsageError(
-            f"--mxperf-update: the working tree of {commit.repo_root} has uncommitted "
-            f"changes, so results would not belong to commit {commit.short}. Commit "
-            "or stash them, or pass --mxperf-allow-dirty (the baseline then records dirty=true)."
-        )
-
-
-def _check_ab_allowed(config: pytest.Config, settings: options.Settings, run: RunInfo) -> None:
-    if settings.update:
-        raise pytest.UsageError(
-            "--mxperf-ab judges two revisions measured now; --mxperf-update stores one run's "
-            "figures: use one at a time"
-        )
-    if _numprocesses(config):
-        raise pytest.UsageError(
-            "--mxperf-ab measures each side in processes of its own, one at a time; drop -n"
-        )
-    if not run.commit.repo_root:
-        raise pytest.UsageError(f"--mxperf-ab {settings.ab}: no git repository here")
-    if gitinfo.rev_parse(run.commit.repo_root, str(settings.ab)) is None:
-        raise pytest.UsageError(
-            f"--mxperf-ab: unknown revision {settings.ab!r} in {run.commit.repo_root} "
-            "(fetch it first, e.g. git fetch origin main)"
-        )
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -243,34 +158,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = keep
 
 
-def _device_kinds(config: pytest.Config) -> tuple[str, ...]:
-    state = config.stash.get(STATE_KEY, None)
-    if state is not None and state.settings.ctx:
-        return state.settings.ctx
-    if state is None:
-        try:
-            kinds = options.parse_ctx(str(config.getoption("mxperf_ctx") or "auto"))
-        except ValueError:
-            kinds = ()
-        if kinds:
-            return kinds
-        return ("cpu",)
-    return ("gpu",) if state.run.gpus and _mxnet_has_cuda() else ("cpu",)
-
-
-def _mxnet_has_cuda() -> bool:
-    """Whether the installed MXNet is a CUDA build (asked only where nvidia-smi sees GPUs)."""
-    from pytest_mxperf.mxnet_import import MXNetUnavailable, import_mxnet
-
-    try:
-        return bool(import_mxnet().runtime.Features().is_enabled("CUDA"))
-    except MXNetUnavailable:
-        return False
-
-
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "mx_ctx" in metafunc.fixturenames:
-        kinds = _device_kinds(metafunc.config)
+        kinds = configure.device_kinds(metafunc.config)
         metafunc.parametrize("mx_ctx", kinds, indirect=True, ids=list(kinds))
 
 
@@ -294,7 +184,7 @@ def _worker_gpu(config: pytest.Config, backend: Backend) -> int:
 
 
 def _context(request: pytest.FixtureRequest, backend: Backend) -> Any:
-    kind = getattr(request, "param", None) or _device_kinds(request.config)[0]
+    kind = getattr(request, "param", None) or configure.device_kinds(request.config)[0]
     if kind == "gpu":
         if backend.num_gpus() == 0:
             pytest.skip("no GPU: MXNet sees 0 GPUs here (CPU build, or no visible device)")

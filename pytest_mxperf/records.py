@@ -14,7 +14,7 @@ from typing import Any
 from pytest_mxperf import flops
 from pytest_mxperf.measure import Measurement
 from pytest_mxperf.memory import MemoryRecord
-from pytest_mxperf.options import DEVICE_KINDS
+from pytest_mxperf.parsers import DEVICE_KINDS
 
 MODES = ("inference", "training", "forward_backward", "pipeline")
 #: float16: parameters cast, multi_precision SGD (GPU); amp: mxnet.contrib.amp mixed precision

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from pytest_mxperf import floors, history, htmlreport, summary
+from pytest_mxperf import floors, history, htmlchart, htmlreport, summary
 from pytest_mxperf.options import DEFAULTS
 
 
@@ -83,7 +83,7 @@ def run(root: Path, args: argparse.Namespace) -> int:
             price_per_hour=args.price_per_hour,
             epoch_images=args.epoch_images,
         )
-    except (floors.FloorError, htmlreport.ReportError) as exc:
+    except (floors.FloorError, htmlchart.ReportError) as exc:
         raise ReportCommandError(str(exc)) from None
     rows = history.summary_rows(hist)
     if args.markdown:

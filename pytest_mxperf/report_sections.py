@@ -1,14 +1,27 @@
-"""The result sections beyond the main table: one grid per sweep (batch x dtype) and the
-data-parallel scaling table. Pure functions of the results and the width, like `report`."""
+"""What the terminal shows of a run: the ``mxperf:`` header lines, and the summary's sections
+(the table and grids of `tables`, one grid per sweep, the data-parallel scaling table, verdict
+counts, cost, peaks and missing baselines). Pure functions of the results and the width."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from tabulate import tabulate
 
-from pytest_mxperf.records import CaseResult
-from pytest_mxperf.report import MODE_SHORT, _cell, _rate, fit_table
+from pytest_mxperf import fingerprint
+from pytest_mxperf.records import CaseResult, Outcome
+from pytest_mxperf.report import peaks
+from pytest_mxperf.runinfo import RunInfo
+from pytest_mxperf.settings import Settings
+from pytest_mxperf.tables import (
+    MODE_SHORT,
+    fit_table,
+    rate_cell,
+    rate_text,
+    render_grids,
+    render_table,
+)
 
 #: A sweep note under its grid is cut to its first line and this many characters (JSON has it
 #: whole).
@@ -34,7 +47,7 @@ def render_sweeps(results: Iterable[CaseResult], width: int = 120) -> list[tuple
         for batch in sorted({r.batch_size for r in members}):
             found = [table.get((d, batch)) for d in dtypes]
             rows.append(
-                [str(batch)] + ["" if f is None else _cell(f).split(" ±")[0] for f in found]
+                [str(batch)] + ["" if f is None else rate_cell(f).split(" ±")[0] for f in found]
             )
         lines = tabulate(
             rows, ["batch", *dtypes], tablefmt="simple", stralign="right", disable_numparse=True
@@ -84,11 +97,11 @@ def render_scaling(results: Iterable[CaseResult], width: int = 120) -> list[str]
                 r.key.label,
                 r.batch_size,
                 s.world_size,
-                _rate(r.images_per_sec),
+                rate_text(r.images_per_sec),
                 f"{s.efficiency:.1%}",
                 "-" if base is None else f"{base:.1%}",
-                _rate(s.single_images_per_sec),
-                " ".join(_rate(x) for x in s.per_worker_images_per_sec),
+                rate_text(s.single_images_per_sec),
+                " ".join(rate_text(x) for x in s.per_worker_images_per_sec),
                 f"{s.comm_share:.0%}",
                 "-" if s.threads_per_worker is None else str(s.threads_per_worker),
             ]
@@ -108,3 +121,106 @@ def render_scaling(results: Iterable[CaseResult], width: int = 120) -> list[str]
         "threads",
     ]
     return fit_table(rows, headers, ("threads", "bs/dev", "baseline", "img/s(1)"), width)
+
+
+def verdict_counts(results: Iterable[CaseResult]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for r in results:
+        status = "-" if r.verdict is None else r.verdict.status
+        counts[status] = counts.get(status, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def header_lines(
+    run: RunInfo, settings: Settings, threads: Mapping[str, Any], workers: int
+) -> list[str]:
+    """The ``mxperf:`` lines of pytest's report header: hardware, commit, baselines, threads."""
+    commit = run.commit
+    state = "dirty" if commit.dirty else "clean" if commit.dirty is False else "?"
+    lines = [
+        f"mxperf: hardware {run.machine or run.cpu_key} (cpu)"
+        + "".join(
+            f", gpu {i}: {g['name']}"
+            + (f" (nvidia-smi index {g['index']})" if g["index"] != str(i) else "")
+            for i, g in enumerate(run.gpus)
+        ),
+        f"mxperf: commit {commit.short} "
+        f"({commit.branch or 'detached'}, {state}, from {commit.source})",
+        f"mxperf: baselines {run.baseline_root} "
+        f"({run.baselines.count()} case(s) resolved"
+        + (f", compared with {settings.compare}" if settings.compare else "")
+        + ")",
+        *(
+            [
+                f"mxperf: paired mode: {settings.ab} vs the working tree, {settings.rounds}"
+                f"-{settings.max_rounds} rounds, minimum effect {settings.min_effect:.0%}"
+            ]
+            if settings.ab
+            else []
+        ),
+        f"mxperf: threads {threads['omp_threads']} OpenMP thread(s) ({threads['source']})",
+    ]
+    if workers and run.gpus:
+        mapping = ", ".join(
+            f"gw{i} -> GPU {fingerprint.gpu_for_worker(f'gw{i}', len(run.gpus))}"
+            for i in range(workers)
+        )
+        lines.append(f"mxperf: xdist GPU mapping {mapping}")
+    if workers:
+        lines.append("mxperf: xdist: CPU benchmarks take turns (one cross-process lock)")
+    lines += [f"mxperf: warning: {w}" for w in run.baselines.warnings]
+    lines += [f"mxperf: error: {e}" for e in run.baselines.errors]
+    return lines
+
+
+def results_sections(
+    results: Sequence[CaseResult],
+    stored_keys: Sequence[str],
+    width: int,
+    *,
+    price_per_hour: float | None = None,
+    epoch_images: int | None = None,
+    memory: bool = False,
+) -> list[tuple[str | None, list[str]]]:
+    """The summary's result sections as ``(separator title or None, lines)``: the table, the
+    grids, the verdict counts and hardware keys that have no baselines here."""
+    if not results:
+        return []
+    table = render_table(
+        results, width, price_per_hour=price_per_hour, epoch_images=epoch_images, memory=memory
+    )
+    sections: list[tuple[str | None, list[str]]] = [
+        ("mxperf: throughput (images/sec, median ± half IQR)", table)
+    ]
+    sections += [(f"mxperf grid: {title}", lines) for title, lines in render_grids(results, width)]
+    sections += [(f"mxperf sweep: {t}", lines) for t, lines in render_sweeps(results, width)]
+    scaling = render_scaling(results, width)
+    if scaling:
+        sections.append(("mxperf: data-parallel scaling (weak: same batch per device)", scaling))
+    counts = ", ".join(f"{n} {status}" for status, n in verdict_counts(results).items())
+    tail = [f"mxperf verdicts: {counts}"]
+    machine = sum(1 for r in results if r.verdict and r.verdict.outcome == Outcome.MACHINE)
+    if machine:
+        tail.append(
+            f"mxperf: {machine} case(s) below their stored figures run as fast as the baseline "
+            "commit on this machine: the baselines do not hold here; store a baseline for this "
+            "machine with --mxperf-update (or name its hardware key with --mxperf-machine)"
+        )
+    if price_per_hour is not None or epoch_images is not None:
+        parts = [] if price_per_hour is None else [f"${price_per_hour:g} per hour"]
+        parts += [] if epoch_images is None else [f"epoch = {epoch_images:,} images"]
+        tail.append(f"mxperf cost: {', '.join(parts)}")
+    found = peaks(results)
+    if found:
+        tail.append(
+            "mxperf peak (matrix multiply): "
+            + ", ".join(f"{p['device']} {p['dtype']} {p['peak_gflops']:.1f} GFLOP/s" for p in found)
+        )
+    for hardware in sorted({r.hardware for r in results} - set(stored_keys)):
+        if stored_keys:
+            tail.append(
+                f"mxperf: no baselines for hardware {hardware}; stored for: "
+                f"{', '.join(stored_keys)} (see --mxperf-machine)"
+            )
+    sections.append((None, tail))
+    return sections

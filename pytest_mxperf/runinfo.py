@@ -9,9 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_mxperf import fingerprint, gitinfo, locks
+from pytest_mxperf import fingerprint, gitinfo, locks, nvml
 from pytest_mxperf.gitinfo import CommitInfo
-from pytest_mxperf.options import Settings
 from pytest_mxperf.resolution import (
     BaselineRef,
     CompareError,
@@ -19,6 +18,7 @@ from pytest_mxperf.resolution import (
     explicit_problem,
     resolve,
 )
+from pytest_mxperf.settings import Settings
 
 
 @dataclass
@@ -69,7 +69,8 @@ class RunInfo:
             root = rootdir / root
         commit = gitinfo.detect(rootdir, env, exclude=(str(root),))
         explicit = None
-        gpus = fingerprint.visible_gpus(env)
+        # NVML (nvidia-ml-py, in [cu112]) first: more facts, no subprocess; else nvidia-smi.
+        gpus = nvml.visible_gpus(env)
         cpu = fingerprint.cpu_key()
         if settings.compare:
             sha = gitinfo.rev_parse(commit.repo_root, settings.compare)

@@ -9,12 +9,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_mxperf import baselines, fingerprint, gitinfo, outputs, pairing, report, summary
-from pytest_mxperf.options import Settings
+from pytest_mxperf import (
+    baselines,
+    fingerprint,
+    gitinfo,
+    outputs,
+    pairing,
+    report,
+    report_sections,
+    summary,
+)
 from pytest_mxperf.pairing import PairedData, Pairer
 from pytest_mxperf.protocol import Backend
 from pytest_mxperf.records import CaseResult
 from pytest_mxperf.runinfo import RunInfo
+from pytest_mxperf.settings import Settings
 from pytest_mxperf.updating import StoreReport, store_results
 
 #: The name results travel under on ``report.user_properties``.
@@ -139,7 +148,7 @@ class MxperfSession:
 
     def header(self, workers: int) -> list[str]:
         threads = fingerprint.threads_in_force(os.environ)
-        return report.header_lines(self.run, self.settings, threads, workers)
+        return report_sections.header_lines(self.run, self.settings, threads, workers)
 
     def finish(self, interrupted: bool) -> bool:
         """Store baselines and write the JSON report; True when the run must fail."""
@@ -224,7 +233,7 @@ class MxperfSession:
             return alerts
         out: list[tuple[str, str | None, dict[str, bool]]] = []
         stored = self.run.baselines.stored_keys()
-        sections = report.results_sections(
+        sections = report_sections.results_sections(
             self.collected.results,
             stored,
             width,

@@ -17,17 +17,14 @@ and tests never depend on the speed of the machine.
 
 from __future__ import annotations
 
-import json
-import os
 import random
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_mxperf.measure import Measurement
-from pytest_mxperf.memory import MemoryMethod, MemoryRecord
 from pytest_mxperf.protocol import ModelTypeError, Prepared, PrepareSpec, looks_like_oom
+from pytest_mxperf.testing_profiler import FakeMemoryProbe, FakeMXNet, FakeProfiler
 
 if TYPE_CHECKING:
     from pytest_mxperf.dataparallel import DataParallelSpec
@@ -117,7 +114,7 @@ class FakeBackend:
         self.log: list[tuple[Any, ...]] = []
         #: ``mx``-like: ``self.mx.profiler`` is a fake of MXNet's profiler module (None: a back
         #: end without a profiler).
-        self.mx: FakeMXNet | None = FakeMXNet(FakeProfiler(self))
+        self.mx: FakeMXNet | None = FakeMXNet(FakeProfiler(self.log))
         #: The peak the memory probe reports, set by ``prepare`` from the model.
         self.memory_mb = 0.0
 
@@ -132,7 +129,7 @@ class FakeBackend:
         return self.mx is not None and self.mx.profiler.running
 
     def memory_probe(self, ctx: Any) -> FakeMemoryProbe:
-        return FakeMemoryProbe(self, self.describe(ctx)[0])
+        return FakeMemoryProbe(lambda: self.memory_mb, self.describe(ctx)[0])
 
     def num_gpus(self) -> int:
         return self.gpus
@@ -217,83 +214,6 @@ class FakeBackend:
         return fake_data_parallel(model, spec)
 
 
-class FakeMemoryProbe:
-    """Reports the peak memory the prepared `FakeModel` declares."""
-
-    def __init__(self, backend: FakeBackend, device: str) -> None:
-        self.backend, self.device = backend, device
-
-    def start(self) -> FakeMemoryProbe:
-        return self
-
-    def stop(self) -> MemoryRecord:
-        return MemoryRecord(self.backend.memory_mb, MemoryMethod.DECLARED, self.device)
-
-
-class FakeProfiler:
-    """MXNet 1.9.1's profiler calls on a `FakeBackend`: aggregate statistics in its JSON
-    layout (``Time -> operator -> name -> {Count, Total}``) and trace events written to the
-    configured file on ``dumps``. ``fail`` makes every call raise it (a build without the
-    profiler, a broken one)."""
-
-    def __init__(self, backend: FakeBackend) -> None:
-        self.backend = backend
-        self.running = False
-        self.filename: str | None = None
-        self.fail: Exception | None = None
-        self._stats: dict[str, list[float]] = {}
-        self._events: list[dict[str, Any]] = []
-        self._dumped = False
-
-    def _call(self, what: str) -> None:
-        self.backend.log.append(("profiler", what))
-        if self.fail is not None:
-            raise self.fail
-
-    def set_config(self, **kwargs: Any) -> None:
-        self._call("set_config")
-        self.filename = str(kwargs.get("filename", "profile.json"))
-
-    def set_state(self, state: str = "stop") -> None:
-        self._call(f"set_state({state})")
-        self.running = state == "run"
-
-    def record(self, operators: dict[str, tuple[int, float]], seconds: float) -> None:
-        """One profiled step: every operator ran ``count`` times in its share of the time."""
-        for name, (count, share) in operators.items():
-            stat = self._stats.setdefault(name, [0, 0.0])
-            stat[0] += count
-            stat[1] += share * seconds * 1000.0
-            ts = len(self._events)
-            self._events.append(
-                {"name": name, "cat": "operator", "ph": "X", "ts": ts, "dur": 1, "pid": 0}
-            )
-
-    def dumps(self, reset: bool = False, format: str = "table") -> str:
-        self._call(f"dumps({format})")
-        if self.filename is not None and self._events:
-            with open(self.filename, "a", encoding="utf-8") as f:
-                head = "" if self._dumped else '{"traceEvents": [\n'
-                f.write(head + ",\n".join(json.dumps(e) for e in self._events) + ",\n")
-            self._dumped = True
-            self._events = []
-        if format == "json":
-            ops = {n: {"Count": int(c), "Total": t} for n, (c, t) in self._stats.items()}
-            text = json.dumps({"Time": {"operator": ops}, "Unit": {"Time": "ms"}})
-        else:
-            text = "\n".join(f"{n} {int(c)} {t:.4f}" for n, (c, t) in self._stats.items())
-        if reset:
-            self._stats = {}
-        return text
-
-
-@dataclass
-class FakeMXNet:
-    """What the profiling code reads of the ``mxnet`` module: ``profiler``."""
-
-    profiler: FakeProfiler
-
-
 def fake_blocks(rate: float, items_per_step: int, jitter: float) -> Measurement:
     """Five blocks of one step around ``rate`` (median exactly ``rate``, spread ``jitter``)."""
     rates = [rate * (1 + jitter * f) for f in (-1.0, -0.5, 0.0, 0.5, 1.0)]
@@ -361,79 +281,3 @@ def fake_data_parallel(model: FakeModel, spec: DataParallelSpec) -> DataParallel
         return ScalingCase(n, per_device * n, 1.0, (report,), 2.0)
 
     return DataParallelResult(spec, case(1), case(spec.world_size))
-
-
-# git repositories for tests and scripts ----------------------------------------------------
-#: A fixed identity, so tests and scripts commit anywhere (no global git config needed).
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "mxperf test",
-    "GIT_AUTHOR_EMAIL": "test@example.invalid",
-    "GIT_COMMITTER_NAME": "mxperf test",
-    "GIT_COMMITTER_EMAIL": "test@example.invalid",
-}
-
-
-def git(path: Path, *args: str) -> str:
-    """Run git in ``path`` with a fixed identity; return stdout."""
-    env = {**os.environ, **GIT_ENV}
-    for name in ("GITHUB_SHA", "CI_COMMIT_SHA", "PYTEST_MXPERF_COMMIT", "GIT_COMMIT"):
-        env.pop(name, None)
-    done = subprocess.run(
-        ["git", *args], cwd=path, env=env, capture_output=True, text=True, check=True
-    )
-    return done.stdout.strip()
-
-
-#: A real-MXNet benchmark suite for regression tests and scripts/aa_check.py: a tiny model-zoo
-#: net in two cases. `steady` never changes. `target` runs the same net through a plain callable
-#: whose work per batch can be raised by construction: MXPERF_EXTRA_WORK=0.4 (or 0.4 in a
-#: committed extra_work.txt) adds 0.4 forward passes per batch on average (40% more work).
-REAL_SUITE = """
-import os
-from pathlib import Path
-
-import pytest
-
-MODEL = os.environ.get("MXPERF_TEST_MODEL", "resnet18_v1")
-SIZE = int(os.environ.get("MXPERF_TEST_SIZE", "32"))
-BATCH = 10
-
-
-def build():
-    from mxnet.gluon.model_zoo import vision
-
-    return vision.get_model(MODEL, classes=10)
-
-
-@pytest.mark.parametrize("which", ["target", "steady"])
-def test_infer(mxperf, which):
-    shape = (3, SIZE, SIZE)
-    label = f"{MODEL}-{which}"
-    if which == "steady":
-        mxperf.inference(build(), batch_size=BATCH, input_shape=shape, model=label)
-        return
-    import mxnet as mx
-
-    net = build()
-    net.initialize(mx.init.Xavier(magnitude=2))
-    net.hybridize(static_alloc=True, static_shape=True)
-    x = mx.nd.random.uniform(-1, 1, shape=(BATCH, *shape))
-    # The work is part of the code: a committed file (paired runs compare commits) or the
-    # environment; 0.25 = one more forward pass every 4 batches, spread evenly.
-    committed = Path(__file__).with_name("extra_work.txt")
-    extra = float(
-        os.environ.get("MXPERF_EXTRA_WORK")
-        or (committed.read_text() if committed.exists() else "0")
-    )
-    owed = [0.0]
-
-    def step():
-        out = net(x)
-        owed[0] += extra
-        while owed[0] >= 1.0:
-            out = net(x)
-            owed[0] -= 1.0
-        return out
-
-    mxperf.callable(step, items_per_call=BATCH, model=label)
-"""

@@ -12,31 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from expectations import load
+from marks import marks_for
 from models import QUICK, Case, SweepCase, build, full_sweeps
-
-
-def marks_for(case: Case) -> list[pytest.MarkDecorator]:
-    """One mxperf marker per published figure of this network, mode, dtype and batch."""
-    marks = []
-    for fig in load():
-        if (
-            fig.images_per_sec is not None
-            and fig.model == case.label
-            and fig.mode == case.mode
-            and fig.dtype == case.dtype
-            and fig.batch_size == case.published_batch
-        ):
-            marks.append(
-                pytest.mark.mxperf(
-                    expect={case.batch_size: fig.images_per_sec},
-                    hardware=fig.hardware,
-                    model=case.label,
-                    mode=case.mode,
-                    dtype=case.dtype,
-                )
-            )
-    return marks
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

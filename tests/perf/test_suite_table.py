@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from marks import marks_for
 from models import QUICK, Case, full
-from test_models import marks_for
 
 from pytest_mxperf.markers import merge, parse_marker
 
@@ -65,8 +65,8 @@ def test_full_selection_covers_every_published_figure() -> None:
 
 
 def test_full_sweeps_keep_published_figures_at_their_batch_sizes() -> None:
+    from marks import marks_for
     from models import full_sweeps
-    from test_models import marks_for
 
     resnet = next(
         s

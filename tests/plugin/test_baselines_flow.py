@@ -10,7 +10,7 @@ from typing import Callable
 import pytest
 
 from pytest_mxperf import cli
-from pytest_mxperf.testing import git
+from pytest_mxperf.testrepos import git
 
 SUITE = """
 import pathlib

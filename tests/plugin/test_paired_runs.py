@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import pytest
 
-from pytest_mxperf.testing import git
+from pytest_mxperf.testrepos import git
 
 
 def _report(pytester: pytest.Pytester, name: str = "report.json") -> dict[str, Any]:

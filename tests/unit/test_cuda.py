@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_mxperf import cuda
+from pytest_mxperf import cuda, cudalibs
 
 # NEEDED entries of NVIDIA's cu11 wheels as `readelf -d` shows them (system libraries left out).
 WHEELS: dict[str, dict[str, tuple[str, ...]]] = {
@@ -40,7 +40,7 @@ WHEELS: dict[str, dict[str, tuple[str, ...]]] = {
     "nccl": {"libnccl.so.2": ()},
     "nvtx": {"libnvToolsExt.so.1": ()},
 }
-MXNET_NEEDS = ("libdl.so.2", "libcuda.so.1", *cuda.MXNET_CU112_NEEDS, "libstdc++.so.6")
+MXNET_NEEDS = ("libdl.so.2", "libcuda.so.1", *cudalibs.MXNET_CU112_NEEDS, "libstdc++.so.6")
 
 
 def make_elf(path: Path, soname: str | None, needed: tuple[str, ...] = ()) -> Path:
@@ -79,7 +79,7 @@ def nvidia(tmp_path: Path) -> Path:
 
 def test_read_dynamic(tmp_path: Path) -> None:
     lib = make_elf(tmp_path / "x.so", "libcusolver.so.11", ("libcublas.so.11", "libc.so.6"))
-    assert cuda.read_dynamic(lib) == cuda.ElfDynamic(
+    assert cudalibs.read_dynamic(lib) == cudalibs.ElfDynamic(
         "libcusolver.so.11", ("libcublas.so.11", "libc.so.6")
     )
 
@@ -87,18 +87,18 @@ def test_read_dynamic(tmp_path: Path) -> None:
 def test_read_dynamic_refuses_non_elf(tmp_path: Path) -> None:
     (tmp_path / "x.so").write_text("not a library")
     with pytest.raises(ValueError, match="not an ELF file"):
-        cuda.read_dynamic(tmp_path / "x.so")
+        cudalibs.read_dynamic(tmp_path / "x.so")
 
 
 def test_read_dynamic_of_the_libraries_in_this_process() -> None:
     # Real ELF files: libc is mapped into every Python process.
-    assert "libc.so.6" in cuda.loaded_sonames()
+    assert "libc.so.6" in cudalibs.loaded_sonames()
 
 
 def test_load_order_follows_needed_and_loads_plugins_first(nvidia: Path) -> None:
-    available = cuda.scan(cuda.pip_library_dirs([nvidia]))
-    needs = {name: cuda.read_dynamic(path).needed for name, path in available.items()}
-    order = cuda.load_order(cuda.MXNET_CU112_NEEDS, available, needs)
+    available = cudalibs.scan(cudalibs.pip_library_dirs([nvidia]))
+    needs = {name: cudalibs.read_dynamic(path).needed for name, path in available.items()}
+    order = cudalibs.load_order(cudalibs.MXNET_CU112_NEEDS, available, needs)
     pos = {name: i for i, name in enumerate(order)}
     for name in order:
         for dep in needs[name]:
@@ -110,13 +110,13 @@ def test_load_order_follows_needed_and_loads_plugins_first(nvidia: Path) -> None
     assert pos["libnvrtc-builtins.so.11.8"] < pos["libnvrtc.so.11.2"]
     # Nobody asks for these, and loaded globally they would take over BLAS, FFTW and OpenCL.
     assert not {"libnvblas.so.11", "libcufftw.so.10", "libOpenCL.so.1"} & set(order)
-    assert set(cuda.MXNET_CU112_NEEDS) <= set(order)
+    assert set(cudalibs.MXNET_CU112_NEEDS) <= set(order)
 
 
 def test_load_order_breaks_a_cycle_deterministically() -> None:
     available = {"liba.so.1": Path("a"), "libb.so.1": Path("b")}
     needs = {"liba.so.1": ("libb.so.1",), "libb.so.1": ("liba.so.1",)}
-    assert cuda.load_order(["liba.so.1"], available, needs) == ["liba.so.1", "libb.so.1"]
+    assert cudalibs.load_order(["liba.so.1"], available, needs) == ["liba.so.1", "libb.so.1"]
 
 
 @pytest.mark.parametrize(
@@ -147,9 +147,12 @@ def system_dir(tmp_path: Path, sonames: tuple[str, ...]) -> dict[str, str]:
 
 
 def test_auto_keeps_a_complete_system_install(nvidia: Path, tmp_path: Path) -> None:
-    env = system_dir(tmp_path, (*cuda.MXNET_CU112_NEEDS, "libcuda.so.1"))
+    env = system_dir(tmp_path, (*cudalibs.MXNET_CU112_NEEDS, "libcuda.so.1"))
     report, files = cuda.plan(
-        env=env, pip_dirs=cuda.pip_library_dirs([nvidia]), required=cuda.MXNET_CU112_NEEDS, cache={}
+        env=env,
+        pip_dirs=cudalibs.pip_library_dirs([nvidia]),
+        required=cudalibs.MXNET_CU112_NEEDS,
+        cache={},
     )
     assert (report.used, files) == ("system", [])
     assert report.reason == "the system provides every CUDA library libmxnet.so needs"
@@ -163,8 +166,8 @@ def test_auto_uses_the_wheels_when_the_system_install_is_partial(
     env = system_dir(tmp_path, ("libcudart.so.11.0",))
     report, files = cuda.plan(
         env=env,
-        pip_dirs=cuda.pip_library_dirs([nvidia]),
-        required=cuda.MXNET_CU112_NEEDS,
+        pip_dirs=cudalibs.pip_library_dirs([nvidia]),
+        required=cudalibs.MXNET_CU112_NEEDS,
         cache={},
     )
     assert report.used == "pip"
@@ -174,12 +177,12 @@ def test_auto_uses_the_wheels_when_the_system_install_is_partial(
 
 
 def test_pip_wins_over_a_complete_system_install_when_asked(nvidia: Path, tmp_path: Path) -> None:
-    env = system_dir(tmp_path, cuda.MXNET_CU112_NEEDS)
+    env = system_dir(tmp_path, cudalibs.MXNET_CU112_NEEDS)
     report, files = cuda.plan(
         "pip",
         env=env,
-        pip_dirs=cuda.pip_library_dirs([nvidia]),
-        required=cuda.MXNET_CU112_NEEDS,
+        pip_dirs=cudalibs.pip_library_dirs([nvidia]),
+        required=cudalibs.MXNET_CU112_NEEDS,
         cache={},
     )
     assert (report.used, report.reason) == ("pip", "chosen by argument")
@@ -189,25 +192,25 @@ def test_pip_wins_over_a_complete_system_install_when_asked(nvidia: Path, tmp_pa
 def test_system_strategy_loads_nothing(nvidia: Path) -> None:
     report, files = cuda.plan(
         env={"PYTEST_MXPERF_CUDA": "system"},
-        pip_dirs=cuda.pip_library_dirs([nvidia]),
-        required=cuda.MXNET_CU112_NEEDS,
+        pip_dirs=cudalibs.pip_library_dirs([nvidia]),
+        required=cudalibs.MXNET_CU112_NEEDS,
         cache={},
     )
     assert (report.used, report.reason, files) == ("system", "chosen by PYTEST_MXPERF_CUDA", [])
 
 
 def test_nothing_to_load_without_wheels_or_cuda_needs(nvidia: Path) -> None:
-    report, _ = cuda.plan(env={}, pip_dirs=[], required=cuda.MXNET_CU112_NEEDS, cache={})
+    report, _ = cuda.plan(env={}, pip_dirs=[], required=cudalibs.MXNET_CU112_NEEDS, cache={})
     assert report.used == "none" and "pytest-mxperf[cu112]" in report.reason
     report, files = cuda.plan(
-        env={}, pip_dirs=cuda.pip_library_dirs([nvidia]), required=(), cache={}
+        env={}, pip_dirs=cudalibs.pip_library_dirs([nvidia]), required=(), cache={}
     )
     assert (report.used, files) == ("none", [])
 
 
 def test_required_sonames_come_from_libmxnet(tmp_path: Path) -> None:
     lib = make_elf(tmp_path / "libmxnet.so", "libmxnet.so", MXNET_NEEDS)
-    assert cuda.required_sonames(lib) == cuda.MXNET_CU112_NEEDS  # no driver, no system libs
+    assert cudalibs.required_sonames(lib) == cudalibs.MXNET_CU112_NEEDS  # no driver, no system libs
 
 
 def test_parse_ldconfig_prefers_64_bit() -> None:
@@ -216,7 +219,7 @@ def test_parse_ldconfig_prefers_64_bit() -> None:
         "\tlibz.so.1 (libc6) => /usr/lib32/libz.so.1\n"
         "\tlibz.so.1 (libc6,x86-64) => /lib/x86_64-linux-gnu/libz.so.1\n"
     )
-    assert cuda.parse_ldconfig(text) == {"libz.so.1": "/lib/x86_64-linux-gnu/libz.so.1"}
+    assert cudalibs.parse_ldconfig(text) == {"libz.so.1": "/lib/x86_64-linux-gnu/libz.so.1"}
 
 
 class Loader:
@@ -238,9 +241,9 @@ def fresh(monkeypatch: pytest.MonkeyPatch, nvidia: Path) -> Loader:
     loader = Loader(broken=("libnccl.so.2",))
     monkeypatch.setattr(cuda, "_done", {})
     monkeypatch.setattr(ctypes, "CDLL", loader)
-    monkeypatch.setattr(cuda, "pip_library_dirs", lambda: sorted(nvidia.glob("*/lib")))
-    monkeypatch.setattr(cuda, "required_sonames", lambda: cuda.MXNET_CU112_NEEDS)
-    monkeypatch.setattr(cuda, "ldconfig_cache", dict)
+    monkeypatch.setattr(cudalibs, "pip_library_dirs", lambda: sorted(nvidia.glob("*/lib")))
+    monkeypatch.setattr(cudalibs, "required_sonames", lambda: cudalibs.MXNET_CU112_NEEDS)
+    monkeypatch.setattr(cudalibs, "ldconfig_cache", dict)
     monkeypatch.delenv("PYTEST_MXPERF_CUDA", raising=False)
     monkeypatch.setenv("LD_LIBRARY_PATH", "")
     return loader
@@ -305,9 +308,9 @@ def test_missing_libraries_like_ldd(tmp_path: Path) -> None:
     lib = make_elf(mx_dir / "libmxnet.so", "libmxnet.so", (*MXNET_NEEDS, "libopenblas.so.0"))
     make_elf(mx_dir / "libopenblas.so.0", "libopenblas.so.0")  # beside it: RPATH ${ORIGIN}
     cudnn = make_elf(tmp_path / "pip" / "libcudnn.so.8", "libcudnn.so.8", ("libcudnn_x.so.8",))
-    loaded = {n: str(cudnn) for n in cuda.MXNET_CU112_NEEDS if n != "libcurand.so.10"}
+    loaded = {n: str(cudnn) for n in cudalibs.MXNET_CU112_NEEDS if n != "libcurand.so.10"}
     cache = {"libdl.so.2": "/lib/libdl.so.2", "libstdc++.so.6": "/lib/libstdc++.so.6"}
-    missing = cuda.missing_libraries(lib, env={}, loaded=loaded, cache=cache)
+    missing = cudalibs.missing_libraries(lib, env={}, loaded=loaded, cache=cache)
     assert missing == ["libcuda.so.1", "libcudnn_x.so.8", "libcurand.so.10"]
 
 
@@ -321,9 +324,9 @@ def test_cuda_build_is_read_from_metadata(monkeypatch: pytest.MonkeyPatch) -> No
         raise importlib.metadata.PackageNotFoundError(name)
 
     monkeypatch.setattr(importlib.metadata, "distribution", distribution)
-    assert cuda.cuda_build() == "mxnet-cu112"
-    monkeypatch.setattr(cuda, "CUDA_BUILDS", ("mxnet-cu999",))
-    assert cuda.cuda_build() is None
+    assert cudalibs.cuda_build() == "mxnet-cu112"
+    monkeypatch.setattr(cudalibs, "CUDA_BUILDS", ("mxnet-cu999",))
+    assert cudalibs.cuda_build() is None
 
 
 def test_import_mxnet_preloads_only_for_a_cuda_build(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -332,9 +335,9 @@ def test_import_mxnet_preloads_only_for_a_cuda_build(monkeypatch: pytest.MonkeyP
     calls: list[str | None] = []
     monkeypatch.setitem(sys.modules, "mxnet", types.ModuleType("mxnet"))  # `import mxnet` finds it
     monkeypatch.setattr(cuda, "preload", lambda strategy=None: calls.append(strategy))
-    monkeypatch.setattr(cuda, "cuda_build", lambda: None)
+    monkeypatch.setattr(cudalibs, "cuda_build", lambda: None)
     mxnet_import.import_mxnet()
     assert calls == []
-    monkeypatch.setattr(cuda, "cuda_build", lambda: "mxnet-cu112")
+    monkeypatch.setattr(cudalibs, "cuda_build", lambda: "mxnet-cu112")
     mxnet_import.import_mxnet()
     assert calls == [None]

@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from pytest_mxperf import cuda
+from pytest_mxperf import cuda, cudalibs
 
 CONFTEST = """
 from pytest_mxperf import cuda
@@ -31,7 +31,7 @@ class FakePreload:
 def test_preload_runs_before_the_first_conftest(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cuda, "cuda_build", lambda: "mxnet-cu112")
+    monkeypatch.setattr(cudalibs, "cuda_build", lambda: "mxnet-cu112")
     monkeypatch.setattr(cuda, "preload", FakePreload())
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile("def test_ok():\n    pass\n")
@@ -43,7 +43,7 @@ def test_no_preload_for_the_cpu_build(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake = FakePreload()
-    monkeypatch.setattr(cuda, "cuda_build", lambda: None)
+    monkeypatch.setattr(cudalibs, "cuda_build", lambda: None)
     monkeypatch.setattr(cuda, "preload", fake)
     pytester.makepyfile("def test_ok():\n    pass\n")
     pytester.runpytest_inprocess().assert_outcomes(passed=1)
@@ -54,7 +54,7 @@ def test_a_bad_strategy_is_a_usage_error(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     error = ValueError("PYTEST_MXPERF_CUDA: unknown CUDA library strategy 'gpu'")
-    monkeypatch.setattr(cuda, "cuda_build", lambda: "mxnet-cu112")
+    monkeypatch.setattr(cudalibs, "cuda_build", lambda: "mxnet-cu112")
     monkeypatch.setattr(cuda, "preload", FakePreload(error))
     pytester.makepyfile("def test_ok():\n    pass\n")
     result = pytester.runpytest_inprocess()
@@ -90,14 +90,14 @@ def test_mx_ctx_auto_follows_nvml(
     import subprocess
     import sys
 
-    from pytest_mxperf import plugin
+    from pytest_mxperf import configure
 
     def no_smi(*args: object, **kwargs: object) -> object:
         raise AssertionError("nvidia-smi must not run when NVML answers")
 
     monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(gpus))
     monkeypatch.setattr(subprocess, "run", no_smi)
-    monkeypatch.setattr(plugin, "_mxnet_has_cuda", lambda: True)
+    monkeypatch.setattr(configure, "_mxnet_has_cuda", lambda: True)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.delenv("PYTEST_MXPERF_CTX", raising=False)
     pytester.makepyfile("def test_ctx(mx_ctx):\n    pass\n")

@@ -12,16 +12,16 @@ import sys
 
 import pytest
 
-from pytest_mxperf import cuda
+from pytest_mxperf import cudalibs
 
 pytestmark = pytest.mark.skipif(
-    cuda.cuda_build() is None or not cuda.pip_library_dirs(),
+    cudalibs.cuda_build() is None or not cudalibs.pip_library_dirs(),
     reason="needs mxnet-cu112 and NVIDIA's cu11 wheels: tox -e cu112-preload",
 )
 
 SCRIPT = """
 import json
-from pytest_mxperf import cuda
+from pytest_mxperf import cuda, cudalibs
 from pytest_mxperf.mxnet_import import MXNetUnavailable, import_mxnet
 
 report = cuda.preload()
@@ -30,7 +30,7 @@ out = {
     "loaded": [name for name, _ in report.loaded],
     "failed": report.failed,
     "driver": report.driver,
-    "missing": cuda.missing_libraries(cuda.mxnet_library()),
+    "missing": cudalibs.missing_libraries(cudalibs.mxnet_library()),
 }
 try:
     import_mxnet()
@@ -54,7 +54,7 @@ def test_the_wheels_provide_every_cuda_library(outcome: dict[str, object]) -> No
     assert outcome["used"] in ("pip", "system")
     if outcome["used"] == "pip":
         loaded = outcome["loaded"]
-        assert isinstance(loaded, list) and set(cuda.required_sonames()) <= set(loaded)
+        assert isinstance(loaded, list) and set(cudalibs.required_sonames()) <= set(loaded)
         assert outcome["failed"] == []
 
 

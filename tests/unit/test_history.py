@@ -10,7 +10,9 @@ import pytest
 
 from pytest_mxperf import floors
 from pytest_mxperf.floors import Floor, FloorError, floor_for, parse_csv, parse_json
-from pytest_mxperf.history import CommitRef, Mark, Point, mark_changes, utc_text
+from pytest_mxperf.history import mark_changes
+from pytest_mxperf.historygit import utc_text
+from pytest_mxperf.historytypes import CommitRef, Mark, Point
 
 EXPECTATIONS = Path(__file__).resolve().parents[1] / "perf" / "expectations.csv"
 

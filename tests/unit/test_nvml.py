@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pytest_mxperf import fingerprint, nvml
+from pytest_mxperf import nvml
 
 GPUS = [  # name, uuid, compute capability, memory bytes
     ("Tesla V100-SXM2-16GB", "GPU-aaaa-1111", (7, 0), 16 * 1024**3),
@@ -79,15 +79,15 @@ def test_visible_gpus_in_cuda_order(cvd: str | None, expected: list[str]) -> Non
     assert [g["index"] for g in nvml.visible_gpus(env, fake_pynvml())] == expected
 
 
-def test_fingerprint_asks_nvml_first(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The session's GPU list (and so mx_ctx's auto choice) comes from fingerprint.visible_gpus.
+def test_nvml_is_asked_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The session's GPU list (and so mx_ctx's auto choice) comes from nvml.visible_gpus.
     monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml())
 
     def no_smi(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("nvidia-smi must not run when NVML answers")
 
     monkeypatch.setattr(subprocess, "run", no_smi)
-    gpus = fingerprint.visible_gpus({"CUDA_VISIBLE_DEVICES": "2"})
+    gpus = nvml.visible_gpus({"CUDA_VISIBLE_DEVICES": "2"})
     assert [(g["name"], g["compute_capability"]) for g in gpus] == [
         ("NVIDIA H100 80GB HBM3", "9.0")
     ]
@@ -104,7 +104,7 @@ def test_falls_back_to_nvidia_smi(monkeypatch: pytest.MonkeyPatch, pynvml: Any) 
         "run",
         lambda *a, **k: subprocess.CompletedProcess(a, 0, stdout=SMI),
     )
-    gpus = fingerprint.visible_gpus({"CUDA_VISIBLE_DEVICES": "1"})
+    gpus = nvml.visible_gpus({"CUDA_VISIBLE_DEVICES": "1"})
     assert gpus == [{"index": "1", "uuid": "GPU-bbbb-2222", "name": "Tesla T4"}]
 
 
@@ -115,7 +115,7 @@ def test_no_nvml_and_no_nvidia_smi_means_no_gpu(monkeypatch: pytest.MonkeyPatch)
         raise FileNotFoundError("nvidia-smi")
 
     monkeypatch.setattr(subprocess, "run", missing)
-    assert fingerprint.visible_gpus({}) == []
+    assert nvml.visible_gpus({}) == []
 
 
 def test_a_broken_nvml_call_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:

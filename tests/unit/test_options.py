@@ -7,7 +7,9 @@ from typing import Any, Callable
 
 import pytest
 
-from pytest_mxperf.options import SPECS, OptionError, Settings, parse_ctx, resolve
+from pytest_mxperf.options import SPECS
+from pytest_mxperf.parsers import parse_ctx
+from pytest_mxperf.settings import OptionError, Settings, resolve
 
 FLAGS = {"enabled": True, "update": False, "allow_dirty": False, "strict": False}
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from pytest_mxperf import pairing
-from pytest_mxperf.options import Settings
 from pytest_mxperf.paired import Decision
 from pytest_mxperf.records import CaseKey, CaseResult
+from pytest_mxperf.settings import Settings
 from pytest_mxperf.testing import measurement_of
 
 KEY = "m/inference/float32/bs8/cpu"

@@ -9,15 +9,11 @@ import pytest
 
 from pytest_mxperf.gitinfo import CommitInfo
 from pytest_mxperf.records import CaseKey, CaseResult, Outcome, Status, Verdict
-from pytest_mxperf.report import (
-    REPORT_SCHEMA,
-    render_grids,
-    render_table,
-    to_json,
-    verdict_counts,
-)
+from pytest_mxperf.report import REPORT_SCHEMA, to_json
+from pytest_mxperf.report_sections import verdict_counts
 from pytest_mxperf.resolution import Resolution
 from pytest_mxperf.runinfo import RunInfo
+from pytest_mxperf.tables import render_grids, render_table
 from pytest_mxperf.testing import measurement_of
 from pytest_mxperf.updating import baseline_record
 
@@ -291,7 +287,7 @@ def test_render_grids_split_to_fit_the_width() -> None:
 
 def test_change_column_of_paired_and_arbitrated_verdicts() -> None:
     from pytest_mxperf.records import Outcome, Verdict
-    from pytest_mxperf.report import _change
+    from pytest_mxperf.tables import _change
 
     assert _change(Verdict(Outcome.PASS, False, change=-0.031)) == "-3.1%"
     paired = Verdict(Outcome.REGRESSED, True, change=-0.2, interval=(0.78, 0.82), rounds=3)

@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 
 from pytest_mxperf import cost, outputs, summary
-from pytest_mxperf.options import Settings
 from pytest_mxperf.records import CaseKey, CaseResult, Outcome, Verdict
-from pytest_mxperf.report import case_cost, peaks, render_table, summary_row
+from pytest_mxperf.report import case_cost, peaks, summary_row
 from pytest_mxperf.runinfo import RunInfo
 from pytest_mxperf.session import MxperfSession
+from pytest_mxperf.settings import Settings
+from pytest_mxperf.tables import render_table
 from pytest_mxperf.testing import FakeBackend, measurement_of
 
 

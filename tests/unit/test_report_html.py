@@ -18,9 +18,11 @@ import pytest
 
 from pytest_mxperf import baselines, cli
 from pytest_mxperf.floors import Floor
-from pytest_mxperf.history import Mark, load_history
-from pytest_mxperf.htmlreport import case_figure, render_html, write_report
-from pytest_mxperf.testing import GIT_ENV, git
+from pytest_mxperf.history import load_history
+from pytest_mxperf.historytypes import Mark
+from pytest_mxperf.htmlchart import case_figure
+from pytest_mxperf.htmlreport import render_html, write_report
+from pytest_mxperf.testrepos import GIT_ENV, git
 
 REPO_BASELINES = Path(__file__).resolve().parents[2] / "baselines"
 HW = "cpu-test-xeon-4c"

@@ -1,0 +1,84 @@
+"""What git says about the commits a baseline directory stores: the first-parent line of HEAD,
+the other stored commits git knows, their dates as UTC text (GitPython; no repository, no facts)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+#: How far back ``git log --first-parent`` looks.
+LOG_LIMIT = 10_000
+
+
+@dataclass(frozen=True)
+class GitCommit:
+    sha: str
+    date: str
+    subject: str
+
+
+@dataclass(frozen=True)
+class GitFacts:
+    """What git says about the repository holding the baseline directory."""
+
+    repo_root: str | None
+    head: str | None
+    #: The first-parent history of HEAD, oldest first.
+    first_parent: tuple[GitCommit, ...] = ()
+    #: Other stored commits git knows (side branches, merged or not).
+    known: tuple[GitCommit, ...] = ()
+
+
+def utc_text(iso: str) -> str:
+    """An ISO date (any offset) as naive UTC text; unparseable input comes back unchanged."""
+    try:
+        when = _dt.datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    except ValueError:
+        return iso
+    if when.tzinfo is not None:
+        when = when.astimezone(_dt.timezone.utc).replace(tzinfo=None)
+    return when.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _parse_log(text: str) -> list[GitCommit]:
+    commits = []
+    for line in text.splitlines():
+        parts = line.split("\x1f")
+        if len(parts) == 3:
+            commits.append(GitCommit(parts[0], utc_text(parts[1]), parts[2]))
+    return commits
+
+
+_FORMAT = "--format=%H%x1f%cI%x1f%s"
+
+
+def git_facts(path: Path, shas: Iterable[str] = (), limit: int = LOG_LIMIT) -> GitFacts:
+    """First-parent history of HEAD in the repository holding ``path`` (GitPython), and the
+    dates and subjects of the other ``shas`` git knows. No repository: empty facts."""
+    try:
+        import git
+    except ImportError:  # pragma: no cover - GitPython is a dependency
+        return GitFacts(None, None)
+    try:
+        repo = git.Repo(path, search_parent_directories=True)
+    except Exception:  # no repository, or no git binary: both mean "no history"
+        return GitFacts(None, None)
+    with repo:  # close() ends git's cat-file processes
+        root = str(repo.working_tree_dir)
+        try:
+            log = _parse_log(repo.git.log("--first-parent", _FORMAT, f"--max-count={limit}"))
+        except Exception:  # an empty repository has no HEAD
+            return GitFacts(root, None)
+        on_line = {c.sha for c in log}
+        known = []
+        for sha in sorted(set(shas)):
+            if sha in on_line:
+                continue
+            try:
+                known += _parse_log(repo.git.show("-s", _FORMAT, sha, "--"))
+            except Exception:
+                continue  # not in this clone: placed by the file's date
+        head = log[0].sha if log else None
+        return GitFacts(root, head, tuple(reversed(log)), tuple(known))
