@@ -62,8 +62,15 @@ def _start(cwd: Path, tmp: Path, name: str, hold: float = 0.3) -> subprocess.Pop
         PYTHONUNBUFFERED="1",  # lines arrive as they are written
     )
     args = ["-m", "pytest", "-p", "no:cacheprovider", "--mxperf", "--mxperf-json", f"{name}.json"]
+    # Unbuffered: a test that waits on the pipe with select() must not have lines sitting in
+    # a reader's buffer, where select() cannot see them.
     return subprocess.Popen(
-        [sys.executable, *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        [sys.executable, *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        bufsize=0,
     )
 
 
@@ -124,6 +131,7 @@ def test_a_run_that_has_to_wait_says_who_holds_the_device(
                     told = line
         if told is None:
             waiter.kill()
+            waiter.communicate()
         assert told is not None, "".join(lines)
     out, _ = waiter.communicate(timeout=120)  # the lock is free now: the run measures
     assert waiter.returncode == 0, out.decode()
