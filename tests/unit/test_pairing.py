@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from pytest_mxperf import pairdata, pairing
+from pytest_mxperf.casekey import CaseKey
 from pytest_mxperf.paired import Decision
-from pytest_mxperf.records import CaseKey, CaseResult
+from pytest_mxperf.records import CaseResult
 from pytest_mxperf.settings import Settings
 from pytest_mxperf.testing import measurement_of
 
