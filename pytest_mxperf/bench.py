@@ -15,11 +15,12 @@ import pytest
 
 from pytest_mxperf import diagnosis, fingerprint, fixture_evidence, fixture_pair, locks
 from pytest_mxperf import sweep as sweeps
+from pytest_mxperf.casekey import CaseKey
 from pytest_mxperf.explain import judge
 from pytest_mxperf.markers import Expectation, MarkerSpec
 from pytest_mxperf.measure import MeasureConfig, Measurement
 from pytest_mxperf.protocol import Backend, PrepareSpec
-from pytest_mxperf.records import CaseKey, CaseResult, Outcome, Status
+from pytest_mxperf.records import CaseResult, Outcome, Status
 from pytest_mxperf.resolution import BaselineRef
 from pytest_mxperf.runner import CaseRun, run_case
 from pytest_mxperf.session import MxperfSession

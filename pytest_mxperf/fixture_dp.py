@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_mxperf import fingerprint
 from pytest_mxperf.bench import CaseBench, check_positive
+from pytest_mxperf.casekey import CaseKey
 from pytest_mxperf.explain_scaling import judge_scaling
 from pytest_mxperf.measure import MeasureConfig, Measurement
-from pytest_mxperf.records import CaseKey, CaseResult, Outcome, Scaling, Status
+from pytest_mxperf.records import CaseResult, Outcome, Scaling, Status
 from pytest_mxperf.resolution import BaselineRef
 from pytest_mxperf.verdict import suspected
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pytest_mxperf import diagnosis, pairing
+from pytest_mxperf import diagnosis, pairdata
 from pytest_mxperf.explain import diff_stack, what_changed
 from pytest_mxperf.records import CaseResult, Outcome, Verdict
 from pytest_mxperf.resolution import BaselineRef
@@ -29,31 +29,31 @@ class CaseContext:
     pending_warnings: list[str] = field(default_factory=list)
 
 
-def take_profiles(result: CaseResult, data: pairing.PairedData, key: str) -> str | None:
+def take_profiles(result: CaseResult, data: pairdata.PairedData, key: str) -> str | None:
     """Put the sides' profiles of ``key`` on ``result`` (HEAD's side replaces one taken in
     this process: both sides then profiled alike); returns why REV's profile is missing."""
     sides = {
         side: [r[side].cases[key] for r in data.rounds if key in r[side].cases]
-        for side in (pairing.REV, pairing.HEAD)
+        for side in (pairdata.REV, pairdata.HEAD)
     }
-    head = next((c for c in sides[pairing.HEAD] if c.profile is not None), None)
+    head = next((c for c in sides[pairdata.HEAD] if c.profile is not None), None)
     if head is not None:
         result.profile, result.profile_error = head.profile, None
     elif result.profile is None:
         result.profile_error = (
-            next((c.profile_error for c in sides[pairing.HEAD] if c.profile_error), None)
+            next((c.profile_error for c in sides[pairdata.HEAD] if c.profile_error), None)
             or result.profile_error
             or "HEAD's side did not profile it"
         )
-    traced = next((c for c in sides[pairing.HEAD] if c.profile_trace), None)
+    traced = next((c for c in sides[pairdata.HEAD] if c.profile_trace), None)
     if traced is not None and result.profile_trace is None:
         result.profile_trace, result.profile_table = traced.profile_trace, traced.profile_table
-    rev = next((c for c in sides[pairing.REV] if c.profile is not None), None)
+    rev = next((c for c in sides[pairdata.REV] if c.profile is not None), None)
     if rev is not None:
         result.baseline_profile = rev.profile
         return None
-    errors = [c.profile_error for c in sides[pairing.REV] if c.profile_error]
-    failures = data.side_failures(pairing.REV)
+    errors = [c.profile_error for c in sides[pairdata.REV] if c.profile_error]
+    failures = data.side_failures(pairdata.REV)
     return (errors or failures or ["the baseline commit's side did not profile it"])[0]
 
 
@@ -85,8 +85,8 @@ def finish_paired(ctx: CaseContext, result: CaseResult) -> None:
         return
     key = str(result.key)
     why_no_base = take_profiles(result, data, key)
-    revs = [r[pairing.REV].cases[key] for r in data.rounds if key in r[pairing.REV].cases]
-    heads = [r[pairing.HEAD].cases[key] for r in data.rounds if key in r[pairing.HEAD].cases]
+    revs = [r[pairdata.REV].cases[key] for r in data.rounds if key in r[pairdata.REV].cases]
+    heads = [r[pairdata.HEAD].cases[key] for r in data.rounds if key in r[pairdata.HEAD].cases]
     if result.memory is None:
         result.memory = next((h.memory for h in heads if h.memory is not None), None)
     peaks = [r.memory.peak_mb for r in revs if r.memory is not None]

@@ -1,12 +1,12 @@
 """Paired evidence in the fixture: arbitration of a suspected stored-baseline regression, and
-the verdict of a case in ``--mxperf-ab`` mode (the rounds themselves are in `pairing`; the
-profiles, memory and start-up evidence in `fixture_evidence`)."""
+the verdict of a case in ``--mxperf-ab`` mode (the rounds themselves are in `pairing` and
+`pairdata`; the profiles, memory and start-up evidence in `fixture_evidence`)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from pytest_mxperf import pairing
+from pytest_mxperf import pairdata, pairing
 from pytest_mxperf.explain import (
     explain_arbitrated,
     explain_paired,
@@ -48,19 +48,19 @@ def arbitrate(ctx: CaseContext, result: CaseResult, ref: BaselineRef | None) -> 
     scaling = result.verdict.scaling
     if scaling:
         estimate = data.efficiency_estimate(key, ctx.session.settings.min_effect)
-        rounds = [pairing.describe_efficiency_round(p) for p in data.scaling_pairs(key)]
+        rounds = [pairdata.describe_efficiency_round(p) for p in data.scaling_pairs(key)]
     else:
         estimate = data.estimate(key, ctx.session.settings.min_effect)
-        rounds = [pairing.describe_round(p) for p in data.pairs(key)]
+        rounds = [pairdata.describe_round(p) for p in data.pairs(key)]
     pair = None if estimate is None else decide_paired(estimate, ctx.policy)
     changed = what_changed(result, ref)
     # What the baseline side of the pair did not reproduce: with --mxperf-env-command it runs
     # in the baseline commit's environment, and a pair that matches the baseline's software
     # judges code and software together; without it, everything that changed.
-    revs = [r[pairing.REV].cases[key] for r in data.rounds if key in r[pairing.REV].cases]
+    revs = [r[pairdata.REV].cases[key] for r in data.rounds if key in r[pairdata.REV].cases]
     uncovered = what_changed(revs[0], ref) if revs else changed
     verdict = decide_arbitrated(result.verdict, pair, bool(uncovered), ctx.session.settings.update)
-    why = "; ".join(data.side_failures(pairing.REV) + data.side_failures(pairing.HEAD))
+    why = "; ".join(data.side_failures(pairdata.REV) + data.side_failures(pairdata.HEAD))
     message = explain_arbitrated(
         result.verdict.message,
         verdict,
@@ -90,10 +90,10 @@ def judge_pair(ctx: CaseContext, result: CaseResult) -> None:
     key, s = str(result.key), ctx.session.settings
     pairs = data.pairs(key)
     heads = [b for _, b in pairs] or [
-        r[pairing.HEAD].cases[key] for r in data.rounds if key in r[pairing.HEAD].cases
+        r[pairdata.HEAD].cases[key] for r in data.rounds if key in r[pairdata.HEAD].cases
     ]
     if not heads:
-        failures = data.side_failures(pairing.HEAD, ctx.nodeid)
+        failures = data.side_failures(pairdata.HEAD, ctx.nodeid)
         result.status = Status.ERROR
         result.error = "HEAD's side did not measure it: " + ("; ".join(failures) or "?")
         result.verdict = Verdict(Outcome.ERROR, True, f"{key}: {result.error}"[:1500])
@@ -117,13 +117,13 @@ def judge_pair(ctx: CaseContext, result: CaseResult) -> None:
         verdict = replace(
             verdict, baseline_images_per_sec=revs[len(revs) // 2], baseline_commit=data.rev_sha
         )
-    failures = [] if pairs else data.side_failures(pairing.REV, ctx.nodeid)
+    failures = [] if pairs else data.side_failures(pairdata.REV, ctx.nodeid)
     message = explain_paired(
         result,
         verdict,
         estimate,
         data.rev_label,
-        ", ".join(pairing.describe_round(p) for p in pairs),
+        ", ".join(pairdata.describe_round(p) for p in pairs),
         s.min_effect,
         failures,
     )
@@ -156,7 +156,7 @@ def _pair_scaling(
         estimate,
         regressed,
         data.rev_label,
-        ", ".join(pairing.describe_efficiency_round(p) for p in pairs),
+        ", ".join(pairdata.describe_efficiency_round(p) for p in pairs),
         (rev_share[len(rev_share) // 2], head_share[len(head_share) // 2]),
         s.min_effect,
     )

@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_mxperf.casekey import DTYPES, MODES
 from pytest_mxperf.pipeline import parse_sweep
-from pytest_mxperf.records import DTYPES, MODES
 
 MARKER_DOC = (
     "mxperf(expect=None, *, hardware='*', tolerance=None, model=None, mode=None, dtype=None, "

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from pytest_mxperf import tasks
+from pytest_mxperf.casekey import AMP_TARGETS
 from pytest_mxperf.flops import macs_or_none
 from pytest_mxperf.protocol import Prepared, PrepareSpec, SpecError
-from pytest_mxperf.records import AMP_TARGETS
 
 
 @contextlib.contextmanager

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from pytest_mxperf.records import DTYPES, MODES
+from pytest_mxperf.casekey import DTYPES, MODES
 
 if TYPE_CHECKING:
     from pytest_mxperf.dataparallel import DataParallelSpec

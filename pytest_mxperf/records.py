@@ -1,4 +1,4 @@
-"""The typed records of a run: case keys, statuses, verdicts and case results.
+"""The typed records of a run: statuses, verdicts and case results (the case key is in `casekey`).
 
 Dicts appear only where data leaves the process (``user_properties``, JSON, baseline files,
 ``workerinput``): every record here has ``as_dict``/``from_dict`` for that edge and is typed
@@ -12,28 +12,9 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from pytest_mxperf import flops
+from pytest_mxperf.casekey import CaseKey
 from pytest_mxperf.measure import Measurement
 from pytest_mxperf.memory import MemoryRecord
-from pytest_mxperf.parsers import DEVICE_KINDS
-
-MODES = ("inference", "training", "forward_backward", "pipeline")
-#: float16: parameters cast, multi_precision SGD (GPU); amp: mxnet.contrib.amp mixed precision
-#: with float16 (GPU); bfloat16: AMP with bfloat16 through oneDNN (CPUs with AVX512-BF16/AMX).
-DTYPES = ("float32", "float16", "amp", "bfloat16")
-#: The dtypes that run through mxnet.contrib.amp, and the low precision each targets.
-AMP_TARGETS = {"amp": "float16", "bfloat16": "bfloat16"}
-__all__ = [
-    "AMP_TARGETS",
-    "DEVICE_KINDS",
-    "DTYPES",
-    "MODES",
-    "CaseKey",
-    "CaseResult",
-    "Outcome",
-    "Scaling",
-    "Status",
-    "Verdict",
-]
 
 
 class Status(str, enum.Enum):
@@ -66,63 +47,6 @@ class Outcome(str, enum.Enum):
     OOM = "oom"
     NAN = "nan"
     ERROR = "error"
-
-
-@dataclass(frozen=True, order=True)
-class CaseKey:
-    """The stable identity of a case: never the pytest node id, which changes with parametrize
-    ids, file moves and xdist. ``side`` (a paired run's ``rev``/``head``) and ``world_size``
-    (data-parallel ranks or devices) are reserved for the paired and scaling modes."""
-
-    model: str
-    mode: str
-    dtype: str
-    batch_size: int
-    device_kind: str
-    name: str | None = None
-    world_size: int | None = None
-    side: str | None = None
-
-    def __post_init__(self) -> None:
-        if not self.model or "/" in self.model:
-            raise ValueError(f"a model label must be non-empty and hold no '/': {self.model!r}")
-        if self.name is not None and (not self.name or "/" in self.name):
-            raise ValueError(f"a case name must be non-empty and hold no '/': {self.name!r}")
-
-    def __str__(self) -> str:
-        parts = [self.model, self.mode, self.dtype, f"bs{self.batch_size}", self.device_kind]
-        if self.world_size is not None:
-            parts.append(f"x{self.world_size}")
-        if self.name:
-            parts.append(self.name)
-        return "/".join(parts)
-
-    @property
-    def label(self) -> str:
-        """The model label with the extra name, as tables show it."""
-        return self.model + (f" [{self.name}]" if self.name else "")
-
-    @classmethod
-    def parse(cls, text: str) -> CaseKey:
-        """The inverse of ``str(key)`` (without ``side``, which never reaches a stored key)."""
-        parts = text.split("/")
-        if len(parts) < 5 or not parts[3].startswith("bs") or not parts[3][2:].isdigit():
-            raise ValueError(f"not a case key: {text!r} (model/mode/dtype/bsN/device[/...])")
-        world: int | None = None
-        rest = parts[5:]
-        if rest and rest[0].startswith("x") and rest[0][1:].isdigit():
-            world, rest = int(rest[0][1:]), rest[1:]
-        if len(rest) > 1:
-            raise ValueError(f"not a case key: {text!r} (too many parts)")
-        return cls(
-            model=parts[0],
-            mode=parts[1],
-            dtype=parts[2],
-            batch_size=int(parts[3][2:]),
-            device_kind=parts[4],
-            name=rest[0] if rest else None,
-            world_size=world,
-        )
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,13 @@ from pytest_mxperf import (
     fingerprint,
     gitinfo,
     outputs,
-    pairing,
+    pairdata,
     report,
     report_sections,
     summary,
 )
-from pytest_mxperf.pairing import PairedData, Pairer
+from pytest_mxperf.pairdata import PairedData
+from pytest_mxperf.pairing import Pairer
 from pytest_mxperf.protocol import Backend
 from pytest_mxperf.records import CaseResult
 from pytest_mxperf.runinfo import RunInfo
@@ -184,7 +185,7 @@ class MxperfSession:
                 "baseline_warnings": self.run.baselines.warnings,
             }
             if self.paired is not None:
-                extra["paired"] = pairing.as_dict(self.paired)
+                extra["paired"] = pairdata.as_dict(self.paired)
             data = report.to_json(self.collected.results, self.run, s.as_dict(), extra)
             wanted = Path(s.json) if s.json else None
             self.report_path, problem = outputs.write_report(wanted, data, self.run.run_id)

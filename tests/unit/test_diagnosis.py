@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from pytest_mxperf import diagnosis
+from pytest_mxperf.casekey import CaseKey
 from pytest_mxperf.diagnosis import DiagnoseSpec
 from pytest_mxperf.measure import MeasureConfig, Measurement
 from pytest_mxperf.memory import MemoryMethod, MemoryRecord
 from pytest_mxperf.protocol import PrepareSpec
-from pytest_mxperf.records import CaseKey, CaseResult, Outcome, Verdict
+from pytest_mxperf.records import CaseResult, Outcome, Verdict
 from pytest_mxperf.runner import run_case
 from pytest_mxperf.testing import FakeBackend, FakeContext, FakeModel, measurement_of
 

@@ -21,9 +21,8 @@ from pytest_mxperf.paired import (
     median_noise,
     need_more_rounds,
     paired_estimate,
-    t_cdf,
-    t_quantile,
 )
+from pytest_mxperf.tdist import t_cdf, t_quantile
 
 CASES = 1000
 

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mxperf import pairing
+from pytest_mxperf import pairdata, pairing
+from pytest_mxperf.casekey import CaseKey
 from pytest_mxperf.paired import Decision
-from pytest_mxperf.records import CaseKey, CaseResult
+from pytest_mxperf.records import CaseResult
 from pytest_mxperf.settings import Settings
 from pytest_mxperf.testing import measurement_of
 
@@ -21,13 +22,13 @@ def result(rate: float, nodeid: str = "test_a.py::test_m") -> CaseResult:
     return CaseResult(key, "cpu(0)", "hw", measurement=measurement_of(rate, 0.01), nodeid=nodeid)
 
 
-def data(*rounds: tuple[float | None, float | None]) -> pairing.PairedData:
-    out = pairing.PairedData("main", "a" * 40)
+def data(*rounds: tuple[float | None, float | None]) -> pairdata.PairedData:
+    out = pairdata.PairedData("main", "a" * 40)
     for rev, head in rounds:
         out.rounds.append(
             {
-                pairing.REV: pairing.SideResult({} if rev is None else {KEY: result(rev)}),
-                pairing.HEAD: pairing.SideResult({} if head is None else {KEY: result(head)}),
+                pairdata.REV: pairdata.SideResult({} if rev is None else {KEY: result(rev)}),
+                pairdata.HEAD: pairdata.SideResult({} if head is None else {KEY: result(head)}),
             }
         )
     return out
@@ -37,7 +38,7 @@ def test_pairs_use_only_rounds_where_both_sides_measured() -> None:
     d = data((100.0, 90.0), (None, 91.0), (101.0, 89.0))
     got = [(a.images_per_sec or 0.0, b.images_per_sec or 0.0) for a, b in d.pairs(KEY)]
     assert [(round(a, 6), round(b, 6)) for a, b in got] == [(100.0, 90.0), (101.0, 89.0)]
-    assert d.measured(pairing.HEAD, KEY) and d.measured(pairing.REV, KEY)
+    assert d.measured(pairdata.HEAD, KEY) and d.measured(pairdata.REV, KEY)
 
 
 def test_estimate_needs_two_paired_rounds() -> None:
@@ -49,14 +50,14 @@ def test_estimate_needs_two_paired_rounds() -> None:
 
 def test_undecided_cases_and_their_node_ids() -> None:
     noisy = data((100.0, 99.0), (100.0, 90.0))
-    assert pairing.undecided(noisy, [KEY], 0.05) == [KEY]
-    assert pairing.nodeids_of(noisy, [KEY]) == ["test_a.py::test_m"]
+    assert pairdata.undecided(noisy, [KEY], 0.05) == [KEY]
+    assert pairdata.nodeids_of(noisy, [KEY]) == ["test_a.py::test_m"]
     same = data(*[(100.0, 100.0)] * 4)  # two rounds never decide: t(0.995, 1) is 63.7
-    assert pairing.undecided(same, [KEY], 0.05) == []
+    assert pairdata.undecided(same, [KEY], 0.05) == []
 
 
 def test_side_command_runs_this_plugin_on_the_side_tree(tmp_path: Path) -> None:
-    side = pairing.SideSpec(pairing.REV, tmp_path / "wt")
+    side = pairing.SideSpec(pairdata.REV, tmp_path / "wt")
     argv = pairing.side_argv(
         side, Settings(min_time=1.0, max_time=5.0), ["t.py"], tmp_path / "o", tmp_path / "s"
     )
@@ -93,6 +94,6 @@ def test_read_side_reports_missing_or_garbled_output(tmp_path: Path) -> None:
 
 def test_side_failures_name_the_file_of_the_case() -> None:
     d = data((None, 100.0))
-    d.rounds[0][pairing.REV].collect_errors = [("a.py", "ImportError: x"), ("b.py", "other")]
-    assert d.side_failures(pairing.REV, "a.py::test_m") == ["a.py: ImportError: x"]
-    assert len(d.side_failures(pairing.REV)) == 2
+    d.rounds[0][pairdata.REV].collect_errors = [("a.py", "ImportError: x"), ("b.py", "other")]
+    assert d.side_failures(pairdata.REV, "a.py::test_m") == ["a.py: ImportError: x"]
+    assert len(d.side_failures(pairdata.REV)) == 2

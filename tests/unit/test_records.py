@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_mxperf.casekey import CaseKey
 from pytest_mxperf.measure import MeasureConfig, Measurement
 from pytest_mxperf.protocol import Backend, PrepareSpec
-from pytest_mxperf.records import CaseKey, CaseResult, Outcome, Status, Verdict
+from pytest_mxperf.records import CaseResult, Outcome, Status, Verdict
 from pytest_mxperf.runner import run_case
 from pytest_mxperf.testing import FakeBackend, FakeModel, MXNetError
 

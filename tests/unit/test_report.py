@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
+from pytest_mxperf.casekey import CaseKey
 from pytest_mxperf.gitinfo import CommitInfo
-from pytest_mxperf.records import CaseKey, CaseResult, Outcome, Status, Verdict
+from pytest_mxperf.records import CaseResult, Outcome, Status, Verdict
 from pytest_mxperf.report import REPORT_SCHEMA, to_json
 from pytest_mxperf.report_sections import verdict_counts
 from pytest_mxperf.resolution import Resolution

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from pytest_mxperf import cost, outputs, summary
-from pytest_mxperf.records import CaseKey, CaseResult, Outcome, Verdict
+from pytest_mxperf.casekey import CaseKey
+from pytest_mxperf.records import CaseResult, Outcome, Verdict
 from pytest_mxperf.report import case_cost, peaks, summary_row
 from pytest_mxperf.runinfo import RunInfo
 from pytest_mxperf.session import MxperfSession

@@ -9,9 +9,10 @@ import json
 import pytest
 
 from pytest_mxperf.baselines import StoredCase
+from pytest_mxperf.casekey import CaseKey
 from pytest_mxperf.gitinfo import CommitInfo
 from pytest_mxperf.markers import MarkerError, merge, parse_marker
-from pytest_mxperf.records import CaseKey, CaseResult, Outcome, Scaling
+from pytest_mxperf.records import CaseResult, Outcome, Scaling
 from pytest_mxperf.resolution import BaselineRef
 from pytest_mxperf.testing import fake_blocks
 from pytest_mxperf.updating import baseline_record

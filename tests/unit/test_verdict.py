@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 
+from pytest_mxperf.casekey import CaseKey
 from pytest_mxperf.explain import diff_stack, judge
 from pytest_mxperf.markers import Expectation
-from pytest_mxperf.records import CaseKey, CaseResult, Outcome, Status
+from pytest_mxperf.records import CaseResult, Outcome, Status
 from pytest_mxperf.resolution import BaselineRef
 from pytest_mxperf.testing import measurement_of
 from pytest_mxperf.verdict import Policy, noise_of

@@ -1,0 +1,56 @@
+"""Student's t distribution with integer degrees of freedom: its CDF and quantiles, in closed
+form (no scipy needed)."""
+
+from __future__ import annotations
+
+import math
+
+
+def _t_two_sided(t: float, df: int) -> float:
+    """P(|T| <= t) for t >= 0, by the closed forms for integer df (Abramowitz & Stegun 26.7.3-4)."""
+    theta = math.atan(t / math.sqrt(df))
+    cos2 = math.cos(theta) ** 2
+    if df % 2 == 1:
+        series, term = 0.0, math.cos(theta)
+        if df > 1:
+            series = term
+            for power in range(3, df - 1, 2):
+                term *= cos2 * (power - 1) / power
+                series += term
+        return (2 / math.pi) * (theta + math.sin(theta) * series)
+    series, term = 1.0, 1.0
+    for power in range(2, df - 1, 2):
+        term *= cos2 * (power - 1) / power
+        series += term
+    return math.sin(theta) * series
+
+
+def t_cdf(t: float, df: int) -> float:
+    """P(T <= t) for Student's t with ``df`` (a positive integer) degrees of freedom."""
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
+    half = 0.5 * _t_two_sided(abs(t), df)
+    return 0.5 + half if t >= 0 else 0.5 - half
+
+
+def t_quantile(p: float, df: int) -> float:
+    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (bisection on the CDF)."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"quantile level must be in (0, 1), got {p}")
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    target = 2.0 * p - 1.0  # P(|T| <= t)
+    lo, hi = 0.0, 1.0
+    while _t_two_sided(hi, df) < target:
+        lo, hi = hi, hi * 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if _t_two_sided(mid, df) < target:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-12 * hi:
+            break
+    return 0.5 * (lo + hi)
