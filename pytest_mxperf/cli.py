@@ -238,7 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"smallest drop that counts as a regression (default {Policy.tolerance:.2f})",
     )
     report_command.add_cost_arguments(compare, epoch=False)
-    report_command.add_parser(sub)
+    report_command.add_parser(sub, parents=[common])
     args = parser.parse_args(argv)
     root = Path(args.dir)
     commands = {"list": cmd_list, "show": cmd_show, "compare": cmd_compare}

@@ -4,6 +4,8 @@ baselines and the git history of the repository that holds them."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +20,13 @@ class ReportCommandError(Exception):
 DEFAULT_OUT = "mxperf-report.html"
 
 
-def add_parser(sub: Any) -> None:
-    """Add the ``report`` subcommand to ``mxperf``'s subparsers."""
+def add_parser(sub: Any, parents: Sequence[argparse.ArgumentParser] = ()) -> None:
+    """Add the ``report`` subcommand to ``mxperf``'s subparsers (``parents``: the options
+    every subcommand also takes after its name, ``--dir`` and ``--hardware``)."""
     report = sub.add_parser(
-        "report", help="one self-contained HTML page of images/sec over the commits"
+        "report",
+        parents=list(parents),
+        help="one self-contained HTML page of images/sec over the commits",
     )
     report.add_argument("--out", default=DEFAULT_OUT, help=f"page to write (default {DEFAULT_OUT})")
     report.add_argument(
@@ -77,6 +82,14 @@ def run(root: Path, args: argparse.Namespace) -> int:
     try:
         found = floors.load(args.expectations) if args.expectations else []
         hist = history.load_history(root, tolerance=args.tolerance, floors=found)
+        if args.hardware:
+            kept = tuple(h for h in hist.hardware if h.hardware == args.hardware)
+            if not kept:
+                stored = ", ".join(h.hardware for h in hist.hardware) or "none"
+                raise ReportCommandError(
+                    f"no baselines for hardware {args.hardware!r} (stored: {stored})"
+                )
+            hist = dataclasses.replace(hist, hardware=kept)
         out = htmlreport.write_report(
             hist,
             Path(args.out),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -581,6 +582,12 @@ def test_console_script_options_after_the_subcommand(
     assert "400.0" in capsys.readouterr().out
     assert cli.main(["compare", first[:10], first[:10], "--dir", root, "--hardware", hw]) == 0
     assert cli.main(["list", "--dir", root]) == 0
+    page = suite.path / "page.html"
+    if importlib.util.find_spec("plotly") is not None:  # the [report] extra
+        assert cli.main(["report", "--dir", root, "--hardware", hw, "--out", str(page)]) == 0
+        assert page.is_file() and "1 hardware key(s)" in capsys.readouterr().out
+        assert cli.main(["report", "--dir", root, "--hardware", "nope", "--out", str(page)]) == 2
+        assert "no baselines for hardware 'nope'" in capsys.readouterr().err
     assert cli.main(["--dir", root, "show", "--hardware", "nope"]) == 2
     assert "no baselines for hardware 'nope'" in capsys.readouterr().err
 
