@@ -21,6 +21,8 @@ class DataParallelResult:
     spec: DataParallelSpec
     single: ScalingCase
     scaled: ScalingCase
+    #: Launches started again after a known MXNet start-up race (`mxnet_races.KNOWN_RACES`).
+    relaunched: tuple[str, ...] = ()
 
     @property
     def kvstore(self) -> str:
@@ -74,7 +76,14 @@ class DataParallelResult:
         )
 
     def _extra(self) -> dict[str, Any]:
-        return {"form": "data-parallel", "kvstore": self.kvstore, "world_size": self.world_size}
+        extra: dict[str, Any] = {
+            "form": "data-parallel",
+            "kvstore": self.kvstore,
+            "world_size": self.world_size,
+        }
+        if self.relaunched:
+            extra["relaunched"] = list(self.relaunched)
+        return extra
 
     def scaling(self) -> Scaling:
         """The record a `~pytest_mxperf.records.CaseResult` carries of this result."""

@@ -33,6 +33,7 @@ from pytest_mxperf.dataparallel import (
     aggregate,
 )
 from pytest_mxperf.dp_result import DataParallelResult
+from pytest_mxperf.mxnet_races import known_race
 from pytest_mxperf.rank_env import default_threads, free_port, rank_environment
 
 TAIL_LINES = 40
@@ -279,9 +280,19 @@ def run_distributed(
     threads = spec.threads_per_worker or default_threads(spec.workers)
     spec = replace(spec, threads_per_worker=threads)
     cases: list[ScalingCase] = []
+    relaunched: list[str] = []
     for n in (1, spec.workers):
-        started = time.perf_counter()
-        sub = None if workdir is None else workdir / f"workers-{n}"
-        reports = launch(spec.with_world(n), workdir=sub, run_id=run_id, on_poll=on_poll)
-        cases.append(aggregate(reports, time.perf_counter() - started))
-    return DataParallelResult(spec, cases[0], cases[1])
+        for attempt in (1, 2):
+            started = time.perf_counter()
+            sub = None if workdir is None else workdir / f"workers-{n}-{attempt}"
+            try:
+                reports = launch(spec.with_world(n), workdir=sub, run_id=run_id, on_poll=on_poll)
+            except RankFailed as exc:
+                race = known_race(exc.tail)
+                if race is None or attempt == 2:
+                    raise
+                relaunched.append(f"{n} worker(s): relaunched once after {race}")
+                continue
+            cases.append(aggregate(reports, time.perf_counter() - started))
+            break
+    return DataParallelResult(spec, cases[0], cases[1], relaunched=tuple(relaunched))
