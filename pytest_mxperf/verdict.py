@@ -63,6 +63,11 @@ def compare_rates(
     change = rate / base_rate - 1
     threshold = max(policy.tolerance, NOISE_FACTOR * noise)
     if rel_iqr > MAX_REL_IQR or threshold > MAX_THRESHOLD:
+        # Too noisy to judge a change of the noise's size; a drop beyond twice the widest
+        # spread is still a regression (an exchange that costs 88% of a step, blocks 29% apart).
+        wide = max(threshold, NOISE_FACTOR * max(noise, rel_iqr))
+        if change < -wide:
+            return Outcome.REGRESSED, not policy.update, wide
         return Outcome.UNSTABLE, policy.strict and not policy.update, threshold
     if change < -threshold:
         return Outcome.REGRESSED, not policy.update, threshold

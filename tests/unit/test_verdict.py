@@ -12,7 +12,7 @@ from pytest_mxperf.markers import Expectation
 from pytest_mxperf.records import CaseResult, Outcome, Status
 from pytest_mxperf.resolution import BaselineRef
 from pytest_mxperf.testing import measurement_of
-from pytest_mxperf.verdict import Policy, noise_of
+from pytest_mxperf.verdict import Policy, compare_rates, noise_of
 
 PASS, IMPROVED, REGRESSED = Outcome.PASS, Outcome.IMPROVED, Outcome.REGRESSED
 UNSTABLE, NEW, BELOW = Outcome.UNSTABLE, Outcome.NEW, Outcome.BELOW
@@ -335,3 +335,17 @@ def test_case_result_round_trip() -> None:
     assert r.images_per_sec == 80.0 and r.rel_iqr == pytest.approx(0.01)
     assert result(None, status="oom").images_per_sec is None
     assert result(None, status="oom").rel_iqr == 0.0
+
+
+def test_blocks_too_noisy_to_judge_still_show_a_drop_far_beyond_their_spread() -> None:
+    policy = Policy(tolerance=0.20)
+    # Blocks 29% apart: a 30% drop is inside what that noise can do, so no verdict ...
+    outcome, failed, _ = compare_rates(70.0, 100.0, 0.29, 0.29, policy)
+    assert (outcome, failed) == (Outcome.UNSTABLE, False)
+    # ... but an 88% drop is three times the spread: a regression, with the wider threshold.
+    outcome, failed, threshold = compare_rates(12.0, 100.0, 0.29, 0.29, policy)
+    assert (outcome, failed) == (Outcome.REGRESSED, True)
+    assert threshold == pytest.approx(0.58)
+    # Spread beyond 50%: even a halving is no evidence.
+    outcome, _, _ = compare_rates(50.0, 100.0, 0.6, 0.6, policy)
+    assert outcome == Outcome.UNSTABLE
