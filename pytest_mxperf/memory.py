@@ -83,17 +83,13 @@ class MemoryRecord:
 
 # CPU ------------------------------------------------------------------------------------------
 def read_status_kb(proc: Path = PROC_SELF) -> dict[str, int]:
-    """``VmRSS`` and ``VmHWM`` of ``proc``/status in kB (empty where there is no /proc)."""
+    """The ``Vm*`` sizes of ``proc``/status (``VmRSS``, ``VmHWM``, ``VmSize``, ...) in kB
+    (empty where there is no /proc)."""
     try:
         text = (proc / "status").read_text()
     except OSError:
         return {}
-    out: dict[str, int] = {}
-    for name in ("VmRSS", "VmHWM"):
-        found = re.search(rf"^{name}:\s+(\d+)\s+kB", text, re.MULTILINE)
-        if found:
-            out[name] = int(found.group(1))
-    return out
+    return {name: int(kb) for name, kb in re.findall(r"^(Vm\w+):\s+(\d+)\s+kB", text, re.M)}
 
 
 def reset_peak(proc: Path = PROC_SELF) -> bool:

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_mxperf.memory import read_status_kb, reset_peak
+
 #: Extrapolated peaks get this margin before they are compared with the budget.
 BUDGET_MARGIN = 1.10
 #: A failed point that leaves this much more resident memory behind is reported.
@@ -37,18 +39,9 @@ def mib(n: float) -> str:
     return f"{n / 2**20:.0f} MiB"
 
 
-STATUS = Path("/proc/self/status")
-CLEAR_REFS = Path("/proc/self/clear_refs")
-
-
-def read_status(path: Path = STATUS) -> dict[str, int]:
-    """``VmRSS``/``VmHWM``/``VmSize`` in bytes ({} where /proc is missing)."""
-    try:
-        text = path.read_text()
-    except OSError:
-        return {}
-    found = re.findall(r"^(Vm\w+):\s+(\d+) kB", text, re.M)
-    return {name: int(kb) * 1024 for name, kb in found}
+def read_status() -> dict[str, int]:
+    """``VmRSS``/``VmHWM``/``VmSize``... of this process in bytes ({} where /proc is missing)."""
+    return {name: kb * 1024 for name, kb in read_status_kb().items()}
 
 
 def available_memory() -> int | None:
@@ -72,7 +65,7 @@ class PeakMeter:
     @contextlib.contextmanager
     def measuring(self) -> Iterator[PeakMeter]:
         self.before = self._status().get("VmRSS")
-        reset = _reset_peak()
+        reset = reset_peak()
         samples: list[int] = []
         stop = threading.Event()
 
@@ -96,15 +89,6 @@ class PeakMeter:
             if reset and "VmHWM" in now:
                 seen.append(now["VmHWM"])
             self.peak = max(seen) or None
-
-
-def _reset_peak() -> bool:
-    """Reset ``VmHWM`` to the current resident size (Linux >= 4.0)."""
-    try:
-        CLEAR_REFS.write_text("5")
-    except OSError:
-        return False
-    return True
 
 
 @dataclass
