@@ -108,14 +108,17 @@ def explain(
         if len(result.attempts) > 1:
             tries = ", ".join(f"{a:.1f}" for a in result.attempts)
             lines.append(f"measured {len(result.attempts)} times (img/s: {tries}); judged the best")
-        changed = what_changed(result, ref)
-        lines.append(
-            "changed since the baseline: " + ("; ".join(changed) if changed else "nothing recorded")
-        )
+        lines.append(changed_line(result, ref))
         return "\n".join(lines)
     if out == Outcome.IMPROVED:
         return f"{head}: faster than the baseline; run with --mxperf-update to store it"
     return head
+
+
+def changed_line(result: CaseResult, ref: BaselineRef) -> str:
+    """The message line naming what changed in software, environment and threads."""
+    changed = what_changed(result, ref)
+    return "changed since the baseline: " + ("; ".join(changed) or "nothing recorded")
 
 
 def judge(

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pytest_mxperf import paired
-from pytest_mxperf.explain import explain, pair_summary, what_changed, where
+from pytest_mxperf.explain import changed_line, explain, pair_summary, where
 from pytest_mxperf.markers import Expectation
 from pytest_mxperf.paired import PairedEstimate
 from pytest_mxperf.records import CaseResult, Outcome, Scaling, Verdict
@@ -115,10 +115,7 @@ def explain_scaling(result: CaseResult, verdict: Verdict, ref: BaselineRef | Non
     if len(result.attempts) > 1:
         tries = ", ".join(f"{a:.1f}" for a in result.attempts)
         lines.append(f"measured {len(result.attempts)} times (aggregate img/s: {tries})")
-    changed = what_changed(result, ref)
-    lines.append(
-        "changed since the baseline: " + ("; ".join(changed) if changed else "nothing recorded")
-    )
+    lines.append(changed_line(result, ref))
     return "\n".join(lines)
 
 
