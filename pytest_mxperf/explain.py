@@ -134,11 +134,23 @@ def judge(
 
 
 def pair_summary(estimate: PairedEstimate, rev_label: str, confidence: float) -> str:
-    """``HEAD vs REV: -8.1% (99% interval -10.2% .. -6.0%, 3 rounds)``."""
+    """``HEAD vs REV: -8.1% (99% interval -10.2% .. -6.0%, 3 rounds)``; a pair decided "the
+    same" also gives the equivalence interval that decided it."""
+    same = same_interval(estimate) if estimate.decision is paired.Decision.SAME else ""
     return (
         f"HEAD vs {rev_label}: {estimate.ratio - 1:+.1%} ({confidence:.0%} interval "
-        f"{estimate.low - 1:+.1%} .. {estimate.high - 1:+.1%}, {estimate.n_rounds} round(s))"
+        f"{estimate.low - 1:+.1%} .. {estimate.high - 1:+.1%}, {estimate.n_rounds} round(s)"
+        f"{same})"
     )
+
+
+def same_interval(estimate: PairedEstimate) -> str:
+    """``; 90% interval -2.0% .. +1.1%``: the narrower equivalence interval, or nothing when it
+    is not narrower."""
+    if estimate.same_high >= estimate.high:
+        return ""
+    level = min(paired.SAME_CONFIDENCE, estimate.confidence)
+    return f"; {level:.0%} interval {estimate.same_low - 1:+.1%} .. {estimate.same_high - 1:+.1%}"
 
 
 def explain_paired(
@@ -161,7 +173,7 @@ def explain_paired(
     out = verdict.outcome
     if out == Outcome.REGRESSED:
         lines[0] += f": slower, and a drop of {min_effect:.0%} or more is not ruled out"
-    elif out == Outcome.PASS and estimate.low > 1 - min_effect and estimate.high < 1:
+    elif out == Outcome.PASS and estimate.same_low > 1 - min_effect and estimate.high < 1:
         lines[0] += f": slower by {1 - estimate.ratio:.1%}, less than the minimum effect"
     elif out == Outcome.PASS:
         lines[0] += f": the same within the minimum effect ({min_effect:.0%})"

@@ -170,7 +170,7 @@ SPECS: tuple[Spec, ...] = (
     Spec(
         "max_rounds",
         parsers.rounds,
-        6,
+        10,
         "Most rounds a paired run may take for an undecided case.",
         "N",
     ),
@@ -178,8 +178,9 @@ SPECS: tuple[Spec, ...] = (
         "min_effect",
         parsers.fraction,
         0.05,
-        "Paired verdicts: a slowdown is a regression when it is certain (the confidence "
-        "interval of the ratio lies below 1) and a drop of at least this much is not ruled out.",
+        "Paired verdicts: a slowdown is a regression when it is certain (the 99% confidence "
+        "interval of the ratio lies below 1) and a drop of at least this much is not ruled out; "
+        "a case is the same when its 90% interval rules out a change this large either way.",
         "FRACTION",
     ),
     Spec(

@@ -15,8 +15,12 @@ Decision, with ``e = min_effect``:
 
 - REGRESSED: the whole interval is below 1 and it reaches ``1 - e`` or lower;
 - IMPROVED: the whole interval is above 1 and it reaches ``1 + e`` or higher;
-- SAME: the interval lies within ``(1 - e, 1 + e)``, including a real but confidently small
-  change, which :func:`explain` reports as "slower by x%, less than the minimum effect";
+- SAME: the narrower equivalence interval (:data:`SAME_CONFIDENCE`, two one-sided tests at 5%
+  each) lies within ``(1 - e, 1 + e)``, including a real but confidently small change, which
+  :func:`explain` reports as "slower by x%, less than the minimum effect". Failing a case takes
+  the 99% interval; ruling out a change of ``e`` or more needs less certainty, so identical
+  code is called the same in about 4 rounds where it took more than 6 at 99%
+  (scripts/aa_check.py and ``tests/unit/test_paired.py`` give the figures);
 - UNKNOWN otherwise: more rounds may decide (:func:`need_more_rounds`); after the last round
   the caller reports the case as unstable, with :attr:`PairedEstimate.suggested_rounds`.
 """
@@ -33,6 +37,9 @@ from pytest_mxperf.tdist import t_quantile
 
 #: Default confidence level of the interval (two-sided).
 CONFIDENCE = 0.99
+#: Confidence of the equivalence interval that decides SAME (two-sided 90%: each one-sided test
+#: at 5%, the usual TOST level).
+SAME_CONFIDENCE = 0.90
 #: Default smallest change worth failing for (5%).
 MIN_EFFECT = 0.05
 #: Default floor of the per-round SD of log ratios (0.5%): no interval is ever zero-width.
@@ -95,6 +102,8 @@ class PairedEstimate:
     :param decision: see the module docstring.
     :param suggested_rounds: for UNKNOWN, the rounds that would likely decide, assuming the
         current estimate and noise hold (capped at MAX_SUGGESTED_ROUNDS); None otherwise.
+    :param same_low: lower end of the equivalence interval (:data:`SAME_CONFIDENCE`).
+    :param same_high: its upper end.
     :param sd: the per-round SD of log ratios used (after the floors).
     :param sd_between: the SD measured between rounds (0 for identical rounds).
     :param sd_within: the RMS within-process noise of the rounds.
@@ -112,6 +121,8 @@ class PairedEstimate:
     sd: float
     sd_between: float
     sd_within: float
+    same_low: float = 0.0
+    same_high: float = math.inf
 
     @property
     def change(self) -> float:
@@ -140,13 +151,20 @@ def median_noise(blocks: Sequence[float]) -> float:
     return _MEDIAN_SE_FACTOR * sd / math.sqrt(len(blocks))
 
 
-def decide(low: float, high: float, min_effect: float) -> Decision:
-    """The decision rule of the module docstring for an interval ``[low, high]`` on the ratio."""
+def decide(
+    low: float,
+    high: float,
+    min_effect: float,
+    same: tuple[float, float] | None = None,
+) -> Decision:
+    """The decision rule of the module docstring for an interval ``[low, high]`` on the ratio;
+    ``same`` is the equivalence interval that decides SAME (default: ``[low, high]`` itself)."""
     if high < 1.0 and low <= 1.0 - min_effect:
         return Decision.REGRESSED
     if low > 1.0 and high >= 1.0 + min_effect:
         return Decision.IMPROVED
-    if low > 1.0 - min_effect and high < 1.0 + min_effect:
+    same_low, same_high = same or (low, high)
+    if same_low > 1.0 - min_effect and same_high < 1.0 + min_effect:
         return Decision.SAME
     return Decision.UNKNOWN
 
@@ -167,14 +185,18 @@ def paired_estimate(
     confidence: float = CONFIDENCE,
     min_effect: float = MIN_EFFECT,
     noise_floor: float = NOISE_FLOOR,
+    same_confidence: float = SAME_CONFIDENCE,
 ) -> PairedEstimate:
     """Estimate HEAD/REV over ``rounds`` (at least two) and decide; see the module docstring.
+    ``same_confidence`` above ``confidence`` is capped at it.
 
     :raises ValueError: fewer than two rounds, a rate that is not a positive number, or a
         confidence, minimum effect or floor out of range.
     """
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    if not 0.0 < same_confidence < 1.0:
+        raise ValueError(f"same_confidence must be in (0, 1), got {same_confidence}")
     if not 0.0 < min_effect < 1.0:
         raise ValueError(f"min_effect must be in (0, 1), got {min_effect}")
     if not (math.isfinite(noise_floor) and noise_floor >= 0.0):
@@ -193,9 +215,12 @@ def paired_estimate(
     sd = max(sd_between, sd_within, noise_floor)
     half = t_quantile(0.5 + confidence / 2.0, n - 1) * sd / math.sqrt(n)
     low, high = math.exp(mean - half), math.exp(mean + half)
-    decision = decide(low, high, min_effect)
+    same_level = min(same_confidence, confidence)
+    same_half = t_quantile(0.5 + same_level / 2.0, n - 1) * sd / math.sqrt(n)
+    same = (math.exp(mean - same_half), math.exp(mean + same_half))
+    decision = decide(low, high, min_effect, same)
     suggested = (
-        _suggest_rounds(mean, sd, n, confidence, min_effect)
+        _suggest_rounds(mean, sd, n, (confidence, same_level), min_effect)
         if decision is Decision.UNKNOWN
         else None
     )
@@ -212,17 +237,24 @@ def paired_estimate(
         sd=sd,
         sd_between=sd_between,
         sd_within=sd_within,
+        same_low=same[0],
+        same_high=same[1],
     )
 
 
-def _suggest_rounds(mean: float, sd: float, n: int, confidence: float, min_effect: float) -> int:
-    # The interval decides once its half-width drops below the distance from the estimate to 1
-    # (then REGRESSED/IMPROVED, or SAME when the estimate is inside the band) or to the nearer
-    # edge of the SAME band, whichever is larger: that happens first while it shrinks.
+def _suggest_rounds(
+    mean: float, sd: float, n: int, levels: tuple[float, float], min_effect: float
+) -> int:
+    # The 99% interval decides once its half-width drops below the distance from the estimate
+    # to 1 (REGRESSED/IMPROVED); the equivalence interval once its half-width drops below the
+    # distance to the nearer edge of the SAME band. Whichever happens first.
+    confidence, same_level = levels
     band = min(mean - math.log(1.0 - min_effect), math.log(1.0 + min_effect) - mean)
-    target = max(abs(mean), band)
     for m in range(n + 1, MAX_SUGGESTED_ROUNDS + 1):
-        if t_quantile(0.5 + confidence / 2.0, m - 1) * sd / math.sqrt(m) < target:
+        scale = sd / math.sqrt(m)
+        if t_quantile(0.5 + confidence / 2.0, m - 1) * scale < abs(mean):
+            return m
+        if t_quantile(0.5 + same_level / 2.0, m - 1) * scale < band:
             return m
     return MAX_SUGGESTED_ROUNDS
 
