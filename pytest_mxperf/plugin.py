@@ -57,6 +57,11 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
         raise pytest.UsageError(f"mxperf: {exc}") from None
 
 
+def _argparse_help(text: str) -> str:
+    """`text` for argparse, which %-formats option help: a literal '%' is written '%%'."""
+    return text.replace("%", "%%")
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("mxperf", "MXNet throughput regression testing (pytest-mxperf)")
     for flag in options.FLAGS:
@@ -65,7 +70,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             action="store_true",
             default=False,
             dest=configure.dest(flag.name),
-            help=flag.help,
+            help=_argparse_help(flag.help),
         )
     for spec in options.SPECS:
         group.addoption(
@@ -73,7 +78,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             dest=configure.dest(spec.name),
             default=None,
             metavar=spec.metavar,
-            help=f"{spec.full_help} [env {spec.env}, ini {spec.ini}]",
+            help=_argparse_help(f"{spec.full_help} [env {spec.env}, ini {spec.ini}]"),
         )
         parser.addini(spec.ini, spec.full_help, default="")
     # Internal: set by a paired run on the processes that measure one side (see pairing.py).

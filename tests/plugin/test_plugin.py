@@ -233,6 +233,10 @@ def test_help_lists_options(fake_pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(
         ["*--mxperf *Run MXNet benchmarks*", "*--mxperf-ctx=KINDS*", "*--mxperf-threads=N*"]
     )
+    # Help texts holding '%' (argparse %-formats them) print as written, not doubled.
+    text = " ".join(result.stdout.str().split())
+    assert "(the 99% confidence interval" in text
+    assert "%%" not in text
 
 
 @pytest.mark.parametrize(
