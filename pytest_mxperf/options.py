@@ -116,7 +116,8 @@ SPECS: tuple[Spec, ...] = (
         0.05,
         "Smallest relative throughput drop against the stored baseline that can count as a "
         "regression (twice the case's measured noise widens it); a paired run of the baseline "
-        "commit confirms it before the case fails (see --mxperf-arbitrate).",
+        "commit confirms it before the case fails, and judges a case that passed more than half "
+        "this below its stored figure (see --mxperf-arbitrate).",
         "FRACTION",
     ),
     Spec(

@@ -226,6 +226,35 @@ def test_arbitration_confirms_a_real_regression_on_top(
     assert verdicts == {"fast": "regressed", "steady": "machine"}
 
 
+@pytest.mark.parametrize(("speed", "status"), [(100.0, "pass"), (96.0, "regressed")])
+def test_a_pass_more_than_half_the_floor_below_its_figure_is_paired(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str], speed: float, status: str
+) -> None:
+    """4% below the stored figure passes the 5% floor, but the stored figure is from another
+    moment: the pair decides. The same code clears it; code 4% slower in every round is a
+    certain loss whose interval reaches 5%, as in paired mode."""
+    fake_pytester.makepyfile(test_suite=PAIR_SUITE.format(speed=100.0))
+    base = commit("A")
+    fake_pytester.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
+    _inflate_baselines(fake_pytester.path, 1.04)
+    fake_pytester.makepyfile(test_suite=PAIR_SUITE.format(speed=speed))
+    commit("B")
+    result = fake_pytester.runpytest("--mxperf", "--mxperf-json", "report.json")
+    verdicts = {c["model"]: c["verdict"] for c in _report(fake_pytester)["cases"]}
+    assert verdicts["fast"]["status"] == status
+    assert verdicts["fast"]["rounds"] >= 3
+    assert verdicts["fast"]["change"] < -0.038
+    assert verdicts["steady"]["status"] == "pass"
+    if status == "regressed":
+        result.assert_outcomes(passed=1, failed=1)
+        result.stdout.fnmatch_lines(
+            [f"*confirmed by a paired run on this machine: HEAD vs baseline commit {base[:10]}*"]
+        )
+    else:
+        result.assert_outcomes(passed=2)
+    assert len(_worktrees(fake_pytester.path)) == 1
+
+
 def test_arbitration_off_judges_the_stored_figure_with_the_wider_floor(
     fake_pytester: pytest.Pytester, stored_elsewhere: str
 ) -> None:

@@ -9,10 +9,10 @@ import pytest
 from pytest_mxperf.casekey import CaseKey
 from pytest_mxperf.explain import diff_stack, judge
 from pytest_mxperf.markers import Expectation
-from pytest_mxperf.records import CaseResult, Outcome, Status
+from pytest_mxperf.records import CaseResult, Outcome, Status, Verdict
 from pytest_mxperf.resolution import BaselineRef
 from pytest_mxperf.testing import measurement_of
-from pytest_mxperf.verdict import Policy, compare_rates, noise_of
+from pytest_mxperf.verdict import Policy, compare_rates, noise_of, suspected
 
 PASS, IMPROVED, REGRESSED = Outcome.PASS, Outcome.IMPROVED, Outcome.REGRESSED
 UNSTABLE, NEW, BELOW = Outcome.UNSTABLE, Outcome.NEW, Outcome.BELOW
@@ -349,3 +349,23 @@ def test_blocks_too_noisy_to_judge_still_show_a_drop_far_beyond_their_spread() -
     # Spread beyond 50%: even a halving is no evidence.
     outcome, _, _ = compare_rates(50.0, 100.0, 0.6, 0.6, policy)
     assert outcome == Outcome.UNSTABLE
+
+
+@pytest.mark.parametrize(
+    ("outcome", "change", "wanted"),
+    [
+        (Outcome.REGRESSED, -0.30, True),
+        (Outcome.PASS, -0.03, True),  # below half the 5% floor: a pair looks at it
+        (Outcome.UNSTABLE, -0.04, True),
+        (Outcome.PASS, -0.02, False),  # within half the floor: not worth a pair
+        (Outcome.PASS, None, False),
+        (Outcome.IMPROVED, 0.10, False),
+        (Outcome.NEW, None, False),
+        (Outcome.BELOW, -0.40, False),  # a marker's floor has no baseline commit to pair
+    ],
+)
+def test_which_stored_verdicts_are_worth_a_pair(
+    outcome: Outcome, change: float | None, wanted: bool
+) -> None:
+    verdict = Verdict(outcome=outcome, failed=outcome == Outcome.REGRESSED, change=change)
+    assert suspected(verdict, tolerance=0.05) is wanted
