@@ -67,4 +67,6 @@ def test_slower_model_fails_others_pass(
     target = cases["resnet18_v1-target/inference/float32/bs10/cpu"]["verdict"]
     steady = cases["resnet18_v1-steady/inference/float32/bs10/cpu"]["verdict"]
     assert target["status"] == "regressed" and target["change"] < -0.3
-    assert steady["status"] in ("pass", "improved")
+    # The steady case passes; one the machine's drift put below its stored figure is paired
+    # and cleared ("pass" when it was within the tolerance, "machine" when beyond it).
+    assert not steady["failed"] and steady["status"] in ("pass", "improved", "machine")
