@@ -4,7 +4,7 @@ evidence below (attempts, what changed). Written from a decided `Verdict`, never
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from pytest_mxperf import paired
 from pytest_mxperf.markers import Expectation
@@ -28,15 +28,37 @@ def diff_stack(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     return lines
 
 
+class _Stack(Protocol):
+    """What a stored case and a measured one both record of the software under them."""
+
+    @property
+    def software(self) -> dict[str, Any]: ...
+    @property
+    def environment(self) -> dict[str, Any]: ...
+    @property
+    def threads(self) -> dict[str, Any]: ...
+
+
+def changes_between(old: _Stack, new: _Stack) -> list[str]:
+    """Software, environment and thread differences between two records, ``name: old -> new``."""
+    changed = diff_stack(old.software, new.software) + diff_stack(old.environment, new.environment)
+    if old.threads != new.threads:
+        changed += diff_stack(old.threads, new.threads)
+    return changed
+
+
 def what_changed(result: CaseResult, ref: BaselineRef) -> list[str]:
     """Software, environment and thread differences between the baseline and this run."""
-    base = ref.case
-    changed = diff_stack(base.software, result.software) + diff_stack(
-        base.environment, result.environment
-    )
-    if base.threads != result.threads:
-        changed += diff_stack(base.threads, result.threads)
-    return changed
+    return changes_between(ref.case, result)
+
+
+def sides_line(rev: _Stack, head: _Stack, rev_label: str) -> str | None:
+    """The line of a paired message naming what the two sides ran differently (with
+    ``--mxperf-env-command`` REV's side runs in its own environment); None when nothing did."""
+    changed = changes_between(rev, head)
+    if not changed:
+        return None
+    return f"the sides ran different software ({rev_label} -> HEAD): {', '.join(changed)}"
 
 
 def where(ref: BaselineRef, hardware: str) -> str:

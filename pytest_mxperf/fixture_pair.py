@@ -10,6 +10,7 @@ from pytest_mxperf import pairdata, pairing
 from pytest_mxperf.explain import (
     explain_arbitrated,
     explain_paired,
+    sides_line,
     what_changed,
 )
 from pytest_mxperf.explain_scaling import explain_paired_scaling
@@ -72,6 +73,9 @@ def arbitrate(ctx: CaseContext, result: CaseResult, ref: BaselineRef | None) -> 
         why_not=why or None,
         what="scaling efficiency" if scaling else "img/s",
     )
+    sides = sides_line(revs[0], result, f"baseline commit {str(sha)[:10]}") if revs else None
+    if sides and estimate is not None:
+        message += "\n" + sides
     result.verdict = verdict.explained(message)
     return why_no_base
 
@@ -127,6 +131,9 @@ def judge_pair(ctx: CaseContext, result: CaseResult) -> None:
         s.min_effect,
         failures,
     )
+    sides = sides_line(pairs[-1][0], pairs[-1][1], data.rev_label) if pairs else None
+    if sides:
+        message += "\n" + sides
     if result.scaling is not None and estimate is not None:
         verdict, message = _pair_scaling(ctx, result, verdict, message)
     result.verdict = verdict.explained(message)

@@ -499,6 +499,7 @@ def test_a_pair_in_the_baselines_environment_judges_code_and_software_together(
             "mxnet: fake-1.8 -> fake-1.9.1*"
         ]
     )
+    assert "the sides ran different software" not in today.stdout.str()
     # The baseline side in the baseline commit's own environment ("MXNet 1.8"): the pair
     # covers code and software, finds no loss, so the stored figure does not hold here.
     command = "{python} {wt}/make_env.py"
@@ -511,10 +512,31 @@ def test_a_pair_in_the_baselines_environment_judges_code_and_software_together(
     assert (
         "changed since the baseline: mxnet: fake-1.8 -> fake-1.9.1" in verdicts["fast"]["message"]
     )
+    assert (
+        f"\nthe sides ran different software (baseline commit {stored_under_old_mxnet[:10]} -> "
+        "HEAD): mxnet: fake-1.8 -> fake-1.9.1" in verdicts["fast"]["message"]
+    )
     # One environment for the revision, reused by the second case, left in the cache.
     (built,) = list((tmp_path / "tmp").glob("pytest-mxperf-cache-*/envs/*"))
     assert built.name.startswith(stored_under_old_mxnet[:12])
     assert (built / "fake-mxnet-1.8").exists()
+    # Paired mode across environments says what each side ran as well.
+    paired_run = fake_pytester.runpytest(
+        "--mxperf",
+        "--mxperf-ab",
+        "HEAD~1",
+        "--mxperf-env-command",
+        command,
+        "--mxperf-json",
+        "ab.json",
+    )
+    paired_run.assert_outcomes(passed=2)
+    for case in _report(fake_pytester, "ab.json")["cases"]:
+        assert case["verdict"]["status"] == "pass"
+        assert (
+            "\nthe sides ran different software (HEAD~1 -> HEAD): mxnet: fake-1.8 -> fake-1.9.1"
+            in case["verdict"]["message"]
+        )
 
 
 def test_an_environment_that_cannot_be_built_is_a_clear_error(

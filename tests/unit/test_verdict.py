@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from pytest_mxperf.casekey import CaseKey
-from pytest_mxperf.explain import diff_stack, judge
+from pytest_mxperf.explain import diff_stack, judge, sides_line
 from pytest_mxperf.markers import Expectation
 from pytest_mxperf.records import CaseResult, Outcome, Status, Verdict
 from pytest_mxperf.resolution import BaselineRef
@@ -326,6 +326,16 @@ def test_diff_stack() -> None:
         "numpy: 1.23.5 -> 1.24.0",
     ]
     assert diff_stack(old, dict(old)) == []
+
+
+def test_sides_line_names_what_the_two_sides_ran_differently() -> None:
+    head = result(software={"mxnet": "1.9.1", "numpy": "1.23.5"})
+    assert sides_line(result(), head, "main") is None
+    rev = result(software={"mxnet": "1.8.0", "numpy": "1.23.5"}, threads={"omp_threads": 2})
+    assert sides_line(rev, head, "main") == (
+        "the sides ran different software (main -> HEAD): mxnet: 1.8.0 -> 1.9.1, "
+        "omp_threads: 2 -> 1"
+    )
 
 
 def test_case_result_round_trip() -> None:
