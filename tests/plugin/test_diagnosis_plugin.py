@@ -256,3 +256,62 @@ def test_startup_growth_is_flagged(
     assert net["verdict"]["startup"][0] == "first step: 500 ms -> 2.00 s (4.0x)"
     assert net["warnings"][0] == "start-up grew: first step: 500 ms -> 2.00 s (4.0x)"
     assert _cases(fake_pytester)["steady"]["verdict"]["startup"] == []
+
+
+# Each process that imports the suite takes the next peak: the controller (which only
+# collects), then the sides in their order: round 1 REV, HEAD; round 2 HEAD, REV; round 3 REV,
+# HEAD.
+PER_PROCESS = """
+from pathlib import Path
+from pytest_mxperf.testing import FakeModel
+
+COUNTER = Path({counter!r})
+N = int(COUNTER.read_text()) if COUNTER.exists() else 0
+COUNTER.write_text(str(N + 1))
+PEAK = {peaks}[N]
+
+def test_net(mxperf):
+    mxperf.inference(FakeModel(100.0, memory_mb=PEAK), batch_size=8, model="net")
+"""
+
+
+@pytest.mark.parametrize(
+    ("peaks", "grew"),
+    [
+        # identical code whose peak moves between processes: REV 64, 64, 100 and HEAD 100,
+        # 100, 64 (HEAD's middle round, 100, against REV's median, 64, read as +56%)
+        ([0.0, 64.0, 100.0, 100.0, 64.0, 100.0, 64.0], None),
+        # HEAD needs 200 MiB in every round
+        ([0.0, 64.0, 200.0, 200.0, 64.0, 100.0, 200.0], "peak memory grew: 100.0 -> 200.0 MiB"),
+    ],
+    ids=["spread", "grown"],
+)
+def test_paired_memory_is_heads_median_against_revs_highest_round(
+    fake_pytester: pytest.Pytester,
+    commit: Callable[[str], str],
+    peaks: list[float],
+    grew: str | None,
+) -> None:
+    counter = fake_pytester.path / "processes.txt"
+    with (fake_pytester.path / ".gitignore").open("a") as f:
+        f.write("processes.txt\n")
+    fake_pytester.makepyfile(test_suite=PER_PROCESS.format(counter=str(counter), peaks=peaks))
+    commit("suite")
+    counter.unlink(missing_ok=True)
+    rounds = ("--mxperf-rounds", "3", "--mxperf-max-rounds", "3")
+    result = fake_pytester.runpytest_subprocess(
+        "--mxperf", "--mxperf-ab", "HEAD", *rounds, "--mxperf-json", "report.json",
+        *NO_WARNING_ERRORS,
+    )  # fmt: skip
+    result.assert_outcomes(passed=1)
+    assert counter.read_text() == "7"  # the controller and six sides: the peaks were all used
+    net = _cases(fake_pytester)["net"]
+    if grew is None:
+        assert net["verdict"]["memory_trend"] == "same" and not net["warnings"]
+        assert net["peak_memory_mb"] == 100.0 and net["verdict"]["baseline_memory_mb"] == 100.0
+        assert "peak memory grew" not in result.stdout.str()
+    else:
+        assert net["verdict"]["memory_trend"] == "grew"
+        assert net["peak_memory_mb"] == 200.0 and net["verdict"]["baseline_memory_mb"] == 100.0
+        assert any(grew in w for w in net["warnings"])
+        result.stdout.fnmatch_lines([f"*PytestWarning: mxperf: net/*: {grew}*"])

@@ -17,6 +17,7 @@ from pytest_mxperf.memory import (
     measure_peak_memory,
     memory_change,
     read_status_kb,
+    release_free_memory,
     reset_peak,
 )
 
@@ -89,6 +90,22 @@ def test_this_machine_resets_vmhwm() -> None:
     assert read_status_kb()["VmHWM"] >= before + 60 * 1024
     assert reset_peak()
     assert read_status_kb()["VmHWM"] < before + 60 * 1024
+
+
+@linux_only
+def test_a_case_counts_memory_an_earlier_case_freed() -> None:
+    # 1000 blocks of 96 KiB (under glibc's mmap threshold: on the heap), every other one freed:
+    # 48 MiB lying between live blocks, which free() cannot hand back to the system.
+    blocks = [bytearray(96 * 1024) for _ in range(1000)]
+    del blocks[::2]
+    probe = MemoryProbe("cpu").start()
+    again = [bytearray(96 * 1024) for _ in range(500)]  # what a next case allocates
+    record = probe.stop()
+    del again, blocks
+    if not release_free_memory():
+        pytest.skip("no malloc_trim here (not glibc): freed heap pages are reused unseen")
+    # Unreleased, the new blocks fit in the freed ones and the peak reads about 0.
+    assert record.peak_mb >= 32
 
 
 @linux_only
