@@ -83,17 +83,22 @@ def paired_memory(
     revs: list[CaseResult], heads: list[CaseResult], fallback: MemoryRecord | None
 ) -> tuple[MemoryRecord | None, float | None]:
     """HEAD's peak memory over the rounds (its median round's record; ``fallback`` when no round
-    has one) and what it is judged against: REV's highest peak over the rounds.
+    has one) and the figure it is judged against: the nearest of REV's rounds, i.e. REV's
+    highest when HEAD is above them all, its lowest when below, HEAD's own figure in between.
 
     A case's peak moves between processes running the same code (the engine frees arrays
     asynchronously, so how many are alive at once varies): about 10% on this suite's models
     even with the allocator's free pages released first. HEAD's median must therefore clear
-    every round of REV by the memory tolerance before the pair says memory grew.
+    every round of REV by the memory tolerance before the pair says memory grew (or shrank).
     """
     records = sorted((h.memory for h in heads if h.memory is not None), key=lambda m: m.peak_mb)
     head = records[(len(records) - 1) // 2] if records else fallback
     peaks = [r.memory.peak_mb for r in revs if r.memory is not None]
-    return head, (max(peaks) if peaks else None)
+    if not peaks:
+        return head, None
+    if head is None:
+        return head, median(peaks)
+    return head, min(max(head.peak_mb, min(peaks)), max(peaks))
 
 
 def finish_paired(ctx: CaseContext, result: CaseResult) -> None:

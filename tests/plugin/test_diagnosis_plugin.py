@@ -276,21 +276,25 @@ def test_net(mxperf):
 
 
 @pytest.mark.parametrize(
-    ("peaks", "grew"),
+    ("peaks", "trend", "head", "base"),
     [
         # identical code whose peak moves between processes: REV 64, 64, 100 and HEAD 100,
         # 100, 64 (HEAD's middle round, 100, against REV's median, 64, read as +56%)
-        ([0.0, 64.0, 100.0, 100.0, 64.0, 100.0, 64.0], None),
-        # HEAD needs 200 MiB in every round
-        ([0.0, 64.0, 200.0, 200.0, 64.0, 100.0, 200.0], "peak memory grew: 100.0 -> 200.0 MiB"),
+        ([0.0, 64.0, 100.0, 100.0, 64.0, 100.0, 64.0], "same", 100.0, 100.0),
+        # HEAD needs 200 MiB in every round: judged against REV's highest round
+        ([0.0, 64.0, 200.0, 200.0, 64.0, 100.0, 200.0], "grew", 200.0, 100.0),
+        # and 30 MiB: against REV's lowest
+        ([0.0, 64.0, 30.0, 30.0, 64.0, 100.0, 30.0], "shrank", 30.0, 64.0),
     ],
-    ids=["spread", "grown"],
+    ids=["spread", "grown", "shrunk"],
 )
-def test_paired_memory_is_heads_median_against_revs_highest_round(
+def test_paired_memory_is_heads_median_against_revs_nearest_round(
     fake_pytester: pytest.Pytester,
     commit: Callable[[str], str],
     peaks: list[float],
-    grew: str | None,
+    trend: str,
+    head: float,
+    base: float,
 ) -> None:
     counter = fake_pytester.path / "processes.txt"
     with (fake_pytester.path / ".gitignore").open("a") as f:
@@ -306,12 +310,11 @@ def test_paired_memory_is_heads_median_against_revs_highest_round(
     result.assert_outcomes(passed=1)
     assert counter.read_text() == "7"  # the controller and six sides: the peaks were all used
     net = _cases(fake_pytester)["net"]
-    if grew is None:
-        assert net["verdict"]["memory_trend"] == "same" and not net["warnings"]
-        assert net["peak_memory_mb"] == 100.0 and net["verdict"]["baseline_memory_mb"] == 100.0
-        assert "peak memory grew" not in result.stdout.str()
-    else:
-        assert net["verdict"]["memory_trend"] == "grew"
-        assert net["peak_memory_mb"] == 200.0 and net["verdict"]["baseline_memory_mb"] == 100.0
+    assert net["verdict"]["memory_trend"] == trend
+    assert net["peak_memory_mb"] == head and net["verdict"]["baseline_memory_mb"] == base
+    if trend == "grew":
+        grew = "peak memory grew: 100.0 -> 200.0 MiB (+100%)"
         assert any(grew in w for w in net["warnings"])
         result.stdout.fnmatch_lines([f"*PytestWarning: mxperf: net/*: {grew}*"])
+    else:
+        assert not net["warnings"] and "peak memory" not in result.stdout.str()
