@@ -106,7 +106,7 @@ def release_free_memory() -> bool:
     gc.collect()
     try:
         trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):  # no malloc_trim; Windows refuses CDLL(None)
         return False
     trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
     trim(0)

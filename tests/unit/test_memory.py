@@ -108,6 +108,16 @@ def test_a_case_counts_memory_an_earlier_case_freed() -> None:
     assert record.peak_mb >= 32
 
 
+@pytest.mark.parametrize("failure", [AttributeError, OSError, TypeError])
+def test_no_malloc_trim_is_no_error(monkeypatch: pytest.MonkeyPatch, failure: type) -> None:
+    # musl and macOS have no malloc_trim (AttributeError); Windows refuses CDLL(None).
+    def cdll(name: object) -> object:
+        raise failure("no C library here")
+
+    monkeypatch.setattr("pytest_mxperf.memory.ctypes.CDLL", cdll)
+    assert release_free_memory() is False
+
+
 @linux_only
 def test_transient_peak_is_seen() -> None:
     def step() -> None:
