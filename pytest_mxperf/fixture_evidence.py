@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pytest_mxperf import diagnosis, pairdata
-from pytest_mxperf.explain import diff_stack, what_changed
+from pytest_mxperf.explain import changes_between, what_changed
 from pytest_mxperf.memory import MemoryRecord
 from pytest_mxperf.records import CaseResult, Outcome, Verdict
 from pytest_mxperf.resolution import BaselineRef
@@ -80,11 +80,11 @@ def finish_stored(
 
 
 def paired_memory(
-    revs: list[CaseResult], heads: list[CaseResult], fallback: MemoryRecord | None
+    revs: list[CaseResult], heads: list[CaseResult]
 ) -> tuple[MemoryRecord | None, float | None]:
-    """HEAD's peak memory over the rounds (its median round's record; ``fallback`` when no round
-    has one) and the figure it is judged against: the nearest of REV's rounds, i.e. REV's
-    highest when HEAD is above them all, its lowest when below, HEAD's own figure in between.
+    """HEAD's peak memory over the rounds (its median round's record) and the figure it is
+    judged against: the nearest of REV's rounds, i.e. REV's highest when HEAD is above them
+    all, its lowest when below, HEAD's own figure in between.
 
     A case's peak moves between processes running the same code (the engine frees arrays
     asynchronously, so how many are alive at once varies): about 10% on this suite's models
@@ -92,7 +92,7 @@ def paired_memory(
     every round of REV by the memory tolerance before the pair says memory grew (or shrank).
     """
     records = sorted((h.memory for h in heads if h.memory is not None), key=lambda m: m.peak_mb)
-    head = records[(len(records) - 1) // 2] if records else fallback
+    head = records[(len(records) - 1) // 2] if records else None
     peaks = [r.memory.peak_mb for r in revs if r.memory is not None]
     if not peaks:
         return head, None
@@ -110,7 +110,7 @@ def finish_paired(ctx: CaseContext, result: CaseResult) -> None:
     why_no_base = take_profiles(result, data, key)
     revs = [r[pairdata.REV].cases[key] for r in data.rounds if key in r[pairdata.REV].cases]
     heads = [r[pairdata.HEAD].cases[key] for r in data.rounds if key in r[pairdata.HEAD].cases]
-    result.memory, base_mb = paired_memory(revs, heads, result.memory)
+    result.memory, base_mb = paired_memory(revs, heads)
     measured = [r.measurement for r in revs if r.measurement is not None]
     if measured:
         v = diagnosis.judge_startup(
@@ -119,11 +119,7 @@ def finish_paired(ctx: CaseContext, result: CaseResult) -> None:
             median([m.first_step_seconds for m in measured]),
             median([m.warmup_seconds for m in measured]),
         )
-    changed: list[str] = []
-    if revs and heads:
-        a, b = revs[0], heads[0]
-        changed = diff_stack(a.software, b.software) + diff_stack(a.environment, b.environment)
-        changed += diff_stack(a.threads, b.threads)
+    changed = changes_between(revs[0], heads[0]) if revs and heads else []
     where = f"changed between {data.rev_label} and HEAD: "
     line = where + ("; ".join(changed) or "nothing recorded (both sides ran here)")
     result.verdict = _finish(ctx, result, v, base_mb, why_no_base or "", [line], data.rev_sha)
