@@ -18,7 +18,7 @@ from pytest_mxperf import sweep as sweeps
 from pytest_mxperf.casekey import CaseKey
 from pytest_mxperf.explain import judge
 from pytest_mxperf.markers import Expectation, MarkerSpec
-from pytest_mxperf.measure import MeasureConfig, Measurement
+from pytest_mxperf.measure import MeasureConfig, Measurement, for_side
 from pytest_mxperf.protocol import Backend, PrepareSpec
 from pytest_mxperf.records import CaseResult, Outcome, Status
 from pytest_mxperf.resolution import BaselineRef
@@ -215,6 +215,8 @@ class CaseBench:
         config = MeasureConfig(
             min_time=settings.min_time, max_time=settings.max_time, warmup_time=settings.warmup_time
         )
+        if settings.side_out:
+            config = for_side(config)
 
         def suspect(best: Measurement) -> bool:
             # Profile a case judged regressed (or, on a paired run's first round, every case):

@@ -33,8 +33,9 @@ class CaseContext:
 def take_profiles(result: CaseResult, data: pairdata.PairedData, key: str) -> str | None:
     """Put the sides' profiles of ``key`` on ``result`` (HEAD's side replaces one taken in
     this process: both sides then profiled alike); returns why REV's profile is missing."""
+    rounds = data.rounds + data.profile_rounds
     sides = {
-        side: [r[side].cases[key] for r in data.rounds if key in r[side].cases]
+        side: [r[side].cases[key] for r in rounds if key in r[side].cases]
         for side in (pairdata.REV, pairdata.HEAD)
     }
     head = next((c for c in sides[pairdata.HEAD] if c.profile is not None), None)
@@ -55,7 +56,8 @@ def take_profiles(result: CaseResult, data: pairdata.PairedData, key: str) -> st
         return None
     errors = [c.profile_error for c in sides[pairdata.REV] if c.profile_error]
     failures = data.side_failures(pairdata.REV)
-    return (errors or failures or ["the baseline commit's side did not profile it"])[0]
+    unprofiled = "the paired run profiles only the cases it finds slower"
+    return (errors or failures or [unprofiled])[0]
 
 
 def finish_stored(

@@ -61,7 +61,11 @@ class SessionHooks:
         def progress(text: str) -> None:
             if meter.total is not None and meter.done >= meter.total:
                 meter.total = None
-            more = "" if meter.total else f" (undecided cases: up to {s.max_rounds} rounds)"
+            more = (
+                ""
+                if meter.total
+                else f" (undecided cases: up to {s.max_rounds} rounds; slower ones: a profile)"
+            )
             if tr is not None:
                 tr.write_line(
                     f"mxperf: paired run vs {s.ab}: {text}; sides {meter.describe()}{more}"

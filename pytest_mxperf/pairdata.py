@@ -29,6 +29,9 @@ class PairedData:
     rev_label: str
     rev_sha: str
     rounds: list[dict[str, SideResult]] = field(default_factory=list)
+    #: Rounds run only to profile the cases found regressed (their figures are no evidence:
+    #: adding them would move a decision already taken); see `pairing.Pairer.run`.
+    profile_rounds: list[dict[str, SideResult]] = field(default_factory=list)
 
     def pairs(self, key: str) -> list[tuple[CaseResult, CaseResult]]:
         """``(REV, HEAD)`` results of ``key`` in the rounds where both sides measured it."""
@@ -104,10 +107,21 @@ class PairedData:
 
 def undecided(data: PairedData, keys: Sequence[str], min_effect: float) -> list[str]:
     """Keys whose paired estimate cannot decide yet (more rounds may settle them)."""
+    return _decided_as(data, keys, min_effect, paired.Decision.UNKNOWN)
+
+
+def regressed(data: PairedData, keys: Sequence[str], min_effect: float) -> list[str]:
+    """Keys whose paired estimate says HEAD is slower (worth an operator profile)."""
+    return _decided_as(data, keys, min_effect, paired.Decision.REGRESSED)
+
+
+def _decided_as(
+    data: PairedData, keys: Sequence[str], min_effect: float, decision: paired.Decision
+) -> list[str]:
     out = []
     for key in keys:
         est = data.estimate(key, min_effect)
-        if est is not None and est.decision == paired.Decision.UNKNOWN:
+        if est is not None and est.decision == decision:
             out.append(key)
     return out
 
@@ -145,15 +159,17 @@ def as_dict(data: PairedData) -> dict[str, Any]:
     return {
         "rev": data.rev_label,
         "rev_sha": data.rev_sha,
-        "rounds": [
-            {
-                side: {
-                    "error": res.error,
-                    "collect_errors": [list(e) for e in res.collect_errors],
-                    "images_per_sec": {k: c.images_per_sec for k, c in res.cases.items()},
-                }
-                for side, res in r.items()
-            }
-            for r in data.rounds
-        ],
+        "rounds": [_round_dict(r) for r in data.rounds],
+        "profile_rounds": [_round_dict(r) for r in data.profile_rounds],
+    }
+
+
+def _round_dict(r: dict[str, SideResult]) -> dict[str, Any]:
+    return {
+        side: {
+            "error": res.error,
+            "collect_errors": [list(e) for e in res.collect_errors],
+            "images_per_sec": {k: c.images_per_sec for k, c in res.cases.items()},
+        }
+        for side, res in r.items()
     }

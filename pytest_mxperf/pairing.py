@@ -27,6 +27,7 @@ from pytest_mxperf.pairdata import (
     SideResult,
     case_keys,
     nodeids_of,
+    regressed,
     undecided,
 )
 from pytest_mxperf.records import CaseResult
@@ -37,8 +38,10 @@ BOOTSTRAP = (
     "import sys; sys.path.insert(0, {root!r}); import pytest_mxperf.plugin, pytest; "
     "sys.exit(pytest.main(sys.argv[1:]))"
 )
-#: Per-side measuring time as a share of a plain run's: every case is measured 2 x rounds times.
-SIDE_TIME_SHARE = 0.5
+#: Per-side timed-block budget as a share of a plain run's (``--mxperf-min-time`` and
+#: ``--mxperf-max-time``): every case is measured 2 x rounds times, and the rounds' spread is
+#: mostly between processes (2-4% here), which longer blocks within one process do not shrink.
+SIDE_TIME_SHARE = 0.3
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,7 @@ def side_argv(
 ) -> list[str]:
     """The command of one side process: pytest on ``files`` under ``side.rootdir``."""
     plugin_root = str(Path(pytest_mxperf.__file__).resolve().parent.parent)
-    min_time = max(0.2, settings.min_time * SIDE_TIME_SHARE)
+    min_time = settings.min_time * SIDE_TIME_SHARE
     max_time = max(min_time, settings.max_time * SIDE_TIME_SHARE)
     return [
         side.python,
@@ -112,11 +115,15 @@ def run_rounds(
     rounds: int,
     progress: Callable[[str], None] = lambda _: None,
     timeout: float = 3600.0,
+    profile: bool = False,
 ) -> None:
     """Add ``rounds`` rounds to ``data``: REV first on even rounds, HEAD first on odd ones, each
-    side one process serving every node id of the round. The first round's sides also profile
-    every case after measuring it (``--mxperf-side-profile``), and with ``--mxperf-profile`` its
-    HEAD side writes the traces."""
+    side one process serving every node id of the round.
+
+    With ``profile`` the sides also profile every case after measuring it
+    (``--mxperf-side-profile``) and the round goes to ``data.profile_rounds``, not to the
+    evidence. With ``--mxperf-profile`` (every case's trace asked for) the first round profiles
+    instead, and its HEAD side writes the traces."""
     files = sorted({n.split("::")[0] for n in nodeids})
     with tempfile.TemporaryDirectory(prefix="mxperf-pair-") as tmp:
         select = Path(tmp) / "select.txt"
@@ -130,15 +137,17 @@ def run_rounds(
             commands.append((name, side, argv, out))
         for _ in range(rounds):
             index = len(data.rounds)
+            traces = bool(settings.profile) and index == 0 and not profile
             order = commands if index % 2 == 0 else commands[::-1]
             this: dict[str, SideResult] = {}
             for name, side, argv, out in order:
-                progress(f"round {index + 1}, {name} ({data.rev_label if name == REV else 'HEAD'})")
+                what = "profile" if profile else f"round {index + 1}"
+                progress(f"{what}, {name} ({data.rev_label if name == REV else 'HEAD'})")
                 if argv is None:
                     this[name] = SideResult()  # none of the files exists on that side
                     continue
                 out.unlink(missing_ok=True)
-                if index == 0:
+                if profile or traces:
                     argv = [*argv, "--mxperf-side-profile"]
                     if name == HEAD and settings.profile:
                         argv += ["--mxperf-profile", str(Path(settings.profile).resolve())]
@@ -151,7 +160,7 @@ def run_rounds(
                 if failed and not result.cases:
                     result.error = f"the side process {done.describe(timeout)}:\n{done.tail}"
                 this[name] = result
-            data.rounds.append(this)
+            (data.profile_rounds if profile else data.rounds).append(this)
 
 
 class PairSetupError(Exception):
@@ -208,6 +217,11 @@ class Pairer:
             if not open_keys:
                 break
             run_rounds(data, specs, s, nodeids_of(data, open_keys), 1, progress)
+        # Operator profiles only where they explain something: one more process per side for
+        # the cases found slower (with --mxperf-profile the first round profiled them all).
+        slower = [] if s.profile else regressed(data, case_keys(data), s.min_effect)
+        if slower:
+            run_rounds(data, specs, s, nodeids_of(data, slower), 1, progress, profile=True)
         self._cache[cache_key] = data
         return data
 
