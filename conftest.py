@@ -10,6 +10,7 @@ from typing import Callable
 
 import pytest
 
+from pytest_mxperf.forkserver import PRELOAD_ENV
 from pytest_mxperf.testrepos import git
 
 FAKE_BACKEND_CONFTEST = """
@@ -64,6 +65,8 @@ def fake_pytester(
     for name in list(os.environ):
         if name.startswith("PYTEST_MXPERF_") or name in ("GITHUB_SHA", "CI_COMMIT_SHA"):
             monkeypatch.delenv(name)
+    # The fake back end needs no MXNet: paired runs' fork servers need not import it.
+    monkeypatch.setenv(PRELOAD_ENV, "")
     own_tmp = str(tmp_path_factory.mktemp("tmpdir"))
     monkeypatch.setenv("TMPDIR", own_tmp)
     monkeypatch.setattr(tempfile, "tempdir", own_tmp)

@@ -200,10 +200,14 @@ def explain_paired(
     elif out == Outcome.PASS:
         lines[0] += f": the same within the minimum effect ({min_effect:.0%})"
     elif out == Outcome.UNSTABLE:
-        lines[0] += (
-            f": too noisy to decide; about {estimate.suggested_rounds} rounds would "
-            f"(--mxperf-max-rounds {estimate.suggested_rounds})"
-        )
+        n = estimate.suggested_rounds
+        if estimate.ratio >= 1:
+            # No extra rounds go to a case that is not slower so far (unless --mxperf-strict):
+            # only more rounds for every case would decide it.
+            lines[0] += f": too noisy to decide, but not slower; about {n} rounds would "
+            lines[0] += f"(--mxperf-rounds {n})"
+        else:
+            lines[0] += f": too noisy to decide; about {n} rounds would (--mxperf-max-rounds {n})"
     elif out == Outcome.IMPROVED:
         lines[0] += ": faster"
     return "\n".join(lines)

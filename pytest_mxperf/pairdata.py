@@ -110,6 +110,19 @@ def undecided(data: PairedData, keys: Sequence[str], min_effect: float) -> list[
     return _decided_as(data, keys, min_effect, paired.Decision.UNKNOWN)
 
 
+def worth_more_rounds(
+    data: PairedData, keys: Sequence[str], min_effect: float, strict: bool
+) -> list[str]:
+    """Undecided keys whose outcome more rounds could change: those HEAD measured slower so
+    far (they may yet fail), and with ``strict`` every one (an undecided case fails there).
+    An undecided case that measured no slower passes either way, as pass or unstable."""
+    return [
+        key
+        for key in undecided(data, keys, min_effect)
+        if strict or (est := data.estimate(key, min_effect)) is None or est.ratio < 1.0
+    ]
+
+
 def regressed(data: PairedData, keys: Sequence[str], min_effect: float) -> list[str]:
     """Keys whose paired estimate says HEAD is slower (worth an operator profile)."""
     return _decided_as(data, keys, min_effect, paired.Decision.REGRESSED)

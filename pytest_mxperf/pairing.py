@@ -10,6 +10,7 @@ environment).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sys
@@ -19,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest_mxperf
-from pytest_mxperf import envs, procgroup, worktree
+from pytest_mxperf import envs, forkserver, procgroup, worktree
+from pytest_mxperf.forkserver import ForkServer, ForkServerError
 from pytest_mxperf.pairdata import (
     HEAD,
     REV,
@@ -28,7 +30,7 @@ from pytest_mxperf.pairdata import (
     case_keys,
     nodeids_of,
     regressed,
-    undecided,
+    worth_more_rounds,
 )
 from pytest_mxperf.records import CaseResult
 from pytest_mxperf.settings import Settings
@@ -59,13 +61,23 @@ def side_argv(
     side: SideSpec, settings: Settings, files: Sequence[str], out: Path, select: Path
 ) -> list[str]:
     """The command of one side process: pytest on ``files`` under ``side.rootdir``."""
+    return side_command(side, side_args(side, settings, files, out, select))
+
+
+def side_command(side: SideSpec, args: Sequence[str]) -> list[str]:
+    """A fresh process of ``side.python`` running ``pytest args`` with this plugin first."""
     plugin_root = str(Path(pytest_mxperf.__file__).resolve().parent.parent)
+    return [side.python, "-c", BOOTSTRAP.format(root=plugin_root), *args]
+
+
+def side_args(
+    side: SideSpec, settings: Settings, files: Sequence[str], out: Path, select: Path
+) -> list[str]:
+    """The pytest arguments of one side: ``files`` under ``side.rootdir``, measured the side's
+    way and written to ``out``."""
     min_time = settings.min_time * SIDE_TIME_SHARE
     max_time = max(min_time, settings.max_time * SIDE_TIME_SHARE)
     return [
-        side.python,
-        "-c",
-        BOOTSTRAP.format(root=plugin_root),
         "--rootdir",
         str(side.rootdir),
         "-p",
@@ -116,6 +128,7 @@ def run_rounds(
     progress: Callable[[str], None] = lambda _: None,
     timeout: float = 3600.0,
     profile: bool = False,
+    server: Callable[[], ForkServer | None] = lambda: None,
 ) -> None:
     """Add ``rounds`` rounds to ``data``: REV first on even rounds, HEAD first on odd ones, each
     side one process serving every node id of the round.
@@ -123,7 +136,10 @@ def run_rounds(
     With ``profile`` the sides also profile every case after measuring it
     (``--mxperf-side-profile``) and the round goes to ``data.profile_rounds``, not to the
     evidence. With ``--mxperf-profile`` (every case's trace asked for) the first round profiles
-    instead, and its HEAD side writes the traces."""
+    instead, and its HEAD side writes the traces.
+
+    ``server`` gives the fork server that starts the sides (None: each side is a fresh
+    process of its ``python``)."""
     files = sorted({n.split("::")[0] for n in nodeids})
     with tempfile.TemporaryDirectory(prefix="mxperf-pair-") as tmp:
         select = Path(tmp) / "select.txt"
@@ -133,7 +149,7 @@ def run_rounds(
             side = sides_[name]
             present = [f for f in files if (side.rootdir / f).exists()]
             out = Path(tmp) / f"{name}.json"
-            argv = side_argv(side, settings, present, out, select) if present else None
+            argv = side_args(side, settings, present, out, select) if present else None
             commands.append((name, side, argv, out))
         for _ in range(rounds):
             index = len(data.rounds)
@@ -151,9 +167,7 @@ def run_rounds(
                     argv = [*argv, "--mxperf-side-profile"]
                     if name == HEAD and settings.profile:
                         argv += ["--mxperf-profile", str(Path(settings.profile).resolve())]
-                done = procgroup.run_bounded(
-                    argv, cwd=side.rootdir, env=side.env or side_env(), timeout=timeout
-                )
+                done = _run_side(side, argv, server(), timeout)
                 result = read_side(out)
                 # pytest exits 1 when a test failed: the side's JSON still holds its cases.
                 failed = done.timed_out or done.returncode not in (0, 1)
@@ -161,6 +175,17 @@ def run_rounds(
                     result.error = f"the side process {done.describe(timeout)}:\n{done.tail}"
                 this[name] = result
             (data.profile_rounds if profile else data.rounds).append(this)
+
+
+def _run_side(
+    side: SideSpec, args: list[str], server: ForkServer | None, timeout: float
+) -> procgroup.Finished:
+    if server is not None:
+        with contextlib.suppress(ForkServerError):  # a server gone wrong: a fresh process
+            return server.run(args, cwd=side.rootdir, timeout=timeout)
+    return procgroup.run_bounded(
+        side_command(side, args), cwd=side.rootdir, env=side.env or side_env(), timeout=timeout
+    )
 
 
 class PairSetupError(Exception):
@@ -182,6 +207,22 @@ class Pairer:
         #: Revisions whose side could not be set up, with why (not retried in this session).
         self._broken: dict[str, str] = {}
         self._cache: dict[tuple[str, tuple[str, ...]], PairedData] = {}
+        self._server: ForkServer | None = None
+        self._server_tried = False
+
+    def server(self) -> ForkServer | None:
+        """The fork server of this session's sides, started on first use; None where sides
+        run as fresh processes: no ``fork`` here, a side in another environment
+        (``--mxperf-env-command``: both sides then start alike), or a server that failed."""
+        if self._server is not None and self._server.alive():
+            return self._server
+        if self._server_tried or self.settings.env_command or not forkserver.available():
+            return None
+        self._server_tried = True
+        with contextlib.suppress(ForkServerError, OSError):
+            self._server = ForkServer(side_env())
+            self._stack.callback(self._server.close)
+        return self._server
 
     def _tree(self, sha: str) -> Path:
         if sha not in self._trees:
@@ -204,24 +245,27 @@ class Pairer:
         self, rev_label: str, sha: str, nodeids: Sequence[str], progress: Callable[[str], None]
     ) -> PairedData:
         """Paired rounds of ``nodeids``: at least ``--mxperf-rounds``, more (up to
-        ``--mxperf-max-rounds``) for the cases still undecided. Cached per revision and ids."""
+        ``--mxperf-max-rounds``) for the undecided cases more rounds could fail
+        (`pairdata.worth_more_rounds`), then a profile of the slower ones. Cached per revision
+        and ids."""
         cache_key = (sha, tuple(sorted(nodeids)))
         if cache_key in self._cache:
             return self._cache[cache_key]
         specs = {REV: self._setup(sha), HEAD: SideSpec(HEAD, self.rootdir)}
         data = PairedData(rev_label, sha)
         s = self.settings
-        run_rounds(data, specs, s, nodeids, s.rounds, progress)
+        run = functools.partial(run_rounds, data, specs, s, progress=progress, server=self.server)
+        run(nodeids, s.rounds)
         while len(data.rounds) < s.max_rounds:
-            open_keys = undecided(data, case_keys(data), s.min_effect)
+            open_keys = worth_more_rounds(data, case_keys(data), s.min_effect, s.strict)
             if not open_keys:
                 break
-            run_rounds(data, specs, s, nodeids_of(data, open_keys), 1, progress)
+            run(nodeids_of(data, open_keys), 1)
         # Operator profiles only where they explain something: one more process per side for
         # the cases found slower (with --mxperf-profile the first round profiled them all).
         slower = [] if s.profile else regressed(data, case_keys(data), s.min_effect)
         if slower:
-            run_rounds(data, specs, s, nodeids_of(data, slower), 1, progress, profile=True)
+            run(nodeids_of(data, slower), 1, profile=True)
         self._cache[cache_key] = data
         return data
 

@@ -58,7 +58,8 @@ def tail_text(data: bytes, lines: int = TAIL_LINES) -> str:
     return "\n".join(text.rstrip("\n").splitlines()[-lines:])
 
 
-def _group_alive(pgid: int) -> bool:
+def group_alive(pgid: int) -> bool:
+    """Whether process group ``pgid`` still has a member (a zombie counts)."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
@@ -68,7 +69,7 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
+def signal_group(pgid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
 
@@ -81,21 +82,25 @@ def kill_group(proc: subprocess.Popen[bytes], grace: float) -> None:
     bound, and the final SIGKILL is sent regardless.
     """
     pgid = proc.pid
-    if proc.returncode is None or _group_alive(pgid):
-        _signal_group(pgid, signal.SIGTERM)
+    if proc.returncode is None or group_alive(pgid):
+        signal_group(pgid, signal.SIGTERM)
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
-            if proc.poll() is not None and not _group_alive(pgid):
+            if proc.poll() is not None and not group_alive(pgid):
                 break
             time.sleep(0.02)
-        _signal_group(pgid, signal.SIGKILL)
+        signal_group(pgid, signal.SIGKILL)
     # Reap the leader; after SIGKILL this cannot block for long.
     proc.wait()
-    # SIGKILL is delivered asynchronously: a member may still be on its way out (most likely on
-    # a loaded machine). Wait briefly for the group to be empty, bounded in case a zombie
-    # grandchild awaits a reaper that never comes.
+    wait_group_gone(pgid)
+
+
+def wait_group_gone(pgid: int) -> None:
+    """Wait briefly for group ``pgid`` to be empty after a SIGKILL, which is delivered
+    asynchronously: a member may still be on its way out (most likely on a loaded machine).
+    Bounded, in case a zombie grandchild awaits a reaper that never comes."""
     deadline = time.monotonic() + _EXIT_WAIT
-    while _group_alive(pgid) and time.monotonic() < deadline:
+    while group_alive(pgid) and time.monotonic() < deadline:
         time.sleep(0.01)
 
 

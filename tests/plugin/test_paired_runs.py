@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -109,6 +110,20 @@ def test_paired_run_fails_only_the_slower_case(
     assert cases["steady/inference/float32/bs8/cpu"]["verdict"]["status"] == "pass"
     rounds = _report(fake_pytester)["paired"]["rounds"]
     assert len(rounds) == 3 and set(rounds[0]) == {"rev", "head"}
+    # Only the slower case is profiled: one more process per side, after the rounds.
+    (profiled,) = _report(fake_pytester)["paired"]["profile_rounds"]
+    assert {side: list(r["images_per_sec"]) for side, r in profiled.items()} == {
+        "rev": ["fast/inference/float32/bs8/cpu"],
+        "head": ["fast/inference/float32/bs8/cpu"],
+    }
+    result.stdout.fnmatch_lines(
+        [
+            "*paired run vs HEAD~1: profile, head (HEAD); sides 6, *",
+            "*paired run vs HEAD~1: profile, rev (HEAD~1); sides 7, *",
+        ]
+    )
+    assert fast["baseline_profile"] is not None and fast["profile"] is not None
+    assert cases["steady/inference/float32/bs8/cpu"]["baseline_profile"] is None
     assert len(_worktrees(fake_pytester.path)) == 1  # REV's worktree is gone
     assert not (fake_pytester.path / "baselines").exists()
 
@@ -569,3 +584,54 @@ def test_an_environment_that_cannot_be_built_is_a_clear_error(
         ]
     )
     assert len(_worktrees(fake_pytester.path)) == 1
+
+
+WOBBLY_SUITE = """
+import pathlib
+from pytest_mxperf.testing import FakeModel
+
+# REV runs at 100 img/s; HEAD's processes (the controller's collection included) at 108, 96,
+# 106, ... img/s in turn: no slower on average, too spread for 3 rounds to decide.
+HERE = pathlib.Path(__file__).resolve().parent
+COUNTER = pathlib.Path({counter!r})
+if HERE == pathlib.Path({head!r}).resolve():
+    n = int(COUNTER.read_text()) if COUNTER.exists() else 0
+    COUNTER.write_text(str(n + 1))
+    SPEED = (108.0, 96.0, 106.0)[n % 3]
+else:
+    SPEED = 100.0
+
+def test_wobbly(mxperf):
+    mxperf.inference(FakeModel(SPEED), batch_size=8, model="wobbly")
+"""
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_an_undecided_case_that_is_not_slower_gets_no_more_rounds_unless_strict(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str], strict: bool
+) -> None:
+    counter = fake_pytester.path.parent / f"{fake_pytester.path.name}.count"
+    suite = WOBBLY_SUITE.format(counter=str(counter), head=str(fake_pytester.path))
+    fake_pytester.makepyfile(test_suite=suite)
+    commit("A")
+    fake_pytester.makepyfile(test_suite=suite + "\n# B\n")
+    commit("B")
+    flags = ["--mxperf-strict"] if strict else []
+    result = fake_pytester.runpytest(
+        "--mxperf", "--mxperf-ab", "HEAD~1", "--mxperf-max-rounds", "5", "--mxperf-json",
+        "report.json", *flags,
+    )  # fmt: skip
+    report = _report(fake_pytester)
+    verdict = report["cases"][0]["verdict"]
+    assert verdict["status"] == "unstable" and verdict["change"] > 0
+    assert report["paired"]["profile_rounds"] == []  # nothing slower to profile
+    if strict:  # unstable fails here: every round up to the cap is worth running
+        result.assert_outcomes(failed=1)
+        assert len(report["paired"]["rounds"]) == 5 and verdict["rounds"] == 5
+        assert "too noisy to decide, but not slower" in verdict["message"]
+    else:  # it passes either way: no round beyond the first 3
+        result.assert_outcomes(passed=1)
+        assert len(report["paired"]["rounds"]) == 3 and verdict["rounds"] == 3
+        first = verdict["message"].splitlines()[0]
+        suggested = re.search(r": too noisy to decide, but not slower; about (\d+) rounds", first)
+        assert suggested and first.endswith(f" would (--mxperf-rounds {suggested[1]})")

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pytest_mxperf.measure import MeasureConfig, Measurement, measure
+from pytest_mxperf.measure import MeasureConfig, Measurement, for_side, measure
 from pytest_mxperf.stats import rel_iqr
 
 STEP = 2.0**-6  # 1/64 s per step
@@ -290,3 +290,30 @@ def test_measurement_round_trip_through_json() -> None:
     back = Measurement.from_dict(json.loads(json.dumps(m.as_dict())))
     assert back == m
     assert back.items_per_sec == m.items_per_sec
+
+
+def test_a_paired_side_measures_three_short_blocks_after_a_short_warmup() -> None:
+    plain = MeasureConfig(min_time=1.0, max_time=5.0)
+    side = for_side(MeasureConfig(min_time=0.3, max_time=1.5))
+    m_plain = measure(
+        (p := FakeClock()).step, items_per_step=8, sync=p.sync, clock=p, config=plain, wall_clock=p
+    )
+    m_side = measure(
+        (s := FakeClock()).step, items_per_step=8, sync=s.sync, clock=s, config=side, wall_clock=s
+    )
+    assert m_side.items_per_sec == m_plain.items_per_sec == 512.0
+    # 0.1 s blocks of 1/64 s steps: 7 steps; 3 of them pass the side's 0.3 s.
+    assert m_side.steps_per_block == 7 and len(m_side.block_seconds) == 3
+    assert len(m_plain.block_seconds) == 5 and sum(m_plain.block_seconds) >= 1.0
+    # Warm-up stops once steady after 0.25 s instead of 0.5 s.
+    assert 0.25 <= m_side.warmup_seconds - m_side.first_step_seconds < 0.25 + 0.05 + STEP
+    assert m_plain.warmup_seconds - m_plain.first_step_seconds >= 0.5
+    assert s.steps < p.steps / 2
+
+
+def test_a_paired_side_still_measures_longer_when_its_blocks_disagree() -> None:
+    noisy = iter([STEP, 2 * STEP] * 10_000)
+    fake = FakeClock(lambda _: next(noisy))
+    side = for_side(MeasureConfig(min_time=0.3, max_time=1.5))
+    m = measure(fake.step, items_per_step=8, sync=fake.sync, clock=fake, config=side)
+    assert len(m.block_seconds) > 3 and sum(m.block_seconds) >= 1.5

@@ -56,6 +56,19 @@ def test_undecided_cases_and_their_node_ids() -> None:
     assert pairdata.undecided(same, [KEY], 0.05) == []
 
 
+def test_more_rounds_go_only_where_they_can_fail_a_case() -> None:
+    slower = data((100.0, 99.0), (100.0, 90.0))
+    not_slower = data((100.0, 101.0), (100.0, 110.0))
+    assert pairdata.undecided(not_slower, [KEY], 0.05) == [KEY]
+    assert pairdata.worth_more_rounds(slower, [KEY], 0.05, strict=False) == [KEY]
+    # Not slower so far: it passes (pass or unstable) whatever more rounds say ...
+    assert pairdata.worth_more_rounds(not_slower, [KEY], 0.05, strict=False) == []
+    # ... unless an undecided case fails the run.
+    assert pairdata.worth_more_rounds(not_slower, [KEY], 0.05, strict=True) == [KEY]
+    decided = data(*[(100.0, 100.0)] * 4)
+    assert pairdata.worth_more_rounds(decided, [KEY], 0.05, strict=True) == []
+
+
 def test_side_command_runs_this_plugin_on_the_side_tree(tmp_path: Path) -> None:
     side = pairing.SideSpec(pairdata.REV, tmp_path / "wt")
     argv = pairing.side_argv(

@@ -1,0 +1,166 @@
+"""The fork server of paired-run sides: each run a child of its own, bounded in time, and no
+process outlives a run, the server, or a controller that dies."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+
+import pytest
+
+from pytest_mxperf import forkserver
+from pytest_mxperf.forkserver import PRELOAD_ENV, ForkServer
+
+pytestmark = pytest.mark.skipif(not forkserver.available(), reason="needs fork (POSIX)")
+
+ARGS = ["-q", "-s", "-p", "no:cacheprovider", "-o", "addopts="]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie still answers; it is gone for our purpose once its parent reaps it.
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().split(")")[-1].split()[0] == "Z")
+
+
+def _gone(*pids: int, within: float = 5.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not any(_alive(p) for p in pids):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ForkServer]:
+    env = dict(os.environ, **{PRELOAD_ENV: "wave"})
+    srv = ForkServer(env)
+    yield srv
+    srv.close()
+    assert _gone(srv.pid)
+
+
+def test_each_run_is_a_child_of_its_own_with_the_preloaded_modules(
+    server: ForkServer, tmp_path: Path
+) -> None:
+    (tmp_path / "test_side.py").write_text(
+        textwrap.dedent(
+            """
+            import os, sys
+            def test_side():
+                print("pid", os.getpid(), "ppid", os.getppid())
+                assert "wave" in sys.modules  # imported once, by the server
+                assert "xml.dom.minidom" not in sys.modules  # a sibling's import stays there
+                import xml.dom.minidom
+            """
+        )
+    )
+    first = server.run([*ARGS, "test_side.py"], cwd=tmp_path, timeout=60)
+    second = server.run([*ARGS, "test_side.py"], cwd=tmp_path, timeout=60)
+    pids = []
+    for done in (first, second):
+        assert (done.returncode, done.timed_out) == (0, False), done.tail
+        line = next(t for t in done.tail.splitlines() if t.startswith("pid"))
+        _, pid, _, ppid = line.split()[:4]
+        assert int(ppid) == server.pid
+        pids.append(int(pid))
+    assert pids[0] != pids[1] and server.pid not in pids
+
+
+def test_a_failing_side_reports_its_exit_code_and_output(
+    server: ForkServer, tmp_path: Path
+) -> None:
+    (tmp_path / "test_bad.py").write_text("def test_bad():\n    assert 1 == 2, 'side says no'\n")
+    done = server.run([*ARGS, "test_bad.py"], cwd=tmp_path, timeout=60)
+    assert done.returncode == 1 and not done.timed_out
+    assert "side says no" in done.tail
+
+
+HANGS = """
+import os, subprocess, time
+def test_hangs():
+    child = subprocess.Popen(["sleep", "60"])
+    with open("pids", "w") as f:
+        f.write(f"{os.getpid()} {child.pid}")
+    time.sleep(60)
+"""
+
+
+def _pids(path: Path) -> list[int]:
+    deadline = time.monotonic() + 30
+    while not (path / "pids").exists() or not (path / "pids").read_text():
+        assert time.monotonic() < deadline, "the side never started"
+        time.sleep(0.05)
+    return [int(p) for p in (path / "pids").read_text().split()]
+
+
+def test_a_side_over_time_is_killed_with_what_it_started(
+    server: ForkServer, tmp_path: Path
+) -> None:
+    (tmp_path / "test_hangs.py").write_text(HANGS)
+    done = server.run([*ARGS, "test_hangs.py"], cwd=tmp_path, timeout=3, grace=1)
+    assert done.timed_out and "timed out after 3 s" in done.describe(3)
+    assert _gone(*_pids(tmp_path))
+    # The server goes on serving.
+    (tmp_path / "test_ok.py").write_text("def test_ok():\n    pass\n")
+    assert server.run([*ARGS, "test_ok.py"], cwd=tmp_path, timeout=60).returncode == 0
+
+
+def test_ctrl_c_while_waiting_kills_the_side(server: ForkServer, tmp_path: Path) -> None:
+    (tmp_path / "test_hangs.py").write_text(HANGS)
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 3.0)
+        with pytest.raises(KeyboardInterrupt):
+            server.run([*ARGS, "test_hangs.py"], cwd=tmp_path, timeout=60, grace=1)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert _gone(*_pids(tmp_path))
+    assert server.alive()
+
+
+CONTROLLER = """
+import os, sys
+from pytest_mxperf.forkserver import ForkServer
+srv = ForkServer(dict(os.environ))
+print(srv.pid, flush=True)
+srv.run({args!r}, cwd={cwd!r}, timeout=120)
+"""
+
+
+def test_a_dead_controller_takes_the_server_and_its_side_along(tmp_path: Path) -> None:
+    (tmp_path / "test_hangs.py").write_text(HANGS)
+    code = CONTROLLER.format(args=[*ARGS, "test_hangs.py"], cwd=str(tmp_path))
+    env = dict(os.environ, **{PRELOAD_ENV: ""})
+    controller = subprocess.Popen(
+        [sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, start_new_session=True
+    )
+    try:
+        assert controller.stdout is not None
+        server_pid = int(controller.stdout.readline())
+        side, sleeper = _pids(tmp_path)
+        controller.kill()  # no cleanup code runs: only the closed pipe tells the server
+        controller.wait()
+        assert _gone(server_pid, side, sleeper, within=10)
+    finally:
+        if controller.poll() is None:
+            controller.kill()
+            controller.wait()
+        if controller.stdout is not None:
+            controller.stdout.close()
