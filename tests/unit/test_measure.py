@@ -311,9 +311,17 @@ def test_a_paired_side_measures_three_short_blocks_after_a_short_warmup() -> Non
     assert s.steps < p.steps / 2
 
 
-def test_a_paired_side_still_measures_longer_when_its_blocks_disagree() -> None:
-    noisy = iter([STEP, 2 * STEP] * 10_000)
-    fake = FakeClock(lambda _: next(noisy))
-    side = for_side(MeasureConfig(min_time=0.3, max_time=1.5))
-    m = measure(fake.step, items_per_step=8, sync=fake.sync, clock=fake, config=side)
-    assert len(m.block_seconds) > 3 and sum(m.block_seconds) >= 1.5
+def test_a_paired_side_stops_at_its_time_even_when_its_blocks_disagree() -> None:
+    def noisy_blocks(config: MeasureConfig) -> Measurement:
+        steps = iter([STEP, 2 * STEP] * 10_000)
+        fake = FakeClock(lambda _: next(steps))
+        return measure(
+            fake.step, items_per_step=8, sync=fake.sync, clock=fake, config=config, wall_clock=fake
+        )
+
+    # A side's max time is its min time (pairing.side_args): 3 blocks, however they disagree.
+    side = noisy_blocks(for_side(MeasureConfig(min_time=0.3, max_time=0.3)))
+    assert side.rel_iqr > 0.02 and len(side.block_seconds) == 3
+    # With room to go on, the same blocks keep running until the soft cap.
+    longer = noisy_blocks(for_side(MeasureConfig(min_time=0.3, max_time=1.5)))
+    assert len(longer.block_seconds) > 3 and sum(longer.block_seconds) >= 1.5

@@ -78,7 +78,7 @@ def test_side_command_runs_this_plugin_on_the_side_tree(tmp_path: Path) -> None:
     assert "sys.path.insert(0" in argv[2] and "pytest_mxperf.plugin" in argv[2]
     assert argv[argv.index("--rootdir") + 1] == str(tmp_path / "wt")
     assert argv[argv.index("--mxperf-min-time") + 1] == "0.3"
-    assert argv[argv.index("--mxperf-max-time") + 1] == "1.5"
+    assert argv[argv.index("--mxperf-max-time") + 1] == "0.3"  # stops there, stable or not
     assert "--continue-on-collection-errors" in argv and argv[-1] == "t.py"
 
 
