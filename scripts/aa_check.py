@@ -233,6 +233,13 @@ def main() -> int:
                 f"cost: paired run median {median_of(paired_walls):.0f} s = {ratio:.2f}x the "
                 "plain run (target: at most 2.5x)"
             )
+        # A regression costs more (rounds until it is certain, then a profile): per slowdown.
+        for (m, extra), ws in sorted(walls.items()):
+            if m == "paired" and ws:
+                summary.append(
+                    f"cost: paired, extra work {extra:.1%}: median {median_of(ws):.0f} s = "
+                    f"{median_of(ws) / median_of(plain):.2f}x the plain run"
+                )
     for was, label in ((False, "without a pair (not suspected)"), (True, "with arbitration")):
         if arbitrated[was]:
             summary.append(
