@@ -14,7 +14,7 @@ import math
 import os
 import re
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +52,13 @@ def _obj(value: Any, where: str) -> dict[str, Any]:
     return dict(value)
 
 
+def _nums(value: Any, where: str) -> tuple[float, ...]:
+    """A list of positive numbers."""
+    if not isinstance(value, list):
+        raise BaselineError(f"{where} must be a list of numbers, got {value!r}")
+    return tuple(float(_num(v, where, positive=True)) for v in value)
+
+
 def _ids(value: Any, where: str) -> tuple[str | None, ...]:
     if not isinstance(value, list) or not all(v is None or isinstance(v, str) for v in value):
         raise BaselineError(f"{where}: 'machine_ids' must be a list of strings, got {value!r}")
@@ -85,6 +92,17 @@ class StoredCase:
     first_step_seconds: float | None = None
     warmup_seconds: float | None = None
     peak_memory_mb: float | None = None
+    #: The peaks of the kept runs (as ``runs`` keeps img/s; empty in older files): one process's
+    #: peak moves by about 10% between identical runs, so a run is judged against their range.
+    peak_memory_runs: tuple[float, ...] = ()
+
+    def memory_reference(self, now: float | None) -> float | None:
+        """The stored peak a run's peak ``now`` is judged against: the nearest of the stored
+        runs' peaks (their highest when ``now`` is above them all, lowest when below)."""
+        peaks = self.peak_memory_runs or (
+            () if self.peak_memory_mb is None else (self.peak_memory_mb,)
+        )
+        return nearest(peaks, now)
 
     @classmethod
     def from_dict(cls, data: Any, where: str) -> StoredCase:
@@ -131,6 +149,9 @@ class StoredCase:
             ),
             peak_memory_mb=_num(
                 data.get("peak_memory_mb"), f"{where}: 'peak_memory_mb'", optional=True
+            ),
+            peak_memory_runs=_nums(
+                data.get("peak_memory_runs", []), f"{where}: 'peak_memory_runs'"
             ),
         )
 
@@ -296,4 +317,21 @@ def _with_runs(case: dict[str, Any], previous: dict[str, Any]) -> dict[str, Any]
     if latest is not None and len(case["runs"]) > 1:
         case["last_images_per_sec"] = latest
         case["images_per_sec"] = median(case["runs"])
+    peaks = list(previous.get("peak_memory_runs", [])) if same_setup else []
+    if same_setup and not peaks and previous.get("peak_memory_mb") is not None:
+        peaks = [previous["peak_memory_mb"]]  # a file from before the peaks were kept
+    if case.get("peak_memory_mb") is not None:
+        peaks.append(case["peak_memory_mb"])
+    if peaks:
+        case["peak_memory_runs"] = peaks[-RUNS_KEPT:]
     return case
+
+
+def nearest(values: Sequence[float], now: float | None) -> float | None:
+    """``now`` clamped into the range of ``values``: the value a figure is judged against when
+    any of them would do (None without values; their median without ``now``)."""
+    if not values:
+        return None
+    if now is None:
+        return median(list(values))
+    return min(max(now, min(values)), max(values))

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pytest_mxperf import diagnosis, pairdata
+from pytest_mxperf.baselines import nearest
 from pytest_mxperf.explain import changes_between, what_changed
 from pytest_mxperf.memory import MemoryRecord
 from pytest_mxperf.records import CaseResult, Outcome, Verdict
@@ -67,7 +68,8 @@ def finish_stored(
     s, v = ctx.session.settings, result.verdict
     if v is None or s.side_out:
         return
-    base_mb = None if ref is None else ref.case.peak_memory_mb
+    now_mb = None if result.memory is None else result.memory.peak_mb
+    base_mb = None if ref is None else ref.case.memory_reference(now_mb)
     if ref is not None:
         case = ref.case
         v = diagnosis.judge_startup(
@@ -96,11 +98,7 @@ def paired_memory(
     records = sorted((h.memory for h in heads if h.memory is not None), key=lambda m: m.peak_mb)
     head = records[(len(records) - 1) // 2] if records else None
     peaks = [r.memory.peak_mb for r in revs if r.memory is not None]
-    if not peaks:
-        return head, None
-    if head is None:
-        return head, median(peaks)
-    return head, min(max(head.peak_mb, min(peaks)), max(peaks))
+    return head, nearest(peaks, None if head is None else head.peak_mb)
 
 
 def finish_paired(ctx: CaseContext, result: CaseResult) -> None:

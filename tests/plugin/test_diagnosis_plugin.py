@@ -228,6 +228,37 @@ def test_strict_fails_memory_growth_and_marker_caps_memory(
     )
 
 
+def test_a_stored_peak_is_judged_against_the_range_of_the_stored_runs(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    fake_pytester.makepyfile(test_suite=SUITE.format(**BASE))
+    commit("base")
+    fake_pytester.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
+    # Two stored runs of the same code peaked at 64 and 100 MiB (identical processes differ).
+    (path,) = (fake_pytester.path / "baselines").rglob("*.json")
+    data = json.loads(path.read_text())
+    (key,) = [k for k in data["cases"] if k.startswith("net/")]
+    assert data["cases"][key]["peak_memory_runs"] == [64.0]
+    data["cases"][key]["peak_memory_runs"] = [64.0, 100.0]
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    commit("baseline")
+    for memory, grew in ((98.0, False), (130.0, True)):
+        fake_pytester.makepyfile(test_suite=SUITE.format(**dict(BASE, memory=memory)))
+        commit(f"{memory} MiB")
+        result = fake_pytester.runpytest(
+            "--mxperf", "--mxperf-strict", "--mxperf-memory", "--mxperf-json", "report.json"
+        )
+        net = _cases(fake_pytester)["net"]
+        if grew:  # beyond the highest stored run
+            result.assert_outcomes(passed=1, failed=1)
+            assert net["verdict"]["memory_trend"] == "grew"
+            result.stdout.fnmatch_lines(["*peak memory grew: 100.0 -> 130.0 MiB (+30%)*"])
+        else:  # +53% over the last run's 64 MiB, but within the stored runs' range
+            result.assert_outcomes(passed=2)
+            assert net["verdict"]["memory_trend"] == "same"
+            assert net["verdict"]["baseline_memory_mb"] == 98.0
+
+
 def test_startup_growth_is_flagged(
     fake_pytester: pytest.Pytester, commit: Callable[[str], str]
 ) -> None:

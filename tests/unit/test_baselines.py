@@ -420,3 +420,40 @@ def test_written_files_respect_the_umask(tmp_path: Path, umask: int, mode: int) 
         os.umask(old)
     assert path.stat().st_mode & 0o777 == mode
     assert (tmp_path / "report.json").stat().st_mode & 0o777 == mode
+
+
+def test_stored_peaks_are_kept_like_runs_and_judged_as_a_range(tmp_path: Path) -> None:
+    for peak in (100.0, 110.0, 95.0):
+        store(tmp_path, HW, commit(SHA_A), {"x": rec(10.0, peak_memory_mb=peak)})
+    case = load(tmp_path / HW / f"{SHA_A}.json").cases["x"]
+    assert case.peak_memory_runs == (100.0, 110.0, 95.0) and case.peak_memory_mb == 95.0
+    # A run is judged against the nearest stored peak: one process's peak moves ~10%.
+    assert case.memory_reference(120.0) == 110.0
+    assert case.memory_reference(90.0) == 95.0
+    assert case.memory_reference(104.0) == 104.0
+    assert case.memory_reference(None) == 100.0  # the median, when there is no figure now
+    for peak in (101.0, 102.0, 103.0):
+        store(tmp_path, HW, commit(SHA_A), {"x": rec(10.0, peak_memory_mb=peak)})
+    kept = load(tmp_path / HW / f"{SHA_A}.json").cases["x"].peak_memory_runs
+    assert kept == (110.0, 95.0, 101.0, 102.0, 103.0) and len(kept) == RUNS_KEPT
+
+
+def test_peaks_of_a_file_from_before_they_were_kept(tmp_path: Path) -> None:
+    path = store(tmp_path, HW, commit(SHA_A), {"x": rec(10.0)})
+    data = json.loads(path.read_text())
+    data["cases"]["x"]["peak_memory_mb"] = 80.0  # one peak, no list: an older file
+    path.write_text(json.dumps(data))
+    old = load(path).cases["x"]
+    assert old.peak_memory_runs == () and old.memory_reference(100.0) == 80.0
+    store(tmp_path, HW, commit(SHA_A), {"x": rec(10.0, peak_memory_mb=90.0)})
+    assert load(path).cases["x"].peak_memory_runs == (80.0, 90.0)
+    assert load(path).cases["x"].memory_reference(None) == 85.0
+
+
+def test_a_bad_list_of_peaks_is_named(tmp_path: Path) -> None:
+    path = store(tmp_path, HW, commit(SHA_A), {"x": rec(10.0)})
+    data = json.loads(path.read_text())
+    data["cases"]["x"]["peak_memory_runs"] = "lots"
+    path.write_text(json.dumps(data))
+    with pytest.raises(BaselineError, match="'peak_memory_runs' must be a list of numbers"):
+        load(path)
