@@ -171,7 +171,7 @@ SPECS: tuple[Spec, ...] = (
     Spec(
         "max_rounds",
         parsers.rounds,
-        10,
+        16,
         "Most rounds a paired run may take for an undecided case.",
         "N",
     ),
