@@ -365,6 +365,9 @@ def test_ctrl_c_mid_round_leaves_no_worktree_process_or_file(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        # A runner started in the background of a shell ignores SIGINT, and children inherit
+        # that: give the controller Python's own Ctrl-C handling whatever this process has.
+        preexec_fn=_default_sigint,
     )
     try:
         deadline = time.monotonic() + 120
@@ -387,6 +390,10 @@ def test_ctrl_c_mid_round_leaves_no_worktree_process_or_file(
     assert not [pid for pid in sides if Path(f"/proc/{pid}").exists()], "a side outlived it"
     after = sorted(p.name for p in fake_pytester.path.rglob("*") if ".git" not in p.parts)
     assert [p for p in after if p not in before and "__pycache__" not in p] == []
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _children(pid: int) -> list[int]:
