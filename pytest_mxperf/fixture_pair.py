@@ -33,11 +33,7 @@ def arbitrate(ctx: CaseContext, result: CaseResult, ref: BaselineRef | None) -> 
         return f"no paired run of the baseline commit ({why_no_pair or 'no baseline'})"
     other = other_machine(ctx.session.run.machine_id, ref)
     try:
-        # The stored figure already says slower: a pair that leans the other way after a few
-        # noisy rounds has cleared nothing yet, so every undecided pair gets the extra rounds.
-        data = ctx.session.pairer.run(
-            str(sha)[:10], str(sha), [ctx.nodeid], _quiet, every_undecided=True
-        )
+        data = ctx.session.pairer.run(str(sha)[:10], str(sha), [ctx.nodeid], _quiet)
     except pairing.PairSetupError as exc:
         # The stored judgement stands, saying why no pair could confirm it.
         result.verdict = result.verdict.explained(

@@ -207,7 +207,7 @@ class Pairer:
         self._sides: dict[str, SideSpec] = {}
         #: Revisions whose side could not be set up, with why (not retried in this session).
         self._broken: dict[str, str] = {}
-        self._cache: dict[tuple[str, tuple[str, ...], bool], PairedData] = {}
+        self._cache: dict[tuple[str, tuple[str, ...]], PairedData] = {}
         self._server: ForkServer | None = None
         self._server_tried = False
 
@@ -243,19 +243,13 @@ class Pairer:
         return SideSpec(REV, rootdir, str(env.python), env.environ(side_env()))
 
     def run(
-        self,
-        rev_label: str,
-        sha: str,
-        nodeids: Sequence[str],
-        progress: Callable[[str], None],
-        *,
-        every_undecided: bool = False,
+        self, rev_label: str, sha: str, nodeids: Sequence[str], progress: Callable[[str], None]
     ) -> PairedData:
         """Paired rounds of ``nodeids``: at least ``--mxperf-rounds``, more (up to
         ``--mxperf-max-rounds``) for the undecided cases more rounds could fail
-        (`pairdata.worth_more_rounds`; with ``every_undecided``, as with ``--mxperf-strict``,
-        for all of them), then a profile of the slower ones. Cached per revision and ids."""
-        cache_key = (sha, tuple(sorted(nodeids)), every_undecided)
+        (`pairdata.worth_more_rounds`), then a profile of the slower ones. Cached per revision
+        and ids."""
+        cache_key = (sha, tuple(sorted(nodeids)))
         if cache_key in self._cache:
             return self._cache[cache_key]
         specs = {REV: self._setup(sha), HEAD: SideSpec(HEAD, self.rootdir)}
@@ -264,8 +258,7 @@ class Pairer:
         run = functools.partial(run_rounds, data, specs, s, progress=progress, server=self.server)
         run(nodeids, s.rounds)
         while len(data.rounds) < s.max_rounds:
-            every = s.strict or every_undecided
-            open_keys = worth_more_rounds(data, case_keys(data), s.min_effect, every)
+            open_keys = worth_more_rounds(data, case_keys(data), s.min_effect, s.strict)
             if not open_keys:
                 break
             run(nodeids_of(data, open_keys), 1)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -111,36 +110,3 @@ def test_side_failures_name_the_file_of_the_case() -> None:
     d.rounds[0][pairdata.REV].collect_errors = [("a.py", "ImportError: x"), ("b.py", "other")]
     assert d.side_failures(pairdata.REV, "a.py::test_m") == ["a.py: ImportError: x"]
     assert len(d.side_failures(pairdata.REV)) == 2
-
-
-def test_arbitration_gives_every_undecided_pair_its_extra_rounds(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    # REV at 100 img/s, HEAD at 108, 96, 106, ... in turn: undecided and not slower.
-    heads = iter([108.0, 96.0, 106.0] * 20)
-
-    def fake_rounds(
-        data: pairdata.PairedData, _specs: object, _s: object, _ids: object, rounds: int, **kw: Any
-    ) -> None:
-        for _ in range(rounds):
-            side = {
-                pairdata.REV: pairdata.SideResult({KEY: result(100.0)}),
-                pairdata.HEAD: pairdata.SideResult({KEY: result(next(heads))}),
-            }
-            (data.profile_rounds if kw.get("profile") else data.rounds).append(side)
-
-    monkeypatch.setattr(pairing, "run_rounds", fake_rounds)
-    monkeypatch.setattr(
-        pairing.Pairer, "_setup", lambda self, sha: pairing.SideSpec("rev", tmp_path)
-    )
-    pairer = pairing.Pairer(Settings(max_rounds=6), tmp_path, tmp_path)
-    try:
-        ids = ["test_a.py::test_m"]
-        lean = pairer.run("main", "a" * 40, ids, lambda _: None)
-        every = pairer.run("main", "a" * 40, ids, lambda _: None, every_undecided=True)
-    finally:
-        pairer.close()
-    # --mxperf-ab: a case not slower so far passes either way, no round is spent on it ...
-    assert len(lean.rounds) == 3 and pairdata.undecided(lean, [KEY], 0.05) == [KEY]
-    # ... arbitration: the stored figure says slower, so the pair runs until it decides or the cap.
-    assert len(every.rounds) == 6 and every.profile_rounds == []
