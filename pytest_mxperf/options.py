@@ -171,7 +171,7 @@ SPECS: tuple[Spec, ...] = (
     Spec(
         "max_rounds",
         parsers.rounds,
-        16,
+        10,
         "Most rounds a paired run may take for an undecided case.",
         "N",
     ),

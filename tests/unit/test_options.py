@@ -32,7 +32,7 @@ def test_defaults() -> None:
     assert s == Settings(enabled=True)
     assert s.ctx == ()
     assert s.tolerance == 0.05 and s.unconfirmed_tolerance == 0.20
-    assert (s.ab, s.rounds, s.max_rounds, s.min_effect, s.arbitrate) == (None, 3, 16, 0.05, True)
+    assert (s.ab, s.rounds, s.max_rounds, s.min_effect, s.arbitrate) == (None, 3, 10, 0.05, True)
     assert s.min_time == 1.0
     assert s.max_time == 5.0
     assert s.confirm == 2
@@ -196,8 +196,8 @@ def test_arbitrate_rejects_other_words() -> None:
 
 
 def test_rounds_above_max_rounds_is_refused() -> None:
-    with pytest.raises(OptionError, match="rounds \\(17\\) is larger than max_rounds \\(16\\)"):
-        resolve({"rounds": "17"}, {}, lambda _: None, FLAGS)
+    with pytest.raises(OptionError, match="rounds \\(11\\) is larger than max_rounds \\(10\\)"):
+        resolve({"rounds": "11"}, {}, lambda _: None, FLAGS)
 
 
 def test_help_shows_the_spec_default() -> None:
