@@ -219,7 +219,8 @@ class CaseBench:
             config = for_side(config)
 
         def suspect(best: Measurement) -> bool:
-            # Profile a case judged regressed (or, on a paired run's first round, every case):
+            # Profile a case judged regressed (or, in a paired run's side asked to profile, every
+            # case: `pairing.run_rounds`):
             # after its timed blocks, with the step still warm.
             if settings.side_out:
                 return settings.side_profile

@@ -184,11 +184,7 @@ class ForkServer:
         """End the child's group (its leader may be gone, grandchildren not), and collect the
         server's exit answer for a child killed here."""
         if procgroup.group_alive(pid):
-            procgroup.signal_group(pid, signal.SIGTERM)
-            deadline = time.monotonic() + grace
-            while time.monotonic() < deadline and procgroup.group_alive(pid):
-                time.sleep(0.02)
-            procgroup.signal_group(pid, signal.SIGKILL)
+            procgroup.end_group(pid, grace)  # the server reaps the leader
         if not waited:
             with contextlib.suppress(ForkServerError):
                 self._read(grace)  # the server reaps the child and says so

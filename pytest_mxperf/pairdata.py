@@ -116,11 +116,14 @@ def worth_more_rounds(
     """Undecided keys whose outcome more rounds could change: those HEAD measured slower so
     far (they may yet fail), and with ``strict`` every one (an undecided case fails there).
     An undecided case that measured no slower passes either way, as pass or unstable."""
-    return [
-        key
-        for key in undecided(data, keys, min_effect)
-        if strict or (est := data.estimate(key, min_effect)) is None or est.ratio < 1.0
-    ]
+    out = []
+    for key in keys:
+        est = data.estimate(key, min_effect)
+        if est is None or est.decision != paired.Decision.UNKNOWN:
+            continue
+        if strict or est.ratio < 1.0:
+            out.append(key)
+    return out
 
 
 def regressed(data: PairedData, keys: Sequence[str], min_effect: float) -> list[str]:

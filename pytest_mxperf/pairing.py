@@ -59,13 +59,6 @@ class SideSpec:
     env: dict[str, str] | None = None
 
 
-def side_argv(
-    side: SideSpec, settings: Settings, files: Sequence[str], out: Path, select: Path
-) -> list[str]:
-    """The command of one side process: pytest on ``files`` under ``side.rootdir``."""
-    return side_command(side, side_args(side, settings, files, out, select))
-
-
 def side_command(side: SideSpec, args: Sequence[str]) -> list[str]:
     """A fresh process of ``side.python`` running ``pytest args`` with this plugin first."""
     plugin_root = str(Path(pytest_mxperf.__file__).resolve().parent.parent)

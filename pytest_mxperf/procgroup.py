@@ -83,16 +83,22 @@ def kill_group(proc: subprocess.Popen[bytes], grace: float) -> None:
     """
     pgid = proc.pid
     if proc.returncode is None or group_alive(pgid):
-        signal_group(pgid, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline:
-            if proc.poll() is not None and not group_alive(pgid):
-                break
-            time.sleep(0.02)
-        signal_group(pgid, signal.SIGKILL)
+        end_group(pgid, grace, leader_done=lambda: proc.poll() is not None)
     # Reap the leader; after SIGKILL this cannot block for long.
     proc.wait()
     wait_group_gone(pgid)
+
+
+def end_group(pgid: int, grace: float, leader_done: Callable[[], bool] = lambda: True) -> None:
+    """SIGTERM group ``pgid``, wait up to ``grace`` s for it to empty (and ``leader_done``),
+    then SIGKILL whatever is left."""
+    signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if leader_done() and not group_alive(pgid):
+            break
+        time.sleep(0.02)
+    signal_group(pgid, signal.SIGKILL)
 
 
 def wait_group_gone(pgid: int) -> None:

@@ -71,9 +71,10 @@ def test_more_rounds_go_only_where_they_can_fail_a_case() -> None:
 
 def test_side_command_runs_this_plugin_on_the_side_tree(tmp_path: Path) -> None:
     side = pairing.SideSpec(pairdata.REV, tmp_path / "wt")
-    argv = pairing.side_argv(
+    args = pairing.side_args(
         side, Settings(min_time=1.0, max_time=5.0), ["t.py"], tmp_path / "o", tmp_path / "s"
     )
+    argv = pairing.side_command(side, args)
     assert argv[:2] == [side.python, "-c"]
     assert "sys.path.insert(0" in argv[2] and "pytest_mxperf.plugin" in argv[2]
     assert argv[argv.index("--rootdir") + 1] == str(tmp_path / "wt")
