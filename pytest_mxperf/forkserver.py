@@ -25,11 +25,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 import pytest_mxperf
+from pytest_mxperf import cpus as cpu_sets
 from pytest_mxperf import procgroup
 
 #: Modules the server imports before forking (comma-separated; empty: none). The fake back end
@@ -103,9 +104,16 @@ class ForkServerError(RuntimeError):
 
 
 class ForkServer:
-    """One server process per paired run; `run` has the contract of `procgroup.run_bounded`."""
+    """One server process per paired run; `run` has the contract of `procgroup.run_bounded`.
+    With ``cpus``, the server is pinned to them before it imports anything, and so is every
+    child (MXNet sizes its thread pool from the CPUs a process may use)."""
 
-    def __init__(self, env: Mapping[str, str], python: str = sys.executable) -> None:
+    def __init__(
+        self,
+        env: Mapping[str, str],
+        python: str = sys.executable,
+        cpus: Collection[int] | None = None,
+    ) -> None:
         root = str(Path(pytest_mxperf.__file__).resolve().parent.parent)
         code = SERVER.format(root=root, preload_env=PRELOAD_ENV, default=DEFAULT_PRELOAD)
         self._proc = subprocess.Popen(
@@ -115,6 +123,7 @@ class ForkServer:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=cpu_sets.pinning(cpus),
         )
         try:
             ready = self._read(START_TIMEOUT)

@@ -176,6 +176,14 @@ SPECS: tuple[Spec, ...] = (
         "N",
     ),
     Spec(
+        "pair_cpus",
+        parsers.cpu_list,
+        "auto",
+        "CPUs both sides of a paired run are pinned to, the same for both: auto (the upper "
+        "half of the CPUs this process may use), off (not pinned), or a list such as 1 or 0-3.",
+        "auto|off|CPUS",
+    ),
+    Spec(
         "min_effect",
         parsers.fraction,
         0.05,

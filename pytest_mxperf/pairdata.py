@@ -28,6 +28,8 @@ class PairedData:
 
     rev_label: str
     rev_sha: str
+    #: The CPUs both sides ran pinned to (`pytest_mxperf.cpus.describe`; "": not pinned).
+    cpus: str = ""
     rounds: list[dict[str, SideResult]] = field(default_factory=list)
     #: Rounds run only to profile the cases found regressed (their figures are no evidence:
     #: adding them would move a decision already taken); see `pairing.Pairer.run`.
@@ -175,6 +177,7 @@ def as_dict(data: PairedData) -> dict[str, Any]:
     return {
         "rev": data.rev_label,
         "rev_sha": data.rev_sha,
+        "cpus": data.cpus or None,
         "rounds": [_round_dict(r) for r in data.rounds],
         "profile_rounds": [_round_dict(r) for r in data.profile_rounds],
     }

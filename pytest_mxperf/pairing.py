@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest_mxperf
+from pytest_mxperf import cpus as cpu_sets
 from pytest_mxperf import envs, forkserver, procgroup, worktree
 from pytest_mxperf.forkserver import ForkServer, ForkServerError
 from pytest_mxperf.pairdata import (
@@ -57,6 +58,8 @@ class SideSpec:
     python: str = sys.executable
     #: The whole environment of the side's processes (None: this one, see `side_env`).
     env: dict[str, str] | None = None
+    #: The CPUs its processes are pinned to (None: not pinned); the same for both sides.
+    cpus: frozenset[int] | None = None
 
 
 def side_command(side: SideSpec, args: Sequence[str]) -> list[str]:
@@ -178,7 +181,11 @@ def _run_side(
         with contextlib.suppress(ForkServerError):  # a server gone wrong: a fresh process
             return server.run(args, cwd=side.rootdir, timeout=timeout)
     return procgroup.run_bounded(
-        side_command(side, args), cwd=side.rootdir, env=side.env or side_env(), timeout=timeout
+        side_command(side, args),
+        cwd=side.rootdir,
+        env=side.env or side_env(),
+        timeout=timeout,
+        cpus=side.cpus,
     )
 
 
@@ -203,6 +210,8 @@ class Pairer:
         self._cache: dict[tuple[str, tuple[str, ...]], PairedData] = {}
         self._server: ForkServer | None = None
         self._server_tried = False
+        #: The CPUs both sides are pinned to (`pytest_mxperf.cpus`; None: not pinned).
+        self.cpus = cpu_sets.for_sides(settings.pair_cpus)
 
     def server(self) -> ForkServer | None:
         """The fork server of this session's sides, started on first use; None where sides
@@ -214,7 +223,7 @@ class Pairer:
             return None
         self._server_tried = True
         with contextlib.suppress(ForkServerError, OSError):
-            self._server = ForkServer(side_env())
+            self._server = ForkServer(side_env(), cpus=self.cpus)
             self._stack.callback(self._server.close)
         return self._server
 
@@ -230,10 +239,10 @@ class Pairer:
         """REV's side: this environment, or the revision's own (``--mxperf-env-command``)."""
         command = self.settings.env_command
         if not command:
-            return SideSpec(REV, rootdir)
+            return SideSpec(REV, rootdir, cpus=self.cpus)
         cache = worktree.default_cache_dir(self.repo_root).parent.parent / "envs"
         env = envs.ensure_env(command, tree, cache, revision=sha)
-        return SideSpec(REV, rootdir, str(env.python), env.environ(side_env()))
+        return SideSpec(REV, rootdir, str(env.python), env.environ(side_env()), self.cpus)
 
     def run(
         self, rev_label: str, sha: str, nodeids: Sequence[str], progress: Callable[[str], None]
@@ -245,8 +254,9 @@ class Pairer:
         cache_key = (sha, tuple(sorted(nodeids)))
         if cache_key in self._cache:
             return self._cache[cache_key]
-        specs = {REV: self._setup(sha), HEAD: SideSpec(HEAD, self.rootdir)}
-        data = PairedData(rev_label, sha)
+        specs = {REV: self._setup(sha), HEAD: SideSpec(HEAD, self.rootdir, cpus=self.cpus)}
+        pinned = "" if self.cpus is None else cpu_sets.describe(self.cpus)
+        data = PairedData(rev_label, sha, cpus=pinned)
         s = self.settings
         run = functools.partial(run_rounds, data, specs, s, progress=progress, server=self.server)
         run(nodeids, s.rounds)

@@ -62,6 +62,12 @@ def size(text: str) -> int:
     return parse_size(text)
 
 
+def cpu_list(text: str) -> str:
+    from pytest_mxperf.cpus import parse
+
+    return parse(text)
+
+
 def any_text(text: str) -> str:
     return text
 

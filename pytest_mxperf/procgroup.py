@@ -12,9 +12,11 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from pytest_mxperf import cpus as cpu_sets
 
 #: Lines of combined stdout/stderr kept for error messages.
 TAIL_LINES = 40
@@ -119,6 +121,7 @@ def run_bounded(
     grace: float = 5.0,
     poll: float = 0.5,
     on_tick: Callable[[float], None] | None = None,
+    cpus: Collection[int] | None = None,
 ) -> Finished:
     """Run ``argv`` in a new session, wait at most ``timeout`` seconds, then clean up its group.
 
@@ -129,6 +132,7 @@ def run_bounded(
     that is the limit of process groups.
 
     :param on_tick: called with the elapsed seconds every ``poll`` seconds while it runs.
+    :param cpus: pin the command (and all it starts) to these CPUs.
     """
     if timeout <= 0:
         raise ValueError(f"timeout must be > 0, got {timeout!r}")
@@ -143,6 +147,7 @@ def run_bounded(
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=cpu_sets.pinning(cpus),
         )
         timed_out = False
         try:

@@ -9,7 +9,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from pytest_mxperf import fingerprint
+from pytest_mxperf import cpus, fingerprint
 from pytest_mxperf.records import CaseResult, Outcome
 from pytest_mxperf.report import peaks
 from pytest_mxperf.runinfo import RunInfo
@@ -153,7 +153,8 @@ def header_lines(
         *(
             [
                 f"mxperf: paired mode: {settings.ab} vs the working tree, {settings.rounds}"
-                f"-{settings.max_rounds} rounds, minimum effect {settings.min_effect:.0%}"
+                f"-{settings.max_rounds} rounds, minimum effect {settings.min_effect:.0%}, "
+                + _pinned(settings.pair_cpus)
             ]
             if settings.ab
             else []
@@ -224,3 +225,10 @@ def results_sections(
             )
     sections.append((None, tail))
     return sections
+
+
+def _pinned(setting: str) -> str:
+    chosen = cpus.for_sides(setting)
+    if chosen is None:
+        return "sides not pinned to CPUs"
+    return f"both sides pinned to CPU {cpus.describe(chosen)} (--mxperf-pair-cpus {setting})"

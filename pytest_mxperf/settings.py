@@ -39,6 +39,7 @@ class Settings:
     ab: str | None = DEFAULTS["ab"]
     rounds: int = DEFAULTS["rounds"]
     max_rounds: int = DEFAULTS["max_rounds"]
+    pair_cpus: str = DEFAULTS["pair_cpus"]
     min_effect: float = DEFAULTS["min_effect"]
     arbitrate: bool = DEFAULTS["arbitrate"]
     unconfirmed_tolerance: float = DEFAULTS["unconfirmed_tolerance"]

@@ -128,6 +128,57 @@ def test_paired_run_fails_only_the_slower_case(
     assert not (fake_pytester.path / "baselines").exists()
 
 
+PINNED_SUITE = """
+import os
+from pathlib import Path
+
+from pytest_mxperf.testing import FakeModel
+
+def test_where(mxperf):
+    cpus = sorted(os.sched_getaffinity(0))
+    out = Path(os.environ["AFFINITY_DIR"]) / str(os.getpid())
+    out.write_text(",".join(map(str, cpus)))
+    mxperf.inference(FakeModel({speed}), batch_size=8, model="where")
+"""
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="needs a platform that pins and 2 or more CPUs",
+)
+@pytest.mark.parametrize("setting", ["auto", "first"])
+def test_both_sides_run_pinned_to_the_same_cpus(
+    fake_pytester: pytest.Pytester,
+    commit: Callable[[str], str],
+    monkeypatch: pytest.MonkeyPatch,
+    setting: str,
+) -> None:
+    usable = sorted(os.sched_getaffinity(0))
+    chosen = usable[len(usable) // 2 :] if setting == "auto" else usable[:1]
+    flag = "auto" if setting == "auto" else str(usable[0])
+    seen = fake_pytester.path / "seen"
+    seen.mkdir()
+    monkeypatch.setenv("AFFINITY_DIR", str(seen))
+    fake_pytester.makepyfile(test_suite=PINNED_SUITE.format(speed=100.0))
+    commit("base")
+    fake_pytester.makepyfile(test_suite=PINNED_SUITE.format(speed=101.0))
+    commit("same speed")
+    result = fake_pytester.runpytest(
+        "--mxperf", "--mxperf-ab", "HEAD~1", "--mxperf-json", "report.json",
+        "--mxperf-pair-cpus", flag,
+    )  # fmt: skip
+    result.assert_outcomes(passed=1)
+    described = ",".join(map(str, chosen)) if len(chosen) == 1 else f"{chosen[0]}-{chosen[-1]}"
+    result.stdout.fnmatch_lines(
+        [f"*paired mode: HEAD~1 vs the working tree, * both sides pinned to CPU {described} *"]
+    )
+    assert _report(fake_pytester)["paired"]["cpus"] == described
+    sides = {p.name: p.read_text() for p in seen.iterdir() if p.name != str(os.getpid())}
+    assert len(sides) >= 6  # 3 rounds, 2 sides, each a process of its own
+    assert set(sides.values()) == {",".join(map(str, chosen))}
+    assert sorted(os.sched_getaffinity(0)) == usable  # the controller is not pinned
+
+
 def test_paired_run_case_missing_at_rev_and_rev_failing_to_import(
     fake_pytester: pytest.Pytester, commit: Callable[[str], str]
 ) -> None:

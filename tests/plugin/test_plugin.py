@@ -246,6 +246,12 @@ def test_help_lists_options(fake_pytester: pytest.Pytester) -> None:
         ([], {"PYTEST_MXPERF_TOLERANCE": "lots"}, "environment variable PYTEST_MXPERF_TOLERANCE"),
         (["--mxperf-threads", "0"], {}, "--mxperf-threads: must be >= 1"),
         (
+            ["--mxperf-pair-cpus", "fast"],
+            {},
+            "invalid value 'fast' for command line option --mxperf-pair-cpus: 'fast' is not a "
+            "CPU number or range",
+        ),
+        (
             ["--mxperf-machine", ""],
             {},
             "invalid value '' for command line option --mxperf-machine: invalid hardware key ''",

@@ -78,6 +78,27 @@ def test_each_run_is_a_child_of_its_own_with_the_preloaded_modules(
     assert pids[0] != pids[1] and server.pid not in pids
 
 
+@pytest.mark.skipif(
+    not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="needs a platform that pins and 2 or more CPUs",
+)
+def test_a_pinned_server_forks_pinned_children(tmp_path: Path) -> None:
+    usable = os.sched_getaffinity(0)
+    chosen = {max(usable)}
+    (tmp_path / "test_side.py").write_text(
+        "import os\ndef test_side():\n    print('cpus', sorted(os.sched_getaffinity(0)))\n"
+    )
+    srv = ForkServer(dict(os.environ, **{PRELOAD_ENV: ""}), cpus=chosen)
+    try:
+        assert os.sched_getaffinity(srv.pid) == chosen
+        done = srv.run([*ARGS, "test_side.py"], cwd=tmp_path, timeout=60)
+    finally:
+        srv.close()
+    assert done.returncode == 0, done.tail
+    assert f"cpus {sorted(chosen)}" in done.tail.splitlines()
+    assert os.sched_getaffinity(0) == usable  # the controller is left as it was
+
+
 def test_a_failing_side_reports_its_exit_code_and_output(
     server: ForkServer, tmp_path: Path
 ) -> None:

@@ -1,0 +1,108 @@
+"""Which CPUs the sides of a paired run may use: both sides of every round are pinned to the same
+set, so neither gets a faster or a quieter CPU than the other.
+
+On a shared VM the CPUs themselves differ in speed, and a process tends to stay on the one it
+started on: on a 2-vCPU VM two processes running the same code unpinned differed by 3-5% for
+their whole lives depending on which vCPU each had landed on, which is noise no number of
+blocks within a process removes. Pinned to the same vCPU the spread between the processes'
+ratios fell from 5.7-8.8% to 1.3-2.4% (``scripts/aa_check.py`` gives the paired figures).
+
+``auto`` (the default) pins the sides to the upper half of the CPUs this process may use (the
+low-numbered ones take more interrupts), at least one; with one CPU there is nothing to choose.
+MXNet sizes its OpenMP pool from the CPUs a process may use, so a side runs with as many
+threads as CPUs in the set: the paired figures are those of the pinned setup, the ratio is what
+is judged. ``off`` leaves the sides where the scheduler puts them; a list (``1``, ``0-3``,
+``2,5``) names the CPUs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Collection
+
+AUTO, OFF = "auto", "off"
+
+
+def available() -> frozenset[int] | None:
+    """The CPUs this process may run on; None where the platform cannot tell or pin."""
+    if not (hasattr(os, "sched_getaffinity") and hasattr(os, "sched_setaffinity")):
+        return None
+    return frozenset(os.sched_getaffinity(0))
+
+
+def parse(text: str) -> str:
+    """The setting's canonical text: ``auto``, ``off`` or a sorted list such as ``0-3,6``.
+
+    :raises ValueError: not a CPU list, or a CPU this process may not use.
+    """
+    value = text.strip().lower()
+    if value in (AUTO, OFF):
+        return value
+    cpus: set[int] = set()
+    for part in value.split(","):
+        first, sep, last = part.strip().partition("-")
+        try:
+            low, high = int(first), int(last if sep else first)
+        except ValueError:
+            raise ValueError(
+                f"{part.strip()!r} is not a CPU number or range (use auto, off, or e.g. 1 or 0-3,6)"
+            ) from None
+        if low < 0 or high < low:
+            raise ValueError(f"{part.strip()!r} is not a CPU range (e.g. 0-3)")
+        cpus.update(range(low, high + 1))
+    usable = available()
+    if usable is None:
+        raise ValueError("this platform cannot pin processes to CPUs (use auto or off)")
+    missing = sorted(cpus - usable)
+    if missing:
+        raise ValueError(
+            f"CPU {', '.join(map(str, missing))} is not available to this process "
+            f"(available: {describe(usable)})"
+        )
+    return describe(cpus)
+
+
+def describe(cpus: Collection[int]) -> str:
+    """``{0, 1, 2, 5}`` -> ``"0-2,5"``."""
+    runs: list[list[int]] = []
+    for cpu in sorted(cpus):
+        if runs and runs[-1][1] == cpu - 1:
+            runs[-1][1] = cpu
+        else:
+            runs.append([cpu, cpu])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def for_sides(setting: str, usable: frozenset[int] | None = None) -> frozenset[int] | None:
+    """The CPUs both sides are pinned to for ``setting`` (see the module docstring); None: not
+    pinned."""
+    usable = available() if usable is None else usable
+    if setting == OFF or usable is None:
+        return None
+    if setting == AUTO:
+        if len(usable) < 2:
+            return None
+        ordered = sorted(usable)
+        return frozenset(ordered[len(ordered) // 2 :])
+    return frozenset(int(c) for c in _expand(setting))
+
+
+def _expand(text: str) -> list[int]:
+    out: list[int] = []
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        out.extend(range(int(first), int(last or first) + 1))
+    return out
+
+
+def pinning(cpus: Collection[int] | None) -> Callable[[], None] | None:
+    """A ``preexec_fn`` that pins the new process (and so every thread and child it starts) to
+    ``cpus``; None when there is nothing to pin."""
+    if not cpus:
+        return None
+    chosen = frozenset(cpus)
+
+    def pin() -> None:
+        os.sched_setaffinity(0, chosen)
+
+    return pin
