@@ -8,11 +8,13 @@ blocks within a process removes. Pinned to the same vCPU the spread between the 
 ratios fell from 5.7-8.8% to 1.3-2.4% (``scripts/aa_check.py`` gives the paired figures).
 
 ``auto`` (the default) pins the sides to the upper half of the CPUs this process may use (the
-low-numbered ones take more interrupts), at least one; with one CPU there is nothing to choose.
-MXNet sizes its OpenMP pool from the CPUs a process may use, so a side runs with as many
-threads as CPUs in the set: the paired figures are those of the pinned setup, the ratio is what
-is judged. ``off`` leaves the sides where the scheduler puts them; a list (``1``, ``0-3``,
-``2,5``) names the CPUs.
+low-numbered ones take more interrupts), where that leaves MXNet's OpenMP thread count as it is
+unpinned (MXNet sizes its pool from the CPUs a process may use): on 2 vCPUs MXNet runs one
+thread either way and the sides get CPU 1; with 4 or more CPUs and MXNet's default count (half
+the CPUs on x86) only all of them keep it, so the sides are not pinned unless OMP_NUM_THREADS
+fixes the count. With one CPU there is nothing to choose. ``off`` leaves the sides where the
+scheduler puts them; a list (``1``, ``0-3``, ``2,5``) names the CPUs, whatever that does to the
+thread count.
 """
 
 from __future__ import annotations
@@ -73,18 +75,38 @@ def describe(cpus: Collection[int]) -> str:
     return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
-def for_sides(setting: str, usable: frozenset[int] | None = None) -> frozenset[int] | None:
+def for_sides(
+    setting: str,
+    usable: frozenset[int] | None = None,
+    threads: Callable[[int], int] | None = None,
+) -> frozenset[int] | None:
     """The CPUs both sides are pinned to for ``setting`` (see the module docstring); None: not
-    pinned."""
+    pinned.
+
+    ``auto`` never changes how many OpenMP threads MXNet runs: ``threads(n)`` is the count a
+    process allowed ``n`` CPUs gets (default: `fingerprint.threads_in_force` of this
+    environment). It takes the smallest upper slice of the CPUs, half of them or more and no
+    fewer than the threads, that keeps the unpinned count; where only all of them do (MXNet's
+    default halves the usable CPUs on x86, so with 4 or more CPUs and no OMP_NUM_THREADS), the
+    sides are not pinned.
+    """
     usable = available() if usable is None else usable
     if setting == OFF or usable is None:
         return None
-    if setting == AUTO:
-        if len(usable) < 2:
-            return None
-        ordered = sorted(usable)
-        return frozenset(ordered[len(ordered) // 2 :])
-    return frozenset(int(c) for c in _expand(setting))
+    if setting != AUTO:
+        return frozenset(_expand(setting))
+    if threads is None:
+        from pytest_mxperf.fingerprint import threads_in_force
+
+        def threads(n: int) -> int:
+            return int(threads_in_force(os.environ, cpus=n)["omp_threads"])
+
+    ordered = sorted(usable)
+    unpinned = threads(len(ordered))
+    for size in range(max(1, len(ordered) // 2, unpinned), len(ordered)):
+        if threads(size) == unpinned:  # and no more threads than CPUs
+            return frozenset(ordered[-size:])
+    return None
 
 
 def _expand(text: str) -> list[int]:

@@ -42,8 +42,12 @@ class _Stack(Protocol):
 def changes_between(old: _Stack, new: _Stack) -> list[str]:
     """Software, environment and thread differences between two records, ``name: old -> new``."""
     changed = diff_stack(old.software, new.software) + diff_stack(old.environment, new.environment)
-    if old.threads != new.threads:
-        changed += diff_stack(old.threads, new.threads)
+    # The usable CPU count is part of the hardware key already, and a paired run's sides are
+    # pinned to fewer CPUs on purpose (`pytest_mxperf.cpus`: never changing the thread count).
+    old_threads = {k: v for k, v in old.threads.items() if k != "usable_cpus"}
+    new_threads = {k: v for k, v in new.threads.items() if k != "usable_cpus"}
+    if old_threads != new_threads:
+        changed += diff_stack(old_threads, new_threads)
     return changed
 
 

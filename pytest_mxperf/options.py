@@ -180,7 +180,8 @@ SPECS: tuple[Spec, ...] = (
         parsers.cpu_list,
         "auto",
         "CPUs both sides of a paired run are pinned to, the same for both: auto (the upper "
-        "half of the CPUs this process may use), off (not pinned), or a list such as 1 or 0-3.",
+        "half of the CPUs this process may use, where MXNet's OpenMP thread count stays as it "
+        "is unpinned), off (not pinned), or a list such as 1 or 0-3.",
         "auto|off|CPUS",
     ),
     Spec(

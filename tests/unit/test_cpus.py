@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 
 import pytest
 
@@ -67,21 +68,36 @@ def test_describe_writes_runs_as_ranges() -> None:
     assert cpus.describe(()) == ""
 
 
+def _x86_default(n: int) -> int:
+    return max(1, n // 2)  # MXNet's default OpenMP count on x86: half the usable CPUs
+
+
 @pytest.mark.parametrize(
-    ("usable", "chosen"),
+    ("usable", "threads", "chosen"),
     [
-        ({0, 1}, {1}),
-        ({0, 1, 2, 3}, {2, 3}),
-        ({0, 1, 2}, {1, 2}),
-        ({4, 6, 9, 11}, {9, 11}),  # a restricted set (taskset, cgroups): its upper half
-        ({0}, None),  # one CPU: nothing to choose
+        ({0, 1}, _x86_default, {1}),  # one thread either way: the upper CPU
+        ({0}, _x86_default, None),  # one CPU: nothing to choose
+        ({0, 1, 2, 3}, _x86_default, None),  # 2 threads unpinned, 1 on two CPUs: not pinned
+        ({0, 1, 2, 3}, lambda n: 2, {2, 3}),  # OMP_NUM_THREADS=2 fixes it: the upper half
+        ({0, 1, 2, 3, 4, 5, 6, 7}, lambda n: 6, {2, 3, 4, 5, 6, 7}),  # 6 threads: 6 CPUs
+        ({0, 1, 2}, lambda n: n, None),  # every CPU a thread (not x86): never pinned
+        ({4, 6, 9, 11}, lambda n: 1, {9, 11}),  # a restricted set (taskset, cgroups): its top
     ],
 )
-def test_auto_takes_the_upper_half_of_the_usable_cpus(
-    usable: set[int], chosen: set[int] | None
+def test_auto_takes_the_upper_half_where_the_thread_count_stays(
+    usable: set[int], threads: Callable[[int], int], chosen: set[int] | None
 ) -> None:
     expected = None if chosen is None else frozenset(chosen)
-    assert cpus.for_sides("auto", frozenset(usable)) == expected
+    assert cpus.for_sides("auto", frozenset(usable), threads) == expected
+
+
+def test_auto_asks_mxnets_thread_rule_of_this_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert cpus.for_sides("auto", frozenset(range(4))) == frozenset({2, 3})
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert cpus.for_sides("auto", frozenset(range(4))) == frozenset({1, 2, 3})
 
 
 def test_off_and_lists() -> None:

@@ -217,6 +217,16 @@ def test_regression_lists_thread_changes() -> None:
     assert "omp_threads: 1 -> 4" in v.message
 
 
+def test_the_usable_cpu_count_alone_is_no_change_of_threads() -> None:
+    # Paired sides run pinned to fewer CPUs on purpose, never with another thread count.
+    pinned = {"omp_threads": 1, "usable_cpus": 1, "source": "MXNet default"}
+    unpinned = {"omp_threads": 1, "usable_cpus": 2, "source": "MXNet default"}
+    assert sides_line(result(50.0, threads=pinned), result(50.0, threads=unpinned), "A") is None
+    fewer = {**pinned, "omp_threads": 2}
+    line = sides_line(result(50.0, threads=fewer), result(50.0, threads=unpinned), "A")
+    assert line == "the sides ran different software (A -> HEAD): omp_threads: 2 -> 1"
+
+
 def test_regression_against_a_baseline_chosen_by_date() -> None:
     v = judge(
         result(50.0), baseline(100.0, distance=None, how="newest by commit date"), [], DEFAULT
