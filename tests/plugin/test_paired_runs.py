@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import pytest
 
+from pytest_mxperf import cpus
 from pytest_mxperf.testrepos import git
 
 
@@ -154,7 +155,8 @@ def test_both_sides_run_pinned_to_the_same_cpus(
     setting: str,
 ) -> None:
     usable = sorted(os.sched_getaffinity(0))
-    chosen = usable[len(usable) // 2 :] if setting == "auto" else usable[:1]
+    auto = cpus.for_sides("auto")  # this machine's choice (tests/unit/test_cpus.py: the rule)
+    chosen = (sorted(auto) if auto else usable) if setting == "auto" else usable[:1]
     flag = "auto" if setting == "auto" else str(usable[0])
     seen = fake_pytester.path / "seen"
     seen.mkdir()
@@ -168,11 +170,11 @@ def test_both_sides_run_pinned_to_the_same_cpus(
         "--mxperf-pair-cpus", flag,
     )  # fmt: skip
     result.assert_outcomes(passed=1)
-    described = ",".join(map(str, chosen)) if len(chosen) == 1 else f"{chosen[0]}-{chosen[-1]}"
-    result.stdout.fnmatch_lines(
-        [f"*paired mode: HEAD~1 vs the working tree, * both sides pinned to CPU {described} *"]
-    )
-    assert _report(fake_pytester)["paired"]["cpus"] == described
+    described = cpus.describe(chosen)
+    pinned = setting != "auto" or auto is not None
+    header = f"both sides pinned to CPU {described} *" if pinned else "sides not pinned to CPUs"
+    result.stdout.fnmatch_lines([f"*paired mode: HEAD~1 vs the working tree, * {header}"])
+    assert _report(fake_pytester)["paired"]["cpus"] == (described if pinned else None)
     sides = {p.name: p.read_text() for p in seen.iterdir() if p.name != str(os.getpid())}
     assert len(sides) >= 6  # 3 rounds, 2 sides, each a process of its own
     assert set(sides.values()) == {",".join(map(str, chosen))}
