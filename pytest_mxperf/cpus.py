@@ -4,8 +4,9 @@ set, so neither gets a faster or a quieter CPU than the other.
 On a shared VM the CPUs themselves differ in speed, and a process tends to stay on the one it
 started on: on a 2-vCPU VM two processes running the same code unpinned differed by 3-5% for
 their whole lives depending on which vCPU each had landed on, which is noise no number of
-blocks within a process removes. Pinned to the same vCPU the spread between the processes'
-ratios fell from 5.7-8.8% to 1.3-2.4% (``scripts/aa_check.py`` gives the paired figures).
+blocks within a process removes. Paired A/A runs of one case, 10 rounds each, alternating
+pinned and unpinned: per-round spread of the ratios 3.5%, 3.7%, 6.0% pinned against 10.1%,
+5.4%, 7.0% unpinned.
 
 ``auto`` (the default) pins the sides to the upper half of the CPUs this process may use (the
 low-numbered ones take more interrupts), where that leaves MXNet's OpenMP thread count as it is
