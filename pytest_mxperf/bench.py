@@ -9,6 +9,7 @@ import os
 import sys
 import time
 import warnings
+from dataclasses import replace
 from typing import Any, Callable
 
 import pytest
@@ -24,6 +25,7 @@ from pytest_mxperf.records import CaseResult, Outcome, Status
 from pytest_mxperf.resolution import BaselineRef
 from pytest_mxperf.runner import CaseRun, run_case
 from pytest_mxperf.session import MxperfSession
+from pytest_mxperf.turns import CaseTurns
 from pytest_mxperf.verdict import Policy, decide, suspected
 
 #: How a case is measured: (spec, config, attempts, again) -> CaseRun; default `run_case`.
@@ -120,7 +122,11 @@ class CaseBench:
             self.results.append(result)
             self._warn_pending(result)
             return result
-        with self.device_lock(result.key, kind, index):
+        # A lock-step side of a paired run takes turns with the other side through the baton
+        # (its controller holds the device lock for the round): waiting here for the lock the
+        # other side holds while it waits for the baton would never end.
+        lock = self.device_lock(result.key, kind, index)
+        with lock if self._session.baton is None else contextlib.nullcontext():
             start = time.time()
             ref = self._measure(result, net, spec, runner)
             result.window = [start, time.time()]
@@ -217,6 +223,9 @@ class CaseBench:
         )
         if settings.side_out:
             config = for_side(config)
+        if self._session.baton is not None:
+            turns = CaseTurns(self._session.baton, self._item.nodeid, str(result.key))
+            config = replace(config, interleave=turns)
 
         def suspect(best: Measurement) -> bool:
             # Profile a case judged regressed (or, in a paired run's side asked to profile, every

@@ -43,6 +43,7 @@ def settings_from(config: pytest.Config) -> Settings:
             arbitrate=False,
             side_out=str(side_out),
             side_profile=bool(config.getoption("mxperf_side_profile")),
+            side_turns=config.getoption("mxperf_side_turns", None),
             # Traces only where the controller asked on the command line (HEAD's first round).
             profile=config.getoption(dest("profile")),
         )

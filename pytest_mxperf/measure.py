@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from pytest_mxperf.options import DEFAULTS
 from pytest_mxperf.stats import median, quantile, rel_iqr
@@ -17,6 +17,18 @@ from pytest_mxperf.stats import median, quantile, rel_iqr
 Clock = Callable[[], float]
 Step = Callable[[], object]
 Sync = Callable[[], object]
+
+
+class Interleave(Protocol):
+    """Turns with another process measuring the same case (`pytest_mxperf.turns`)."""
+
+    def ready(self) -> bool:
+        """Warm: True to time blocks in turns now, False to measure alone."""
+        ...
+
+    def next(self) -> bool:
+        """A block is done: True to time another."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -36,6 +48,8 @@ class MeasureConfig:
     # A block is long enough that one sync costs less than this share of it.
     max_sync_share: float = 0.01
     max_steps_per_block: int = 100_000
+    #: Time the blocks in turns with another process (a paired run's lock-step sides).
+    interleave: Interleave | None = None
 
 
 def for_side(config: MeasureConfig) -> MeasureConfig:
@@ -164,7 +178,18 @@ def measure(
 
     blocks: list[float] = []
     spent = 0.0
-    while len(blocks) < cfg.max_blocks:
+    extra: dict[str, Any] = {}
+    if cfg.interleave is not None and cfg.interleave.ready():
+        # As many blocks as the other side is given, each timed in its turn.
+        extra["interleaved"] = True
+        while True:
+            seconds = _time_steps(step, sync, clock, steps_per_block)
+            if seconds <= 0:
+                raise ValueError("the clock did not advance over a timed block")
+            blocks.append(seconds)
+            if not cfg.interleave.next():
+                break
+    while not extra and len(blocks) < cfg.max_blocks:
         seconds = _time_steps(step, sync, clock, steps_per_block)
         if seconds <= 0:
             raise ValueError("the clock did not advance over a timed block")
@@ -189,6 +214,7 @@ def measure(
         sync_seconds=sync_cost,
         started_at=started_at,
         finished_at=wall_clock(),
+        extra=extra,
     )
 
 

@@ -185,6 +185,15 @@ SPECS: tuple[Spec, ...] = (
         "auto|off|CPUS",
     ),
     Spec(
+        "pair_lockstep",
+        parsers.on_off,
+        True,
+        "on: both sides of a paired round run at once and take turns, timing a case's blocks "
+        "alternately (ABBA), so the machine's drift over seconds hits both alike; off: one side "
+        "after the other.",
+        "on|off",
+    ),
+    Spec(
         "min_effect",
         parsers.fraction,
         0.05,

@@ -3,6 +3,7 @@ pairs, paired estimates, cases still undecided, the rounds' JSON record."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,6 +72,7 @@ class PairedData:
                 head=b.images_per_sec or 0.0,
                 rev_blocks=tuple(a.measurement.block_rates) if a.measurement else (),
                 head_blocks=tuple(b.measurement.block_rates) if b.measurement else (),
+                pair_logs=block_pairs(a, b),
             )
             for a, b in pairs
         ]
@@ -105,6 +107,18 @@ class PairedData:
                 )
             )
         return paired.paired_estimate(rounds, min_effect=min_effect)
+
+
+def block_pairs(rev: CaseResult, head: CaseResult) -> tuple[float, ...]:
+    """``log(head_i / rev_i)`` of the blocks both sides timed in turns (lock-step); () when
+    either measured alone."""
+    a, b = rev.measurement, head.measurement
+    if a is None or b is None or not (a.extra.get("interleaved") and b.extra.get("interleaved")):
+        return ()
+    ra, rb = a.block_rates, b.block_rates
+    if len(ra) != len(rb) or len(ra) < 2:
+        return ()
+    return tuple(math.log(y / x) for x, y in zip(ra, rb))
 
 
 def undecided(data: PairedData, keys: Sequence[str], min_effect: float) -> list[str]:
@@ -189,6 +203,16 @@ def _round_dict(r: dict[str, SideResult]) -> dict[str, Any]:
             "error": res.error,
             "collect_errors": [list(e) for e in res.collect_errors],
             "images_per_sec": {k: c.images_per_sec for k, c in res.cases.items()},
+            # Each block's img/s; "interleaved": timed in turns with the other side (lock-step),
+            # block i of one side paired with block i of the other.
+            "blocks": {
+                k: {
+                    "images_per_sec": c.measurement.block_rates,
+                    "interleaved": bool(c.measurement.extra.get("interleaved")),
+                }
+                for k, c in res.cases.items()
+                if c.measurement is not None
+            },
         }
         for side, res in r.items()
     }

@@ -73,21 +73,42 @@ class PairedRound:
     :param head: HEAD's median images/sec in this round.
     :param rev_blocks: REV's per-block images/sec (the within-process noise); may be empty.
     :param head_blocks: the same for HEAD.
+    :param pair_logs: ``log(head_i / rev_i)`` of blocks the two sides timed in turns (lock-step
+        sides, `pytest_mxperf.turns`); when given, they make the round's ratio and its noise.
     """
 
     rev: float
     head: float
     rev_blocks: tuple[float, ...] = ()
     head_blocks: tuple[float, ...] = ()
+    pair_logs: tuple[float, ...] = ()
 
     @property
     def ratio(self) -> float:
+        """HEAD/REV of this round: with block pairs, their trimmed mean (the highest and lowest
+        left out from 5 pairs on: a burst that hit one block moves it little); else the
+        ratio of the two medians."""
+        if len(self.pair_logs) >= 2:
+            return math.exp(_trimmed_mean(self.pair_logs))
         return self.head / self.rev
 
     @property
     def within_noise(self) -> float:
-        """SD of this round's log ratio that the two processes' own block noise explains."""
+        """SD of this round's log ratio that the noise within the round explains: the standard
+        error of the block pairs' mean, or the two processes' own block noise."""
+        n = len(self.pair_logs)
+        if n >= 2:
+            mean = math.fsum(self.pair_logs) / n
+            sd = math.sqrt(math.fsum((x - mean) ** 2 for x in self.pair_logs) / (n - 1))
+            return sd / math.sqrt(n)
         return math.hypot(median_noise(self.rev_blocks), median_noise(self.head_blocks))
+
+
+def _trimmed_mean(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    if len(ordered) >= 5:
+        ordered = ordered[1:-1]
+    return math.fsum(ordered) / len(ordered)
 
 
 @dataclass(frozen=True)
@@ -177,6 +198,8 @@ def _check_round(i: int, rnd: PairedRound) -> None:
         bad = [b for b in blocks if not (math.isfinite(b) and b > 0)]
         if bad:
             raise ValueError(f"round {i}: {side} block rates must be positive, got {bad[0]}")
+    if not all(math.isfinite(x) for x in rnd.pair_logs):
+        raise ValueError(f"round {i}: block-pair log ratios must be finite numbers")
 
 
 def paired_estimate(

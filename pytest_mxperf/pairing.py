@@ -13,15 +13,20 @@ import contextlib
 import functools
 import json
 import os
+import select
+import signal
+import socket
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest_mxperf
 from pytest_mxperf import cpus as cpu_sets
-from pytest_mxperf import envs, forkserver, procgroup, worktree
+from pytest_mxperf import envs, forkserver, locks, procgroup, turns, worktree
 from pytest_mxperf.forkserver import ForkServer, ForkServerError
 from pytest_mxperf.pairdata import (
     HEAD,
@@ -125,7 +130,8 @@ def run_rounds(
     progress: Callable[[str], None] = lambda _: None,
     timeout: float = 3600.0,
     profile: bool = False,
-    server: Callable[[], ForkServer | None] = lambda: None,
+    server: Callable[[str], ForkServer | None] = lambda _: None,
+    lock_dir: str | None = None,
 ) -> None:
     """Add ``rounds`` rounds to ``data``: REV first on even rounds, HEAD first on odd ones, each
     side one process serving every node id of the round.
@@ -135,8 +141,10 @@ def run_rounds(
     evidence. With ``--mxperf-profile`` (every case's trace asked for) the first round profiles
     instead, and its HEAD side writes the traces.
 
-    ``server`` gives the fork server that starts the sides (None: each side is a fresh
-    process of its ``python``)."""
+    ``server`` gives the fork server that starts a side (None: each side is a fresh process
+    of its ``python``). With ``settings.pair_lockstep`` both sides of a measuring round run at once
+    and take turns (`pytest_mxperf.turns`; profiling rounds run one side after the other),
+    the controller holding the machine's CPU lock in ``lock_dir`` for the round."""
     files = sorted({n.split("::")[0] for n in nodeids})
     with tempfile.TemporaryDirectory(prefix="mxperf-pair-") as tmp:
         select = Path(tmp) / "select.txt"
@@ -153,18 +161,34 @@ def run_rounds(
             traces = bool(settings.profile) and index == 0 and not profile
             order = commands if index % 2 == 0 else commands[::-1]
             this: dict[str, SideResult] = {}
+            finished: dict[str, procgroup.Finished] = {}
+            together = (
+                settings.pair_lockstep
+                and not (profile or traces)
+                and all(argv is not None for _, _, argv, _ in order)
+            )
+            if together:
+                for name, _, _, out in order:  # both start now, and take turns
+                    progress(
+                        f"round {index + 1}, {name} ({data.rev_label if name == REV else 'HEAD'})"
+                    )
+                    out.unlink(missing_ok=True)
+                finished = _run_together(order, server, timeout, nodeids, Path(tmp), lock_dir)
             for name, side, argv, out in order:
                 what = "profile" if profile else f"round {index + 1}"
-                progress(f"{what}, {name} ({data.rev_label if name == REV else 'HEAD'})")
                 if argv is None:
                     this[name] = SideResult()  # none of the files exists on that side
                     continue
-                out.unlink(missing_ok=True)
-                if profile or traces:
-                    argv = [*argv, "--mxperf-side-profile"]
-                    if name == HEAD and settings.profile:
-                        argv += ["--mxperf-profile", str(Path(settings.profile).resolve())]
-                done = _run_side(side, argv, server(), timeout)
+                if name in finished:
+                    done = finished[name]
+                else:
+                    progress(f"{what}, {name} ({data.rev_label if name == REV else 'HEAD'})")
+                    out.unlink(missing_ok=True)
+                    if profile or traces:
+                        argv = [*argv, "--mxperf-side-profile"]
+                        if name == HEAD and settings.profile:
+                            argv += ["--mxperf-profile", str(Path(settings.profile).resolve())]
+                    done = _run_side(side, argv, server(name), timeout)
                 result = read_side(out)
                 # pytest exits 1 when a test failed: the side's JSON still holds its cases.
                 failed = done.timed_out or done.returncode not in (0, 1)
@@ -175,18 +199,141 @@ def run_rounds(
 
 
 def _run_side(
-    side: SideSpec, args: list[str], server: ForkServer | None, timeout: float
+    side: SideSpec,
+    args: list[str],
+    server: ForkServer | None,
+    timeout: float,
+    cancelled: threading.Event | None = None,
 ) -> procgroup.Finished:
+    """One side process, bounded; with ``cancelled`` (a side run from a thread) it ends as soon
+    as that is set, and is not restarted as a fresh process then."""
     if server is not None:
-        with contextlib.suppress(ForkServerError):  # a server gone wrong: a fresh process
+        try:
             return server.run(args, cwd=side.rootdir, timeout=timeout)
+        except ForkServerError:  # a server gone wrong: a fresh process
+            if cancelled is not None and cancelled.is_set():
+                return procgroup.Finished(-signal.SIGINT, False, 0.0, "cancelled")
+
+    def tick(_: float) -> None:
+        if cancelled is not None and cancelled.is_set():
+            raise KeyboardInterrupt
+
     return procgroup.run_bounded(
         side_command(side, args),
         cwd=side.rootdir,
         env=side.env or side_env(),
         timeout=timeout,
         cpus=side.cpus,
+        poll=0.1,
+        on_tick=tick,
     )
+
+
+#: Seconds a lock-step round waits for its sides beyond their own time limit.
+_TOGETHER_GRACE = 30.0
+
+
+def _run_together(
+    order: Sequence[tuple[str, SideSpec, list[str] | None, Path]],
+    server: Callable[[str], ForkServer | None],
+    timeout: float,
+    nodeids: Sequence[str],
+    tmp: Path,
+    lock_dir: str | None,
+) -> dict[str, procgroup.Finished]:
+    """Both sides of a round at once, taking turns through a `turns.Conductor` on a Unix socket
+    in ``tmp``; each side a thread-run process as `_run_side` runs it. Whatever ends the wait
+    (KeyboardInterrupt included), both sides are gone when this returns or raises."""
+    path = tmp / "turns.sock"
+    path.unlink(missing_ok=True)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(2)
+    conductor = turns.Conductor((order[0][0], order[1][0]), nodeids)
+    cancelled = threading.Event()
+    finished: dict[str, procgroup.Finished] = {}
+    errors: list[BaseException] = []
+    servers = {name: server(name) for name, _, _, _ in order}
+
+    def body(name: str, side: SideSpec, argv: list[str]) -> None:
+        try:
+            args = [*argv, "--mxperf-side-turns", f"{name}={path}"]
+            finished[name] = _run_side(side, args, servers[name], timeout, cancelled)
+        except BaseException as exc:  # re-raised by the controller's thread
+            errors.append(exc)
+
+    threads = [
+        threading.Thread(target=body, args=(name, side, argv), daemon=True)
+        for name, side, argv, _ in order
+        if argv is not None
+    ]
+    conns: dict[socket.socket, str] = {}
+    pending: list[socket.socket] = []
+    buffers: dict[socket.socket, bytes] = {}
+    lock = locks.device_lock(lock_dir, "cpu") if lock_dir is not None else contextlib.nullcontext()
+    try:
+        with lock:
+            for t in threads:
+                t.start()
+            deadline = time.monotonic() + timeout + _TOGETHER_GRACE
+            while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
+                readable, _, _ = select.select([listener, *pending, *conns], [], [], 0.05)
+                for sock in readable:
+                    if sock is listener:
+                        pending.append(listener.accept()[0])
+                        continue
+                    chunk = sock.recv(65536)
+                    lines, buffers[sock] = _lines(buffers.get(sock, b"") + chunk)
+                    name = conns.get(sock)
+                    for line in lines:
+                        message = json.loads(line)
+                        if name is None:  # the first line names the side
+                            name = str(message.get("hello"))
+                            conns[sock] = name
+                            pending.remove(sock)
+                        _send(conns, conductor.event(name, message))
+                    if not chunk:
+                        if name is not None:
+                            del conns[sock]
+                            _send(conns, conductor.event(name, None))
+                        elif sock in pending:
+                            pending.remove(sock)
+                        sock.close()
+                # A side that ended without saying goodbye (or never connected) is gone.
+                for (name, *_), t in zip(order, threads):
+                    if not t.is_alive() and conductor.sides[name].state != "gone":
+                        _send(conns, conductor.event(name, None))
+    except BaseException:
+        cancelled.set()
+        raise
+    finally:
+        for sock in [*conns, *pending, listener]:
+            sock.close()  # a side waiting for its turn reads EOF and ends
+        if any(t.is_alive() for t in threads):
+            cancelled.set()
+            for srv in servers.values():
+                if srv is not None:
+                    srv.close()  # ends its running child
+        for t in threads:
+            t.join()
+        path.unlink(missing_ok=True)
+    if errors:
+        raise errors[0]
+    return finished
+
+
+def _lines(data: bytes) -> tuple[list[bytes], bytes]:
+    *lines, rest = data.split(b"\n")
+    return [line for line in lines if line.strip()], rest
+
+
+def _send(conns: dict[socket.socket, str], replies: list[tuple[str, str]]) -> None:
+    by_name = {name: sock for sock, name in conns.items()}
+    for name, reply in replies:
+        sock = by_name.get(name)
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.sendall((json.dumps(reply) + "\n").encode())
 
 
 class PairSetupError(Exception):
@@ -198,8 +345,11 @@ class Pairer:
     """Runs paired measurements for a session: worktrees of the revisions asked for (made once,
     removed by `close`), the per-revision environment when one is configured, and the rounds."""
 
-    def __init__(self, settings: Settings, repo_root: Path, rootdir: Path) -> None:
+    def __init__(
+        self, settings: Settings, repo_root: Path, rootdir: Path, lock_dir: str | None = None
+    ) -> None:
         self.settings = settings
+        self.lock_dir = lock_dir
         self.repo_root = repo_root
         self.rootdir = rootdir
         self._stack = contextlib.ExitStack()
@@ -208,24 +358,27 @@ class Pairer:
         #: Revisions whose side could not be set up, with why (not retried in this session).
         self._broken: dict[str, str] = {}
         self._cache: dict[tuple[str, tuple[str, ...]], PairedData] = {}
-        self._server: ForkServer | None = None
-        self._server_tried = False
+        self._servers: dict[str, ForkServer] = {}
+        self._servers_tried: set[str] = set()
         #: The CPUs both sides are pinned to (`pytest_mxperf.cpus`; None: not pinned).
         self.cpus = cpu_sets.for_sides(settings.pair_cpus)
 
-    def server(self) -> ForkServer | None:
-        """The fork server of this session's sides, started on first use; None where sides
-        run as fresh processes: no ``fork`` here, a side in another environment
-        (``--mxperf-env-command``: both sides then start alike), or a server that failed."""
-        if self._server is not None and self._server.alive():
-            return self._server
-        if self._server_tried or self.settings.env_command or not forkserver.available():
+    def server(self, side: str) -> ForkServer | None:
+        """The fork server of ``side``'s processes (one per side: lock-step rounds run both
+        sides at once), started on first use; None where sides run as fresh processes: no
+        ``fork`` here, a side in another environment (``--mxperf-env-command``: both sides
+        then start alike), or a server that failed."""
+        srv = self._servers.get(side)
+        if srv is not None and srv.alive():
+            return srv
+        if side in self._servers_tried or self.settings.env_command or not forkserver.available():
             return None
-        self._server_tried = True
+        self._servers_tried.add(side)
         with contextlib.suppress(ForkServerError, OSError):
-            self._server = ForkServer(side_env(), cpus=self.cpus)
-            self._stack.callback(self._server.close)
-        return self._server
+            srv = ForkServer(side_env(), cpus=self.cpus)
+            self._servers[side] = srv
+            self._stack.callback(srv.close)
+        return self._servers.get(side)
 
     def _tree(self, sha: str) -> Path:
         if sha not in self._trees:
@@ -258,7 +411,15 @@ class Pairer:
         pinned = "" if self.cpus is None else cpu_sets.describe(self.cpus)
         data = PairedData(rev_label, sha, cpus=pinned)
         s = self.settings
-        run = functools.partial(run_rounds, data, specs, s, progress=progress, server=self.server)
+        run = functools.partial(
+            run_rounds,
+            data,
+            specs,
+            s,
+            progress=progress,
+            server=self.server,
+            lock_dir=self.lock_dir,
+        )
         run(nodeids, s.rounds)
         while len(data.rounds) < s.max_rounds:
             open_keys = worth_more_rounds(data, case_keys(data), s.min_effect, s.strict)

@@ -114,7 +114,7 @@ def run_case(
             if run.measurement is None or m.items_per_sec > run.measurement.items_per_sec:
                 run.measurement = replace(
                     m,
-                    extra=dict(prepared.info),
+                    extra={**m.extra, **prepared.info},
                     first_step_seconds=cold[0],
                     warmup_seconds=cold[1],
                 )

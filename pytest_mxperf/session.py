@@ -25,6 +25,7 @@ from pytest_mxperf.protocol import Backend
 from pytest_mxperf.records import CaseResult
 from pytest_mxperf.runinfo import RunInfo
 from pytest_mxperf.settings import Settings
+from pytest_mxperf.turns import Baton
 from pytest_mxperf.updating import StoreReport, store_results
 
 #: The name results travel under on ``report.user_properties``.
@@ -66,6 +67,9 @@ class MxperfSession:
         #: case key -> node id of the test that measured it (duplicate keys are an error).
         self.seen: dict[str, str] = {}
         self.errors: list[str] = []
+        #: A lock-step side's end of the controller's socket (`turns`); it holds the baton
+        #: from here on, so nothing this process does runs beside the other side's blocks.
+        self.baton: Baton | None = Baton(settings.side_turns) if settings.side_turns else None
         self.stored = StoreReport()
         #: Where the JSON report was written (None: not written).
         self.report_path: Path | None = None
@@ -84,7 +88,9 @@ class MxperfSession:
         """Paired runs of this session (worktrees made on first use, removed by `close`)."""
         if self._pairer is None:
             root = Path(self.run.commit.repo_root or self.run.rootdir)
-            self._pairer = Pairer(self.settings, root, Path(self.run.rootdir))
+            self._pairer = Pairer(
+                self.settings, root, Path(self.run.rootdir), lock_dir=self.run.lock_dir
+            )
         return self._pairer
 
     def peak_gflops(
@@ -127,6 +133,8 @@ class MxperfSession:
     def close(self) -> None:
         if self._pairer is not None:
             self._pairer.close()
+        if self.baton is not None:
+            self.baton.close()
 
     def collect_error(self, nodeid: str, text: str) -> None:
         self.collect_errors.append((nodeid, "\n".join(text.strip().splitlines()[-15:])))

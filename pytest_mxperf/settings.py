@@ -40,6 +40,7 @@ class Settings:
     rounds: int = DEFAULTS["rounds"]
     max_rounds: int = DEFAULTS["max_rounds"]
     pair_cpus: str = DEFAULTS["pair_cpus"]
+    pair_lockstep: bool = DEFAULTS["pair_lockstep"]
     min_effect: float = DEFAULTS["min_effect"]
     arbitrate: bool = DEFAULTS["arbitrate"]
     unconfirmed_tolerance: float = DEFAULTS["unconfirmed_tolerance"]
@@ -58,6 +59,8 @@ class Settings:
     side_out: str | None = None
     #: Set on the first round's side processes: profile every case after measuring it.
     side_profile: bool = False
+    #: Set on lock-step sides: ``NAME=PATH`` of the controller's socket (`pytest_mxperf.turns`).
+    side_turns: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

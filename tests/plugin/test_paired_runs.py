@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import pytest
 
-from pytest_mxperf import cpus
+from pytest_mxperf import cpus, turns
 from pytest_mxperf.testrepos import git
 
 
@@ -179,6 +179,35 @@ def test_both_sides_run_pinned_to_the_same_cpus(
     assert len(sides) >= 6  # 3 rounds, 2 sides, each a process of its own
     assert set(sides.values()) == {",".join(map(str, chosen))}
     assert sorted(os.sched_getaffinity(0)) == usable  # the controller is not pinned
+
+
+@pytest.mark.parametrize("lockstep", ["on", "off"])
+def test_sides_time_their_blocks_in_turns_unless_told_not_to(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str], lockstep: str
+) -> None:
+    fake_pytester.makepyfile(test_suite=PAIR_SUITE.format(speed=100.0))
+    commit("base")
+    result = fake_pytester.runpytest(
+        "--mxperf", "--mxperf-ab", "HEAD", "--mxperf-json", "report.json",
+        "--mxperf-pair-lockstep", lockstep,
+    )  # fmt: skip
+    result.assert_outcomes(passed=2)
+    rounds = _report(fake_pytester)["paired"]["rounds"]
+    assert len(rounds) == 3
+    for r in rounds:
+        for side in ("rev", "head"):
+            blocks = r[side]["blocks"]
+            assert set(blocks) == {
+                "fast/inference/float32/bs8/cpu",
+                "steady/inference/float32/bs8/cpu",
+            }
+            for case in blocks.values():
+                # In turns: the controller's 5 block pairs per case, flagged; alone: the
+                # side's own count (at least 3).
+                assert case["interleaved"] is (lockstep == "on")
+                if lockstep == "on":
+                    assert len(case["images_per_sec"]) == turns.PAIRS
+    assert not list(fake_pytester.path.rglob("turns.sock"))
 
 
 def test_paired_run_case_missing_at_rev_and_rev_failing_to_import(

@@ -325,3 +325,39 @@ def test_a_paired_side_stops_at_its_time_even_when_its_blocks_disagree() -> None
     # With room to go on, the same blocks keep running until the soft cap.
     longer = noisy_blocks(for_side(MeasureConfig(min_time=0.3, max_time=1.5)))
     assert len(longer.block_seconds) > 3 and sum(longer.block_seconds) >= 1.5
+
+
+class Turns:
+    """A scripted `measure.Interleave`: in turns or alone, and how many blocks."""
+
+    def __init__(self, together: bool, blocks: int, fake: FakeClock) -> None:
+        self.together, self.left, self.fake = together, blocks, fake
+        self.asked_at: list[int] = []
+
+    def ready(self) -> bool:
+        self.asked_at.append(self.fake.steps)
+        return self.together
+
+    def next(self) -> bool:
+        self.asked_at.append(self.fake.steps)
+        self.left -= 1
+        return self.left > 0
+
+
+def test_in_turns_each_block_waits_for_its_turn_and_the_other_side_decides_how_many() -> None:
+    fake = FakeClock()
+    turns = Turns(True, 7, fake)
+    m = run(fake, interleave=turns, min_blocks=3, max_blocks=4)
+    assert len(m.block_seconds) == 7  # not min/max_blocks: the controller's count
+    assert m.extra == {"interleaved": True}
+    assert m.items_per_sec == 512.0
+    # Asked once after the warm-up, then after each block of 16 steps.
+    first = turns.asked_at[0]
+    assert turns.asked_at == [first + 16 * i for i in range(8)]
+
+
+def test_alone_a_side_measures_as_without_turns() -> None:
+    alone, plain = FakeClock(), FakeClock()
+    m = run(alone, interleave=Turns(False, 7, alone))
+    assert m.extra == {}
+    assert m.block_seconds == run(plain).block_seconds

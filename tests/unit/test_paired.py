@@ -368,3 +368,35 @@ def test_the_estimate_is_a_frozen_record() -> None:
     assert isinstance(est, PairedEstimate)
     with pytest.raises(AttributeError):
         est.ratio = 2.0  # type: ignore[misc]
+
+
+def test_a_round_timed_in_turns_takes_its_ratio_and_noise_from_the_block_pairs() -> None:
+    # Five pairs: the highest and lowest (a burst in one block) are left out of the mean.
+    logs = (math.log(0.9), math.log(0.95), math.log(0.96), math.log(0.97), math.log(1.5))
+    rnd = PairedRound(100.0, 100.0, pair_logs=logs)
+    assert rnd.ratio == pytest.approx(math.exp((logs[1] + logs[2] + logs[3]) / 3))
+    mean = sum(logs) / 5
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / 4)
+    assert rnd.within_noise == pytest.approx(sd / math.sqrt(5))
+    # Fewer than 5 pairs: the plain mean; fewer than 2: the medians' ratio.
+    assert PairedRound(100.0, 100.0, pair_logs=logs[:2]).ratio == pytest.approx(
+        math.exp((logs[0] + logs[1]) / 2)
+    )
+    assert PairedRound(100.0, 90.0, pair_logs=logs[:1]).ratio == pytest.approx(0.9)
+
+
+def test_block_pairs_decide_a_pair_whose_medians_drifted() -> None:
+    # The machine sped up and slowed down between rounds: the medians' ratios disagree, the
+    # blocks timed in turns do not (HEAD 4% slower in every pair).
+    pairs = tuple([math.log(0.96)] * 5)
+    rounds = [PairedRound(100.0, head, pair_logs=pairs) for head in (110.0, 85.0, 97.0) * 2]
+    est = paired_estimate(rounds)
+    assert est.ratio == pytest.approx(0.96)
+    assert est.decision is Decision.SAME and est.significant  # certain, and under 5%
+    unpaired = paired_estimate([PairedRound(r.rev, r.head) for r in rounds])
+    assert unpaired.decision is Decision.UNKNOWN
+
+
+def test_a_block_pair_that_is_not_a_number_is_named() -> None:
+    with pytest.raises(ValueError, match="round 1: block-pair log ratios must be finite"):
+        paired_estimate([PairedRound(1.0, 1.0), PairedRound(1.0, 1.0, pair_logs=(math.nan, 0.0))])

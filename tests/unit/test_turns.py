@@ -1,0 +1,140 @@
+"""Lock-step sides: who the controller lets run next, and a side's end of the socket."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+
+from pytest_mxperf.turns import BLOCK, END, GO, SOLO, Baton, BatonLost, Conductor
+
+IDS = ["t.py::a", "t.py::b", "t.py::c"]
+
+
+def _ready(key: str, nodeid: str) -> dict[str, str]:
+    return {"ready": key, "nodeid": nodeid}
+
+
+def test_two_sides_with_the_same_cases_time_them_abba_one_side_at_a_time() -> None:
+    c = Conductor(("rev", "head"), IDS, pairs=3)
+    assert c.event("head", {"hello": "head"}) == [("head", GO)]  # the first to connect
+    assert c.event("rev", {"hello": "rev"}) == []  # head runs: rev waits its turn
+    assert c.event("head", _ready("A", IDS[0])) == [("rev", GO)]
+    turns = c.event("rev", _ready("A", IDS[0]))
+    for _ in range(6):
+        ((side, reply),) = turns
+        assert reply == BLOCK
+        turns = c.event(side, {"done": 1})
+    # Both said done after 6 blocks (3 pairs ABBA, rev leading): the case is over.
+    assert turns == [("rev", END)]
+    assert c.locked == ["A"]
+    assert c.event("rev", _ready("B", IDS[1])) == [("head", END)]
+    assert c.event("head", _ready("B", IDS[1])) == [("rev", BLOCK)]
+
+
+def test_the_block_order_is_abba_led_by_the_rounds_first_side() -> None:
+    c = Conductor(("head", "rev"), IDS, pairs=3)
+    c.event("rev", {"hello": "rev"})
+    c.event("head", {"hello": "head"})
+    c.event("rev", _ready("A", IDS[0]))
+    order = [side for side, _ in c.event("head", _ready("A", IDS[0]))]
+    while True:
+        replies = c.event(order[-1], {"done": 1})
+        if replies[0][1] != BLOCK:
+            break
+        order.append(replies[0][0])
+    assert order == ["head", "rev", "rev", "head", "head", "rev"]
+
+
+def test_a_case_only_one_side_has_is_measured_alone_and_the_rest_in_turns() -> None:
+    c = Conductor(("rev", "head"), IDS, pairs=1)
+    c.event("rev", {"hello": "rev"})
+    c.event("head", {"hello": "head"})
+    # REV has no t.py::a (missing, or failed before measuring): it is at b, HEAD at a.
+    c.event("rev", _ready("B", IDS[1]))
+    assert c.event("head", _ready("A", IDS[0])) == [("head", SOLO)]
+    assert c.event("head", _ready("B", IDS[1])) == [("rev", BLOCK)]
+    assert c.locked == ["B"]
+
+
+def test_a_side_gone_mid_case_frees_the_other_which_then_goes_alone() -> None:
+    c = Conductor(("rev", "head"), IDS, pairs=3)
+    c.event("rev", {"hello": "rev"})
+    c.event("head", {"hello": "head"})
+    c.event("rev", _ready("A", IDS[0]))
+    ((first, _),) = c.event("head", _ready("A", IDS[0]))
+    assert first == "rev"
+    assert c.event("rev", {"done": 1}) == [("head", BLOCK)]
+    assert c.event("head", None) == [("rev", END)]  # HEAD crashed in its block
+    assert c.event("rev", _ready("B", IDS[1])) == [("rev", SOLO)]
+    assert c.event("rev", None) == [] and c.done()
+
+
+def test_a_side_waits_for_one_still_starting() -> None:
+    c = Conductor(("rev", "head"), IDS)
+    c.event("rev", {"hello": "rev"})
+    assert c.event("rev", _ready("A", IDS[0])) == []  # head has not connected yet
+    assert c.event("head", None) == [("rev", SOLO)]  # head never will
+
+
+def test_an_unknown_message_is_named() -> None:
+    c = Conductor(("rev", "head"), IDS)
+    with pytest.raises(ValueError, match="side rev: unexpected message"):
+        c.event("rev", {"what": 1})
+
+
+def _serve(path: Path, replies: list[str], seen: list[dict[str, object]]) -> threading.Thread:
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(1)
+
+    def run() -> None:
+        conn, _ = listener.accept()
+        with conn, conn.makefile("rwb") as f:
+            for reply in replies:
+                seen.append(json.loads(f.readline()))
+                f.write((json.dumps(reply) + "\n").encode())
+                f.flush()
+            seen.append(json.loads(f.readline() or b"{}"))
+        listener.close()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+def test_a_side_asks_and_follows_the_answers(tmp_path: Path) -> None:
+    seen: list[dict[str, object]] = []
+    t = _serve(tmp_path / "s", [GO, BLOCK, BLOCK, END], seen)
+    baton = Baton(f"rev={tmp_path / 's'}")
+    assert baton.ready("t.py::a", "A") is True
+    assert baton.next_block() is True
+    assert baton.next_block() is False
+    baton.close()
+    t.join(5)
+    assert seen == [
+        {"hello": "rev"},
+        {"ready": "A", "nodeid": "t.py::a"},
+        {"done": 1},
+        {"done": 1},
+        {},  # the side closed its end
+    ]
+
+
+def test_a_side_whose_controller_is_gone_says_so(tmp_path: Path) -> None:
+    seen: list[dict[str, object]] = []
+    t = _serve(tmp_path / "s", [GO], seen)
+    baton = Baton(f"head={tmp_path / 's'}")
+    # The controller answered hello, reads the next question and closes without an answer.
+    with pytest.raises(BatonLost, match="controller is gone"):
+        baton.ready("t.py::a", "A")
+    baton.close()
+    t.join(5)
+
+
+def test_a_bad_spec_is_named() -> None:
+    with pytest.raises(ValueError, match="--mxperf-side-turns wants NAME=PATH"):
+        Baton("no-path")
