@@ -129,6 +129,11 @@ def test_paired_run_fails_only_the_slower_case(
     assert not (fake_pytester.path / "baselines").exists()
 
 
+def _paired(pytester: pytest.Pytester, rev: str, *args: str) -> pytest.RunResult:
+    """``pytest --mxperf --mxperf-ab rev`` with a JSON report, and ``args``."""
+    return pytester.runpytest("--mxperf", "--mxperf-ab", rev, "--mxperf-json", "report.json", *args)
+
+
 PINNED_SUITE = """
 import os
 from pathlib import Path
@@ -165,10 +170,7 @@ def test_both_sides_run_pinned_to_the_same_cpus(
     commit("base")
     fake_pytester.makepyfile(test_suite=PINNED_SUITE.format(speed=101.0))
     commit("same speed")
-    result = fake_pytester.runpytest(
-        "--mxperf", "--mxperf-ab", "HEAD~1", "--mxperf-json", "report.json",
-        "--mxperf-pair-cpus", flag,
-    )  # fmt: skip
+    result = _paired(fake_pytester, "HEAD~1", "--mxperf-pair-cpus", flag)
     result.assert_outcomes(passed=1)
     described = cpus.describe(chosen)
     pinned = setting != "auto" or auto is not None
@@ -187,10 +189,7 @@ def test_sides_time_their_blocks_in_turns_unless_told_not_to(
 ) -> None:
     fake_pytester.makepyfile(test_suite=PAIR_SUITE.format(speed=100.0))
     commit("base")
-    result = fake_pytester.runpytest(
-        "--mxperf", "--mxperf-ab", "HEAD", "--mxperf-json", "report.json",
-        "--mxperf-pair-lockstep", lockstep,
-    )  # fmt: skip
+    result = _paired(fake_pytester, "HEAD", "--mxperf-pair-lockstep", lockstep)
     result.assert_outcomes(passed=2)
     rounds = _report(fake_pytester)["paired"]["rounds"]
     assert len(rounds) == 3
