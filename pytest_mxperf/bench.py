@@ -122,11 +122,7 @@ class CaseBench:
             self.results.append(result)
             self._warn_pending(result)
             return result
-        # A lock-step side of a paired run takes turns with the other side through the baton
-        # (its controller holds the device lock for the round): waiting here for the lock the
-        # other side holds while it waits for the baton would never end.
-        lock = self.device_lock(result.key, kind, index)
-        with lock if self._session.baton is None else contextlib.nullcontext():
+        with self.device_lock(result.key, kind, index):
             start = time.time()
             ref = self._measure(result, net, spec, runner)
             result.window = [start, time.time()]
@@ -143,7 +139,13 @@ class CaseBench:
     def device_lock(
         self, key: CaseKey, kind: str, index: int
     ) -> contextlib.AbstractContextManager[None]:
-        """This device's machine-wide lock; a case that has to wait for another run says so."""
+        """This device's machine-wide lock; a case that has to wait for another run says so.
+
+        None in a lock-step side of a paired run: it takes turns with the other side through
+        the baton, and its controller holds the CPU lock for the round (waiting here for a lock
+        the controller or the other side holds would never end)."""
+        if self._session.baton is not None:
+            return contextlib.nullcontext()
         device = self._run.device_lock_name(kind, index)
 
         def waiting(holder: str) -> None:
