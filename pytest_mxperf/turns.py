@@ -156,6 +156,8 @@ class Conductor:
                 return self._wake(nxt, BLOCK)
             self.sequence.clear()  # the other side is gone mid-case: the lock-step ends
         first, second = self.order
+        if any(s.state == "starting" for s in sides.values()):
+            return []  # both start in the round's order: wait for the other's hello (or end)
         for name in self.order:
             if sides[name].state == "hello":
                 return self._wake(name, GO)
@@ -179,4 +181,4 @@ class Conductor:
         for name, other in ((first, b), (second, a)):
             if sides[name].state == "ready" and other.state == "gone":
                 return self._wake(name, SOLO)
-        return []  # a side still starting: wait for it to say hello (or to be gone)
+        return []  # both gone: the round is over

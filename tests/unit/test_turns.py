@@ -20,10 +20,10 @@ def _ready(key: str, nodeid: str) -> dict[str, str]:
 
 def test_two_sides_with_the_same_cases_time_them_abba_one_side_at_a_time() -> None:
     c = Conductor(("rev", "head"), IDS, pairs=3)
-    assert c.event("head", {"hello": "head"}) == [("head", GO)]  # the first to connect
-    assert c.event("rev", {"hello": "rev"}) == []  # head runs: rev waits its turn
-    assert c.event("head", _ready("A", IDS[0])) == [("rev", GO)]
-    turns = c.event("rev", _ready("A", IDS[0]))
+    assert c.event("head", {"hello": "head"}) == []  # both start in the round's order
+    assert c.event("rev", {"hello": "rev"}) == [("rev", GO)]
+    assert c.event("rev", _ready("A", IDS[0])) == [("head", GO)]
+    turns = c.event("head", _ready("A", IDS[0]))
     for _ in range(6):
         ((side, reply),) = turns
         assert reply == BLOCK
@@ -75,9 +75,9 @@ def test_a_side_gone_mid_case_frees_the_other_which_then_goes_alone() -> None:
 
 def test_a_side_waits_for_one_still_starting() -> None:
     c = Conductor(("rev", "head"), IDS)
-    c.event("rev", {"hello": "rev"})
-    assert c.event("rev", _ready("A", IDS[0])) == []  # head has not connected yet
-    assert c.event("head", None) == [("rev", SOLO)]  # head never will
+    assert c.event("rev", {"hello": "rev"}) == []  # head has not connected yet
+    assert c.event("head", None) == [("rev", GO)]  # and never will: rev goes on alone
+    assert c.event("rev", _ready("A", IDS[0])) == [("rev", SOLO)]
 
 
 def test_an_unknown_message_is_named() -> None:
