@@ -168,7 +168,8 @@ srv.run({args!r}, cwd={cwd!r}, timeout=120)
 def test_a_dead_controller_takes_the_server_and_its_side_along(tmp_path: Path) -> None:
     (tmp_path / "test_hangs.py").write_text(HANGS)
     code = CONTROLLER.format(args=[*ARGS, "test_hangs.py"], cwd=str(tmp_path))
-    env = dict(os.environ, **{PRELOAD_ENV: ""})
+    # A SIGKILLed controller cannot remove its temporary directory: keep it in tmp_path.
+    env = dict(os.environ, **{PRELOAD_ENV: "", "TMPDIR": str(tmp_path)})
     controller = subprocess.Popen(
         [sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, start_new_session=True
     )
