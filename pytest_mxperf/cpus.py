@@ -41,18 +41,7 @@ def parse(text: str) -> str:
     value = text.strip().lower()
     if value in (AUTO, OFF):
         return value
-    cpus: set[int] = set()
-    for part in value.split(","):
-        first, sep, last = part.strip().partition("-")
-        try:
-            low, high = int(first), int(last if sep else first)
-        except ValueError:
-            raise ValueError(
-                f"{part.strip()!r} is not a CPU number or range (use auto, off, or e.g. 1 or 0-3,6)"
-            ) from None
-        if low < 0 or high < low:
-            raise ValueError(f"{part.strip()!r} is not a CPU range (e.g. 0-3)")
-        cpus.update(range(low, high + 1))
+    cpus = _expand(value)
     usable = available()
     if usable is None:
         raise ValueError("this platform cannot pin processes to CPUs (use auto or off)")
@@ -110,12 +99,21 @@ def for_sides(
     return None
 
 
-def _expand(text: str) -> list[int]:
-    out: list[int] = []
+def _expand(text: str) -> set[int]:
+    """``"0-2,5"`` -> ``{0, 1, 2, 5}``; raises ValueError naming a part that is no CPU or range."""
+    cpus: set[int] = set()
     for part in text.split(","):
-        first, _, last = part.partition("-")
-        out.extend(range(int(first), int(last or first) + 1))
-    return out
+        first, sep, last = part.strip().partition("-")
+        try:
+            low, high = int(first), int(last if sep else first)
+        except ValueError:
+            raise ValueError(
+                f"{part.strip()!r} is not a CPU number or range (use auto, off, or e.g. 1 or 0-3,6)"
+            ) from None
+        if low < 0 or high < low:
+            raise ValueError(f"{part.strip()!r} is not a CPU range (e.g. 0-3)")
+        cpus.update(range(low, high + 1))
+    return cpus
 
 
 def pinning(cpus: Collection[int] | None) -> Callable[[], None] | None:

@@ -176,24 +176,24 @@ def measure(
     block_target = max(cfg.block_time, sync_cost / cfg.max_sync_share)
     steps_per_block = _steps_for(block_target, per_step, cfg)
 
+    def timed_block() -> float:
+        seconds = _time_steps(step, sync, clock, steps_per_block)
+        if seconds <= 0:
+            raise ValueError("the clock did not advance over a timed block")
+        blocks.append(seconds)
+        return seconds
+
     blocks: list[float] = []
     spent = 0.0
     extra: dict[str, Any] = {}
     if cfg.interleave is not None and cfg.interleave.ready():
         # As many blocks as the other side is given, each timed in its turn.
         extra["interleaved"] = True
-        while True:
-            seconds = _time_steps(step, sync, clock, steps_per_block)
-            if seconds <= 0:
-                raise ValueError("the clock did not advance over a timed block")
-            blocks.append(seconds)
-            if not cfg.interleave.next():
-                break
+        timed_block()
+        while cfg.interleave.next():
+            timed_block()
     while not extra and len(blocks) < cfg.max_blocks:
-        seconds = _time_steps(step, sync, clock, steps_per_block)
-        if seconds <= 0:
-            raise ValueError("the clock did not advance over a timed block")
-        blocks.append(seconds)
+        seconds = timed_block()
         spent += seconds
         if len(blocks) < cfg.min_blocks:
             continue

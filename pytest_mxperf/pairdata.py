@@ -58,6 +58,10 @@ class PairedData:
         }
         return failures + sorted(errors)
 
+    def side_label(self, side: str) -> str:
+        """``rev (HEAD~1)`` or ``head (HEAD)``, for progress lines."""
+        return f"{side} ({self.rev_label if side == REV else 'HEAD'})"
+
     def measured(self, side: str, key: str) -> bool:
         return any(key in r[side].cases for r in self.rounds)
 

@@ -98,10 +98,15 @@ class PairedRound:
         error of the block pairs' mean, or the two processes' own block noise."""
         n = len(self.pair_logs)
         if n >= 2:
-            mean = math.fsum(self.pair_logs) / n
-            sd = math.sqrt(math.fsum((x - mean) ** 2 for x in self.pair_logs) / (n - 1))
-            return sd / math.sqrt(n)
+            return _mean_sd(self.pair_logs)[1] / math.sqrt(n)
         return math.hypot(median_noise(self.rev_blocks), median_noise(self.head_blocks))
+
+
+def _mean_sd(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and sample SD (``n - 1``) of at least two values."""
+    n = len(values)
+    mean = math.fsum(values) / n
+    return mean, math.sqrt(math.fsum((x - mean) ** 2 for x in values) / (n - 1))
 
 
 def _trimmed_mean(values: Sequence[float]) -> float:
@@ -232,8 +237,7 @@ def paired_estimate(
         _check_round(i, rnd)
 
     logs = [math.log(rnd.ratio) for rnd in rounds]
-    mean = math.fsum(logs) / n
-    sd_between = math.sqrt(math.fsum((x - mean) ** 2 for x in logs) / (n - 1))
+    mean, sd_between = _mean_sd(logs)
     sd_within = math.sqrt(math.fsum(rnd.within_noise**2 for rnd in rounds) / n)
     sd = max(sd_between, sd_within, noise_floor)
     half = t_quantile(0.5 + confidence / 2.0, n - 1) * sd / math.sqrt(n)

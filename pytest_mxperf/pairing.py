@@ -167,22 +167,21 @@ def run_rounds(
                 and not (profile or traces)
                 and all(argv is not None for _, _, argv, _ in order)
             )
+            what = "profile" if profile else f"round {index + 1}"
             if together:
                 for name, _, _, out in order:  # both start now, and take turns
-                    progress(
-                        f"round {index + 1}, {name} ({data.rev_label if name == REV else 'HEAD'})"
-                    )
+                    progress(f"{what}, {data.side_label(name)}")
                     out.unlink(missing_ok=True)
-                finished = _run_together(order, server, timeout, nodeids, Path(tmp), lock_dir)
+                both = [(n, side, argv, out) for n, side, argv, out in order if argv is not None]
+                finished = _run_together(both, server, timeout, nodeids, Path(tmp), lock_dir)
             for name, side, argv, out in order:
-                what = "profile" if profile else f"round {index + 1}"
                 if argv is None:
                     this[name] = SideResult()  # none of the files exists on that side
                     continue
                 if name in finished:
                     done = finished[name]
                 else:
-                    progress(f"{what}, {name} ({data.rev_label if name == REV else 'HEAD'})")
+                    progress(f"{what}, {data.side_label(name)}")
                     out.unlink(missing_ok=True)
                     if profile or traces:
                         argv = [*argv, "--mxperf-side-profile"]
@@ -234,7 +233,7 @@ _TOGETHER_GRACE = 30.0
 
 
 def _run_together(
-    order: Sequence[tuple[str, SideSpec, list[str] | None, Path]],
+    order: Sequence[tuple[str, SideSpec, list[str], Path]],
     server: Callable[[str], ForkServer | None],
     timeout: float,
     nodeids: Sequence[str],
@@ -265,7 +264,6 @@ def _run_together(
     threads = [
         threading.Thread(target=body, args=(name, side, argv), daemon=True)
         for name, side, argv, _ in order
-        if argv is not None
     ]
     conns: dict[socket.socket, str] = {}
     pending: list[socket.socket] = []

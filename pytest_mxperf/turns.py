@@ -117,9 +117,12 @@ class Conductor:
     sequence: list[str] = field(default_factory=list)
     #: Cases timed in lock-step, for the record.
     locked: list[str] = field(default_factory=list)
+    #: Node id -> its place in the selection (which side is behind when their cases differ).
+    _index: dict[str, int] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.sides = {name: _Side() for name in self.order}
+        self._index = {nodeid: i for i, nodeid in enumerate(self.nodeids)}
 
     def event(self, side: str, message: dict[str, Any] | None) -> list[tuple[str, str]]:
         s = self.sides[side]
@@ -129,10 +132,7 @@ class Conductor:
             s.state = "hello"
         elif "ready" in message:
             s.state, s.key = "ready", str(message["ready"])
-            nodeid = str(message.get("nodeid", ""))
-            s.index = (
-                list(self.nodeids).index(nodeid) if nodeid in self.nodeids else len(self.nodeids)
-            )
+            s.index = self._index.get(str(message.get("nodeid", "")), len(self.nodeids))
         elif "done" in message:
             s.state = "done"
         else:
