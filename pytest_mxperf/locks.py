@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 
@@ -76,3 +76,13 @@ def device_lock(
     CPU cases share one lock, each GPU has its own (``device`` names it). ``on_wait`` is told
     the holder when the device is busy (see `exclusive`)."""
     return exclusive(Path(lock_dir) / f"{device}.lock", on_wait)
+
+
+@contextlib.contextmanager
+def all_devices(lock_dir: str, devices: Sequence[str]) -> Iterator[None]:
+    """Hold the device locks of ``devices`` together, taken in sorted order, so two runs that
+    both take several never wait on each other in a cycle."""
+    with contextlib.ExitStack() as stack:
+        for device in sorted(set(devices)):
+            stack.enter_context(device_lock(lock_dir, device))
+        yield

@@ -132,6 +132,7 @@ def run_rounds(
     profile: bool = False,
     server: Callable[[str], ForkServer | None] = lambda _: None,
     lock_dir: str | None = None,
+    devices: Sequence[str] = ("cpu",),
 ) -> None:
     """Add ``rounds`` rounds to ``data``: REV first on even rounds, HEAD first on odd ones, each
     side one process serving every node id of the round.
@@ -144,7 +145,8 @@ def run_rounds(
     ``server`` gives the fork server that starts a side (None: each side is a fresh process
     of its ``python``). With ``settings.pair_lockstep`` both sides of a measuring round run at once
     and take turns (`pytest_mxperf.turns`; profiling rounds run one side after the other),
-    the controller holding the machine's CPU lock in ``lock_dir`` for the round."""
+    the controller holding the locks of ``devices`` (the CPU and every GPU the run sees) in
+    ``lock_dir`` for the round, so no other run measures on them meanwhile."""
     files = sorted({n.split("::")[0] for n in nodeids})
     with tempfile.TemporaryDirectory(prefix="mxperf-pair-") as tmp:
         select = Path(tmp) / "select.txt"
@@ -173,7 +175,8 @@ def run_rounds(
                     progress(f"{what}, {data.side_label(name)}")
                     out.unlink(missing_ok=True)
                 both = [(n, side, argv, out) for n, side, argv, out in order if argv is not None]
-                finished = _run_together(both, server, timeout, nodeids, Path(tmp), lock_dir)
+                held = None if lock_dir is None else (lock_dir, devices)
+                finished = _run_together(both, server, timeout, nodeids, Path(tmp), held)
             for name, side, argv, out in order:
                 if argv is None:
                     this[name] = SideResult()  # none of the files exists on that side
@@ -238,11 +241,13 @@ def _run_together(
     timeout: float,
     nodeids: Sequence[str],
     tmp: Path,
-    lock_dir: str | None,
+    held: tuple[str, Sequence[str]] | None,
 ) -> dict[str, procgroup.Finished]:
     """Both sides of a round at once, taking turns through a `turns.Conductor` on a Unix socket
-    in ``tmp``; each side a thread-run process as `_run_side` runs it. Whatever ends the wait
-    (KeyboardInterrupt included), both sides are gone when this returns or raises."""
+    in ``tmp``; each side a thread-run process as `_run_side` runs it. ``held``: the lock
+    directory and the device locks this process holds for the round (the sides take none).
+    Whatever ends the wait (KeyboardInterrupt included), both sides are gone when this returns
+    or raises."""
     path = tmp / "turns.sock"
     path.unlink(missing_ok=True)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -268,7 +273,7 @@ def _run_together(
     conns: dict[socket.socket, str] = {}
     pending: list[socket.socket] = []
     buffers: dict[socket.socket, bytes] = {}
-    lock = locks.device_lock(lock_dir, "cpu") if lock_dir is not None else contextlib.nullcontext()
+    lock = locks.all_devices(*held) if held is not None else contextlib.nullcontext()
     try:
         with lock:
             for t in threads:
@@ -344,10 +349,17 @@ class Pairer:
     removed by `close`), the per-revision environment when one is configured, and the rounds."""
 
     def __init__(
-        self, settings: Settings, repo_root: Path, rootdir: Path, lock_dir: str | None = None
+        self,
+        settings: Settings,
+        repo_root: Path,
+        rootdir: Path,
+        lock_dir: str | None = None,
+        devices: Sequence[str] = ("cpu",),
     ) -> None:
         self.settings = settings
         self.lock_dir = lock_dir
+        #: The device locks the controller holds for a lock-step round (`run_rounds`).
+        self.devices = tuple(devices)
         self.repo_root = repo_root
         self.rootdir = rootdir
         self._stack = contextlib.ExitStack()
@@ -417,6 +429,7 @@ class Pairer:
             progress=progress,
             server=self.server,
             lock_dir=self.lock_dir,
+            devices=self.devices,
         )
         run(nodeids, s.rounds)
         while len(data.rounds) < s.max_rounds:

@@ -121,5 +121,10 @@ class RunInfo:
             return "gpu-" + fingerprint.slug(self.gpus[index % len(self.gpus)]["uuid"])
         return f"gpu{index}"
 
+    def device_lock_names(self) -> list[str]:
+        """Every device lock of this machine that the run's cases could measure on: the CPU's
+        and each visible GPU's, in one order for every run (lock-step rounds hold them all)."""
+        return ["cpu", *sorted({self.device_lock_name("gpu", i) for i in range(len(self.gpus))})]
+
     def baseline_for(self, hardware: str, key: str) -> BaselineRef | None:
         return self.baselines.get(hardware, key)

@@ -89,7 +89,11 @@ class MxperfSession:
         if self._pairer is None:
             root = Path(self.run.commit.repo_root or self.run.rootdir)
             self._pairer = Pairer(
-                self.settings, root, Path(self.run.rootdir), lock_dir=self.run.lock_dir
+                self.settings,
+                root,
+                Path(self.run.rootdir),
+                lock_dir=self.run.lock_dir,
+                devices=self.run.device_lock_names(),
             )
         return self._pairer
 

@@ -3,6 +3,7 @@ leaves anything that blocks the next one. Real processes, fake back end."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -137,3 +138,57 @@ def test_a_run_that_has_to_wait_says_who_holds_the_device(
     assert waiter.returncode == 0, out.decode()
     assert told.startswith("mxperf: a/inference/float32/bs4/cpu: waiting for the cpu lock: ")
     assert f"another pytest --mxperf run on this machine is measuring (pid {os.getpid()})" in told
+
+
+def test_a_lock_step_round_holds_the_cpu_and_every_gpu_lock(tmp_path: Path) -> None:
+    from pytest_mxperf.gitinfo import CommitInfo
+    from pytest_mxperf.resolution import Resolution
+    from pytest_mxperf.runinfo import RunInfo
+
+    gpus = [{"index": str(i), "name": "G", "uuid": f"GPU-{u}"} for i, u in enumerate("ba")]
+    run = RunInfo(
+        run_id="r",
+        started="2024-01-01T00:00:00+00:00",
+        rootdir=".",
+        baseline_root="baselines",
+        commit=CommitInfo("a" * 40, None, None, None, "git"),
+        cpu_key="cpu-x",
+        machine=None,
+        gpus=gpus,
+        baselines=Resolution(),
+        lock_dir=str(tmp_path),
+    )
+    names = run.device_lock_names()
+    assert names == ["cpu", "gpu-gpu-a", "gpu-gpu-b"]  # by UUID, one order for every run
+    assert names == ["cpu", run.device_lock_name("gpu", 1), run.device_lock_name("gpu", 0)]
+
+    def busy(device: str) -> bool:
+        # flock locks of separate open files conflict within one process too.
+        with open(tmp_path / f"{device}.lock", "a+") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(fh, fcntl.LOCK_UN)
+            return False
+
+    with locks.all_devices(str(tmp_path), names[::-1]):
+        assert [busy(n) for n in names] == [True, True, True]
+        assert (tmp_path / "cpu.lock").read_text() == f"pid {os.getpid()}\n"
+    assert [busy(n) for n in names] == [False, False, False]
+
+
+def test_several_device_locks_are_taken_in_one_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    taken: list[str] = []
+    real = locks.device_lock
+
+    def record(lock_dir: str, device: str, on_wait: object = None) -> object:
+        taken.append(device)
+        return real(lock_dir, device)
+
+    monkeypatch.setattr(locks, "device_lock", record)
+    with locks.all_devices(str(tmp_path), ["gpu-b", "cpu", "gpu-a", "cpu"]):
+        pass
+    assert taken == ["cpu", "gpu-a", "gpu-b"]

@@ -209,6 +209,50 @@ def test_sides_time_their_blocks_in_turns_unless_told_not_to(
     assert not list(fake_pytester.path.rglob("turns.sock"))
 
 
+LOCK_SUITE = """
+import fcntl
+import os
+import tempfile
+from pathlib import Path
+
+from pytest_mxperf.testing import FakeModel
+
+def test_lock(mxperf):
+    lock = Path(tempfile.gettempdir()) / f"pytest-mxperf-{os.getuid()}" / "cpu.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            state = "free"
+            fcntl.flock(fh, fcntl.LOCK_UN)
+        except BlockingIOError:
+            state = "busy, " + lock.read_text().strip()
+    (Path(os.environ["LOCK_SEEN"]) / str(os.getpid())).write_text(state)
+    mxperf.inference(FakeModel(100.0), batch_size=8, model="lock")
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="flock device locks need a POSIX system")
+@pytest.mark.parametrize("lockstep", ["on", "off"])
+def test_the_controller_holds_the_device_lock_for_a_lock_step_round(
+    fake_pytester: pytest.Pytester,
+    commit: Callable[[str], str],
+    monkeypatch: pytest.MonkeyPatch,
+    lockstep: str,
+) -> None:
+    # Lock-step sides take no device lock (they take turns with each other), so another run
+    # is kept off the machine by the controller's locks, held while both sides are alive;
+    # sides one after the other each take the lock for their own measurement.
+    seen = fake_pytester.path / "seen"
+    seen.mkdir()
+    monkeypatch.setenv("LOCK_SEEN", str(seen))
+    fake_pytester.makepyfile(test_suite=LOCK_SUITE)
+    commit("base")
+    _paired(fake_pytester, "HEAD", "--mxperf-pair-lockstep", lockstep).assert_outcomes(passed=1)
+    sides = {p.read_text() for p in seen.iterdir() if p.name != str(os.getpid())}
+    assert sides == ({f"busy, pid {os.getpid()}"} if lockstep == "on" else {"free"})
+
+
 def test_paired_run_case_missing_at_rev_and_rev_failing_to_import(
     fake_pytester: pytest.Pytester, commit: Callable[[str], str]
 ) -> None:
