@@ -2,8 +2,9 @@
 environment's MXNet (1.9.1), same machine, same code.
 
 Builds (once, cached) a venv with mxnet 1.8.0.post0 and this checkout of pytest-mxperf, makes a
-scratch repository with one benchmark (squeezenet1.1 inference, batch 1, 224x224: the case that
-moved), stores its baseline from the 1.8 venv, then runs, printing each verdict and message:
+scratch repository with one benchmark (a model-zoo network's inference; default squeezenet1.1,
+batch 1, 224x224: the case that moved on the machine where the upgrade was first seen), stores
+its baseline from the 1.8 venv, then runs, printing each verdict and message:
 
 1. ``pytest --mxperf`` here (arbitration on): the pair in today's environment clears the code,
    so the case must stay regressed, naming the MXNet change;
@@ -13,6 +14,10 @@ moved), stores its baseline from the 1.8 venv, then runs, printing each verdict 
 4. ``--mxperf-ab A`` with ``--mxperf-env-command``: a paired run across the two environments.
 
     python scripts/upgrade_check.py [--venv /tmp/mxperf-mx18] [--stores 3]
+        [--model squeezenet1.1] [--batch 1] [--size 224]
+
+Which network an upgrade moves depends on the CPU: pick one that the upgrade really slows on
+the machine at hand (scenario 4 measures that), or scenarios 2-4 rightly find nothing.
 """
 
 from __future__ import annotations
@@ -33,9 +38,9 @@ SUITE = """
 from mxnet.gluon.model_zoo import vision
 
 
-def test_squeezenet(mxperf):
-    net = vision.squeezenet1_1()
-    mxperf.inference(net, batch_size=1, model="squeezenet1.1")
+def test_upgrade(mxperf):
+    net = vision.get_model({model!r})
+    mxperf.inference(net, batch_size={batch}, model={model!r}, input_shape=(3, {size}, {size}))
 """
 PLUGIN = Path(__file__).resolve().parents[1]
 INSTALL = f"{{python}} -m pip install -q -e {PLUGIN} mxnet==1.8.0.post0 numpy<1.24"
@@ -75,7 +80,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--venv", default=str(Path(tempfile.gettempdir()) / "mxperf-mx18"))
     parser.add_argument("--stores", type=int, default=3)
+    parser.add_argument("--model", default="squeezenet1.1", help="a model-zoo network's name")
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--size", type=int, default=224, help="input height and width")
     args = parser.parse_args()
+    if args.batch < 1 or args.size < 32:
+        parser.error("--batch must be >= 1 and --size >= 32")
     env = {**os.environ, **GIT_ENV}
     venv = Path(args.venv)
     python18 = venv / "bin" / "python"
@@ -91,7 +101,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         repo = Path(tmp) / "repo"
         repo.mkdir()
-        (repo / "test_suite.py").write_text(SUITE)
+        (repo / "test_suite.py").write_text(
+            SUITE.format(model=args.model, batch=args.batch, size=args.size)
+        )
         (repo / ".gitignore").write_text("__pycache__/\n")
         for cmd in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "A"]):
             run(["git", *cmd], repo, env)
@@ -130,7 +142,10 @@ def main() -> int:
                 f"{seconds:.0f} s: {'as expected' if ok else 'NOT AS EXPECTED'} "
                 f"(regressed, message naming {words!r})"
             )
-        print("\nSUMMARY (squeezenet1.1 inference bs1, baselines stored under mxnet 1.8.0.post0)")
+        print(
+            f"\nSUMMARY ({args.model} inference bs{args.batch} {args.size}px, baselines stored "
+            "under mxnet 1.8.0.post0)"
+        )
         for line in summary:
             print("  " + line)
     return 0
