@@ -17,7 +17,7 @@ import pytest
 from pytest_mxperf import diagnosis, fingerprint, fixture_evidence, fixture_pair, locks
 from pytest_mxperf import sweep as sweeps
 from pytest_mxperf.casekey import CaseKey
-from pytest_mxperf.explain import judge
+from pytest_mxperf.explain import judge, what_changed
 from pytest_mxperf.markers import Expectation, MarkerSpec
 from pytest_mxperf.measure import MeasureConfig, Measurement, for_side
 from pytest_mxperf.protocol import Backend, PrepareSpec
@@ -272,11 +272,20 @@ class CaseBench:
             warnings.warn(f"mxperf: {result.key}: {text}", pytest.PytestWarning, stacklevel=4)
         elsewhere = run.baselines.elsewhere(result.hardware, str(result.key))
         result.verdict = judge(result, ref, expectations, policy, elsewhere)
-        if why_not is not None and result.verdict.outcome == Outcome.REGRESSED:
-            note = f"\nnot confirmed by a paired run ({why_not}): judged against the stored figure"
-            if self._other_machine(ref):
-                note += " (the baseline was measured on another machine)"
-            result.verdict = result.verdict.explained(result.verdict.message + note)
+        if why_not is not None and ref is not None:
+            # Judged again at the threshold a pair would allow (not when storing a baseline).
+            tight = (
+                result.verdict
+                if settings.update
+                else judge(result, ref, expectations, self._policy(settings.tolerance), elsewhere)
+            )
+            changed = what_changed(result, ref)
+            result.verdict, warning = fixture_pair.unconfirmed(
+                result.verdict, tight, why_not, self._other_machine(ref), changed
+            )
+            if warning:
+                result.warnings.append(warning)
+                self._pending_warnings.append(warning)
         return ref
 
     def _policy(self, tolerance: float) -> Policy:
