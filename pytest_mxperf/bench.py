@@ -279,13 +279,9 @@ class CaseBench:
                 if settings.update
                 else judge(result, ref, expectations, self._policy(settings.tolerance), elsewhere)
             )
-            changed = what_changed(result, ref)
-            result.verdict, warning = fixture_pair.unconfirmed(
-                result.verdict, tight, why_not, self._other_machine(ref), changed
+            result.verdict = fixture_pair.unconfirmed(
+                result.verdict, tight, why_not, self._other_machine(ref), what_changed(result, ref)
             )
-            if warning:
-                result.warnings.append(warning)
-                self._pending_warnings.append(warning)
         return ref
 
     def _policy(self, tolerance: float) -> Policy:

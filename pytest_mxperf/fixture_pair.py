@@ -89,32 +89,33 @@ def other_machine(ours: str | None, ref: BaselineRef | None) -> bool:
 
 def unconfirmed(
     verdict: Verdict, tight: Verdict, why_not: str, elsewhere: bool, changed: list[str]
-) -> tuple[Verdict, str | None]:
+) -> Verdict:
     """The verdict of a case no paired run can check (``why_not``), judged with the floor for
-    unconfirmed drops, and a warning to give (or None).
+    unconfirmed drops.
 
     A regression says it was not confirmed (and when the baseline was measured on another
     machine). A pass whose drop fails ``tight`` (the same case judged at the threshold a pair
     would allow: this machine's noise) says that it is beyond the noise, why it did not fail,
     and what changed since the baseline (an MXNet upgrade that costs 15% passes the 20% floor,
-    and the user should hear of it); the warning says the same in one line."""
+    and the user should hear of it), in its message and ``unconfirmed`` (the run's summary
+    counts them). Not a warning: a project that makes warnings errors would fail the test."""
     if verdict.outcome == Outcome.REGRESSED:
         note = f"not confirmed by a paired run ({why_not}): judged against the stored figure"
         if elsewhere:
             note += " (the baseline was measured on another machine)"
-        return verdict.explained(f"{verdict.message}\n{note}"), None
+        return verdict.explained(f"{verdict.message}\n{note}")
     if verdict.outcome != Outcome.PASS or tight.outcome != Outcome.REGRESSED:
-        return verdict, None
+        return verdict
     assert tight.change is not None and tight.threshold is not None
     assert verdict.threshold is not None
-    warning = (
+    note = (
         f"{-tight.change:.1%} below its baseline, beyond this machine's noise (threshold "
         f"{tight.threshold:.1%}); not failed: without a paired run ({why_not}) a drop fails "
         f"beyond {verdict.threshold:.1%}"
     )
     if changed:
-        warning += "; changed since the baseline: " + "; ".join(changed)
-    return verdict.explained(f"{verdict.message}\n{warning}"), warning
+        note += "; changed since the baseline: " + "; ".join(changed)
+    return replace(verdict, message=f"{verdict.message}\n{note}", unconfirmed=note)
 
 
 def judge_pair(ctx: CaseContext, result: CaseResult) -> None:

@@ -81,6 +81,9 @@ class Verdict:
     max_memory_mb: float | None = None
     #: First step / warm-up figures that grew by a large factor since the baseline.
     startup: tuple[str, ...] = ()
+    #: A pass that no paired run could check, below its stored figure beyond this machine's
+    #: noise but within the floor for unconfirmed drops: what is said of it (`fixture_pair`).
+    unconfirmed: str | None = None
 
     @property
     def status(self) -> str:

@@ -207,6 +207,13 @@ def results_sections(
             "commit on this machine: the baselines do not hold here; store a baseline for this "
             "machine with --mxperf-update (or name its hardware key with --mxperf-machine)"
         )
+    unchecked = [r for r in results if r.verdict and r.verdict.unconfirmed]
+    if unchecked:
+        tail.append(
+            f"mxperf: {len(unchecked)} case(s) passed below their stored figures by more than "
+            "this machine's noise, with no paired run to check them (see each verdict): "
+            + ", ".join(f"{r.key} ({r.verdict.change:+.1%})" for r in unchecked if r.verdict)
+        )
     if price_per_hour is not None or epoch_images is not None:
         parts = [] if price_per_hour is None else [f"${price_per_hour:g} per hour"]
         parts += [] if epoch_images is None else [f"epoch = {epoch_images:,} images"]
