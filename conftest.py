@@ -34,9 +34,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+#: The plugin's advice (peak memory grew, start-up grew, ...) is shown, not made an error by
+#: this project's ``filterwarnings = error``: in the benchmark suite only the verdicts fail.
+ADVICE = pytest.mark.filterwarnings("default:mxperf:pytest.PytestWarning")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """``--suite scaling`` measures the data-parallel scaling cases only: every other measuring
+    """The benchmark suite's tests take the plugin's warnings as advice (`ADVICE`);
+    ``--suite scaling`` measures the data-parallel scaling cases only: every other measuring
     test of ``tests/perf`` (pipelines, GluonCV) is deselected."""
+    for item in items:
+        if item.path.parent.name == "perf":
+            item.add_marker(ADVICE)
     if config.getoption("suite") != "scaling":
         return
     kept: list[pytest.Item] = []
