@@ -104,7 +104,13 @@ def check_ab_allowed(config: pytest.Config, settings: Settings, run: RunInfo) ->
             "--mxperf-ab measures each side in processes of its own, one at a time; drop -n"
         )
     if not run.commit.repo_root:
-        raise pytest.UsageError(f"--mxperf-ab {settings.ab}: no git repository here")
+        # pytest takes its rootdir from the command line's existing paths, option values too
+        # (``--mxperf-json /tmp/x/r.json`` made /tmp/x the rootdir): name the one it chose.
+        raise pytest.UsageError(
+            f"--mxperf-ab {settings.ab}: no git repository at pytest's rootdir {run.rootdir} "
+            "(pytest picks it from the paths on the command line, option values included: "
+            "write options as --mxperf-json=PATH, or give --rootdir)"
+        )
     if gitinfo.rev_parse(run.commit.repo_root, str(settings.ab)) is None:
         raise pytest.UsageError(
             f"--mxperf-ab: unknown revision {settings.ab!r} in {run.commit.repo_root} "

@@ -297,6 +297,22 @@ def test_paired_run_refuses_unknown_revision_and_xdist(
     bad.stderr.fnmatch_lines(["*--mxperf-ab: unknown revision 'no-such-rev'*"])
     both = fake_pytester.runpytest("--mxperf", "--mxperf-ab", "HEAD", "--mxperf-update")
     assert both.ret == pytest.ExitCode.USAGE_ERROR
+    # An option's existing path outside the repository becomes pytest's rootdir: named.
+    outside = fake_pytester.path.parent / f"{fake_pytester.path.name}-elsewhere"
+    outside.mkdir()
+    (outside / "r.json").write_text("{}")
+    moved = fake_pytester.runpytest(
+        "--mxperf", "--mxperf-ab", "HEAD", "--mxperf-json", str(outside / "r.json")
+    )
+    assert moved.ret == pytest.ExitCode.USAGE_ERROR
+    moved.stderr.fnmatch_lines(
+        [
+            # (the common ancestor of the repository and that path)
+            f"*--mxperf-ab HEAD: no git repository at pytest's rootdir {outside.parent} (pytest "
+            "picks it from the paths on the command line, option values included: write options "
+            "as --mxperf-json=PATH, or give --rootdir)*"
+        ]
+    )
 
 
 def _inflate_baselines(path: Path, factor: float, machine: str | None = None) -> None:
