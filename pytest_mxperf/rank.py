@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -35,16 +36,22 @@ LOCAL_RANK_ENV = "PYTEST_MXPERF_LOCAL_RANK"
 
 
 class Lockstep:
-    """Lets the workers of a sync kvstore stop after the same step.
+    """Lets the workers of a sync kvstore start their timed blocks at the same step and stop
+    after the same step.
 
     Under ``dist_sync`` a worker's push waits for every other worker's push of that round, so
     a worker that stops while another still steps leaves it waiting forever. The engine decides
-    on its own when a worker's measurement is done, so the workers agree through the kvstore:
-    every ``every`` steps each pushes 1 (done) or 0 on a key of its own and all read the sum
-    of the previous round, which is the same number on every worker. They stop when it
-    reaches the number of workers. Reading the previous round, not the current, keeps the
-    read from stalling the pipeline. The kvstore must sum plainly (``update_on_kvstore=False``):
-    an optimizer on the servers would rewrite the flag.
+    on its own when a worker's warm-up and measurement are done, so the workers agree through
+    the kvstore: every ``every`` steps each pushes 1 (done) or 0 on a key of its own and all
+    read the sum of the previous round, which is the same number on every worker. They stop
+    when it reaches the number of workers. Reading the previous round, not the current, keeps
+    the read from stalling the pipeline. The kvstore must sum plainly (``update_on_kvstore=
+    False``): an optimizer on the servers would rewrite the flag.
+
+    The start is agreed the same way on the next key (warm or not): a worker whose warm-up is
+    done keeps stepping in `ready` until every worker's is, so their timed blocks begin
+    together (a worker left warming up while another timed all its blocks gave windows that
+    never overlapped).
     """
 
     def __init__(self, mx: Any, kv: Any, key: int, ctx: Any, every: int = 8) -> None:
@@ -52,25 +59,51 @@ class Lockstep:
         self.key = key
         self.every = every
         self.workers = int(kv.num_workers)
-        self.flag = mx.nd.zeros((1,), ctx=ctx)
-        self.total = mx.nd.zeros((1,), ctx=ctx)
-        kv.init(key, self.flag)
+        self._flags = {k: (mx.nd.zeros((1,), ctx=ctx), mx.nd.zeros((1,), ctx=ctx)) for k in (0, 1)}
+        for k, (flag, _) in self._flags.items():
+            kv.init(key + k, flag)
+        self.warm = False
+        self.all_warm = False
         self.done = False
         self.stopped = False
         self.steps = 0
-        self._pending = False
+        self._pending = {0: False, 1: False}
+        self._step: Callable[[], object] | None = None
+
+    def _agreed(self, k: int, mine: bool) -> bool:
+        """Every worker said yes on flag ``k`` in the round read now; else say ``mine``."""
+        flag, total = self._flags[k]
+        if self._pending[k] and int(total.asscalar()) >= self.workers:
+            return True
+        flag[:] = 1.0 if mine else 0.0
+        self.kv.pushpull(self.key + k, flag, out=total)
+        self._pending[k] = True
+        return False
 
     def after_step(self) -> None:
         """Run after every training step."""
         self.steps += 1
         if self.stopped or self.steps % self.every:
             return
-        if self._pending and int(self.total.asscalar()) >= self.workers:
-            self.stopped = True
-            return
-        self.flag[:] = 1.0 if self.done else 0.0
-        self.kv.pushpull(self.key, self.flag, out=self.total)
-        self._pending = True
+        if not self.all_warm:
+            self.all_warm = self._agreed(1, self.warm)
+        self.stopped = self._agreed(0, self.done)
+
+    def bind(self, step: Callable[[], object]) -> None:
+        """The training step `ready` takes while waiting for the others."""
+        self._step = step
+
+    def ready(self) -> bool:
+        """`measure.Interleave`: this worker is warm; step until every worker is, then time
+        blocks as usual (False: not in turns with another process)."""
+        assert self._step is not None, "bind the step first"
+        self.warm = True
+        while not self.all_warm:
+            self._step()
+        return False
+
+    def next(self) -> bool:
+        return False
 
     def finish(self, step: Callable[[], object]) -> int:
         """Mark this worker done and keep stepping until all are; returns the extra steps."""
@@ -80,6 +113,21 @@ class Lockstep:
             step()
             extra += 1
         return extra
+
+
+class Barrier:
+    """`measure.Interleave` for async kvstores, whose workers never wait for each other's
+    push: a kvstore barrier once warm, so every worker's timed blocks begin together."""
+
+    def __init__(self, kv: Any) -> None:
+        self.kv = kv
+
+    def ready(self) -> bool:
+        self.kv._barrier()
+        return False
+
+    def next(self) -> bool:
+        return False
 
 
 def _chain(*hooks: Callable[[], object] | None) -> Callable[[], object] | None:
@@ -120,14 +168,23 @@ def run_worker(spec: DataParallelSpec) -> WorkerReport:
     lockstep = None
     if spec.lockstep:
         update_on_kvstore = False
-        # Trainer keys its parameters 0..P-1: P is free.
+        # Trainer keys its parameters 0..P-1: P and P + 1 are free.
         lockstep = Lockstep(mx, kv, len(list(net.collect_params().keys())), contexts[0])
     hook = _chain(make_hook(spec, kv, contexts), lockstep.after_step if lockstep else None)
     full = build_training_step(
         mx, net, contexts, spec, kv=kv, update_on_kvstore=update_on_kvstore, hook=hook
     )
+    together: Lockstep | Barrier | None = None
+    if lockstep is not None:
+        lockstep.bind(full.step)
+        together = lockstep
+    elif spec.distributed:
+        together = Barrier(kv)
     result, starts, ends = measure_with_timeline(
-        full.step, items_per_step=full.items_per_step, sync=mx.nd.waitall, config=spec.measure
+        full.step,
+        items_per_step=full.items_per_step,
+        sync=mx.nd.waitall,
+        config=replace(spec.measure, interleave=together),
     )
     if lockstep is not None:
         lockstep.finish(full.step)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import socket
+import threading
 from pathlib import Path
 
 import pytest
@@ -266,3 +267,81 @@ def test_a_launch_hit_by_mxnets_init_race_is_started_again_once(
         launcher.run_distributed(spec)
     assert known_race("ps-lite/include/ps/kv_app.h:624: Check failed: msg.data.size()")
     assert known_race("ValueError: the model raised") is None
+
+
+class _Scalar:
+    """The part of an NDArray `rank.Lockstep` uses: a one-element float array."""
+
+    def __init__(self) -> None:
+        self.value = 0.0
+
+    def __setitem__(self, _: slice, value: float) -> None:
+        self.value = value
+
+    def asscalar(self) -> float:
+        return self.value
+
+
+class _SyncKV:
+    """A ``dist_sync`` kvstore for threads: a push of a key waits for every worker's push of
+    that key in that round, and each gets the round's sum."""
+
+    def __init__(self, workers: int) -> None:
+        self.num_workers = workers
+        self._lock = threading.Condition()
+        self._rounds: dict[tuple[int, int], list[float]] = {}
+        self._count: dict[tuple[int, int], int] = {}
+
+    def init(self, key: int, value: _Scalar) -> None:
+        pass
+
+    def pushpull(self, key: int, value: _Scalar, out: _Scalar) -> None:
+        with self._lock:
+            rnd = self._count.get((threading.get_ident(), key), 0)
+            self._count[(threading.get_ident(), key)] = rnd + 1
+            values = self._rounds.setdefault((key, rnd), [])
+            values.append(value.value)
+            assert self._lock.wait_for(lambda: len(values) == self.num_workers, timeout=30)
+            self._lock.notify_all()
+            out.value = sum(values)
+
+
+def test_sync_workers_start_their_blocks_and_stop_at_the_same_step() -> None:
+    # Worker 0 is warm after 5 steps, worker 1 after 60: the first waits, stepping, so their
+    # timed blocks begin together; then they need 10 and 30 steps, and stop together.
+    from types import SimpleNamespace
+
+    from pytest_mxperf.rank import Lockstep
+
+    kv = _SyncKV(2)
+    mx = SimpleNamespace(nd=SimpleNamespace(zeros=lambda shape, ctx: _Scalar()))
+    seen: dict[int, tuple[int, bool, int, int]] = {}
+
+    def worker(rank: int, warm_after: int, blocks: int) -> None:
+        grads = (_Scalar(), _Scalar())
+        lock = Lockstep(mx, kv, 100, None, every=4)
+
+        def step() -> None:
+            kv.pushpull(0, grads[0], out=grads[1])  # the gradient exchange couples the steps
+            lock.after_step()
+
+        lock.bind(step)
+        for _ in range(warm_after):
+            step()
+        ready = lock.ready()
+        start = lock.steps
+        for _ in range(blocks):
+            step()
+        extra = lock.finish(step)
+        seen[rank] = (start, ready, lock.steps, extra)
+
+    threads = [threading.Thread(target=worker, args=args) for args in ((0, 5, 10), (1, 60, 30))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads)
+    (start0, ready0, end0, extra0), (start1, ready1, end1, extra1) = seen[0], seen[1]
+    assert start0 == start1 >= 60 and not ready0 and not ready1
+    assert end0 == end1 >= start1 + 30
+    assert extra0 > extra1  # the faster one kept stepping until the other was done
