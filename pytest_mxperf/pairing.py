@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest_mxperf
 from pytest_mxperf import cpus as cpu_sets
-from pytest_mxperf import envs, forkserver, locks, procgroup, turns, worktree
+from pytest_mxperf import envs, forkserver, procgroup, turns, worktree
 from pytest_mxperf.forkserver import ForkServer, ForkServerError
 from pytest_mxperf.pairdata import (
     HEAD,
@@ -131,8 +131,7 @@ def run_rounds(
     timeout: float = 3600.0,
     profile: bool = False,
     server: Callable[[str], ForkServer | None] = lambda _: None,
-    lock_dir: str | None = None,
-    devices: Sequence[str] = ("cpu",),
+    hold: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext,
 ) -> None:
     """Add ``rounds`` rounds to ``data``: REV first on even rounds, HEAD first on odd ones, each
     side one process serving every node id of the round.
@@ -145,8 +144,8 @@ def run_rounds(
     ``server`` gives the fork server that starts a side (None: each side is a fresh process
     of its ``python``). With ``settings.pair_lockstep`` both sides of a measuring round run at once
     and take turns (`pytest_mxperf.turns`; profiling rounds run one side after the other),
-    the controller holding the locks of ``devices`` (the CPU and every GPU the run sees) in
-    ``lock_dir`` for the round, so no other run measures on them meanwhile."""
+    the controller inside ``hold()`` for the round: the session's device locks (the CPU's and
+    every GPU's the run sees), so no other run measures on them meanwhile."""
     files = sorted({n.split("::")[0] for n in nodeids})
     with tempfile.TemporaryDirectory(prefix="mxperf-pair-") as tmp:
         select = Path(tmp) / "select.txt"
@@ -175,8 +174,7 @@ def run_rounds(
                     progress(f"{what}, {data.side_label(name)}")
                     out.unlink(missing_ok=True)
                 both = [(n, side, argv, out) for n, side, argv, out in order if argv is not None]
-                held = None if lock_dir is None else (lock_dir, devices)
-                finished = _run_together(both, server, timeout, nodeids, Path(tmp), held)
+                finished = _run_together(both, server, timeout, nodeids, Path(tmp), hold)
             for name, side, argv, out in order:
                 if argv is None:
                     this[name] = SideResult()  # none of the files exists on that side
@@ -241,11 +239,11 @@ def _run_together(
     timeout: float,
     nodeids: Sequence[str],
     tmp: Path,
-    held: tuple[str, Sequence[str]] | None,
+    hold: Callable[[], contextlib.AbstractContextManager[None]],
 ) -> dict[str, procgroup.Finished]:
     """Both sides of a round at once, taking turns through a `turns.Conductor` on a Unix socket
-    in ``tmp``; each side a thread-run process as `_run_side` runs it. ``held``: the lock
-    directory and the device locks this process holds for the round (the sides take none).
+    in ``tmp``; each side a thread-run process as `_run_side` runs it, this process inside
+    ``hold()`` (the device locks; the sides take none).
     Whatever ends the wait (KeyboardInterrupt included), both sides are gone when this returns
     or raises."""
     path = tmp / "turns.sock"
@@ -273,9 +271,8 @@ def _run_together(
     conns: dict[socket.socket, str] = {}
     pending: list[socket.socket] = []
     buffers: dict[socket.socket, bytes] = {}
-    lock = locks.all_devices(*held) if held is not None else contextlib.nullcontext()
     try:
-        with lock:
+        with hold():
             for t in threads:
                 t.start()
             deadline = time.monotonic() + timeout + _TOGETHER_GRACE
@@ -353,13 +350,11 @@ class Pairer:
         settings: Settings,
         repo_root: Path,
         rootdir: Path,
-        lock_dir: str | None = None,
-        devices: Sequence[str] = ("cpu",),
+        hold: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext,
     ) -> None:
         self.settings = settings
-        self.lock_dir = lock_dir
         #: The device locks the controller holds for a lock-step round (`run_rounds`).
-        self.devices = tuple(devices)
+        self.hold = hold
         self.repo_root = repo_root
         self.rootdir = rootdir
         self._stack = contextlib.ExitStack()
@@ -428,8 +423,7 @@ class Pairer:
             s,
             progress=progress,
             server=self.server,
-            lock_dir=self.lock_dir,
-            devices=self.devices,
+            hold=self.hold,
         )
         run(nodeids, s.rounds)
         while len(data.rounds) < s.max_rounds:

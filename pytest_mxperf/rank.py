@@ -55,30 +55,15 @@ class Lockstep:
     """
 
     def __init__(self, mx: Any, kv: Any, key: int, ctx: Any, every: int = 8) -> None:
-        self.kv = kv
-        self.key = key
         self.every = every
-        self.workers = int(kv.num_workers)
-        self._flags = {k: (mx.nd.zeros((1,), ctx=ctx), mx.nd.zeros((1,), ctx=ctx)) for k in (0, 1)}
-        for k, (flag, _) in self._flags.items():
-            kv.init(key + k, flag)
+        self._stop = _Agreement(mx, kv, key, ctx)
+        self._start = _Agreement(mx, kv, key + 1, ctx)
         self.warm = False
         self.all_warm = False
         self.done = False
         self.stopped = False
         self.steps = 0
-        self._pending = {0: False, 1: False}
         self._step: Callable[[], object] | None = None
-
-    def _agreed(self, k: int, mine: bool) -> bool:
-        """Every worker said yes on flag ``k`` in the round read now; else say ``mine``."""
-        flag, total = self._flags[k]
-        if self._pending[k] and int(total.asscalar()) >= self.workers:
-            return True
-        flag[:] = 1.0 if mine else 0.0
-        self.kv.pushpull(self.key + k, flag, out=total)
-        self._pending[k] = True
-        return False
 
     def after_step(self) -> None:
         """Run after every training step."""
@@ -86,33 +71,58 @@ class Lockstep:
         if self.stopped or self.steps % self.every:
             return
         if not self.all_warm:
-            self.all_warm = self._agreed(1, self.warm)
-        self.stopped = self._agreed(0, self.done)
+            self.all_warm = self._start.agreed(self.warm)
+        self.stopped = self._stop.agreed(self.done)
 
     def bind(self, step: Callable[[], object]) -> None:
-        """The training step `ready` takes while waiting for the others."""
+        """The training step `ready` and `finish` take while waiting for the others."""
         self._step = step
+
+    def _step_until(self, agreed: Callable[[], bool]) -> int:
+        assert self._step is not None, "bind the step first"
+        steps = 0
+        while not agreed():
+            self._step()
+            steps += 1
+        return steps
 
     def ready(self) -> bool:
         """`measure.Interleave`: this worker is warm; step until every worker is, then time
         blocks as usual (False: not in turns with another process)."""
-        assert self._step is not None, "bind the step first"
         self.warm = True
-        while not self.all_warm:
-            self._step()
+        self._step_until(lambda: self.all_warm)
         return False
 
     def next(self) -> bool:
         return False
 
-    def finish(self, step: Callable[[], object]) -> int:
+    def finish(self) -> int:
         """Mark this worker done and keep stepping until all are; returns the extra steps."""
         self.done = True
-        extra = 0
-        while not self.stopped:
-            step()
-            extra += 1
-        return extra
+        return self._step_until(lambda: self.stopped)
+
+
+class _Agreement:
+    """One yes or no the workers of a sync kvstore agree on (`Lockstep`): each pushes its own
+    on ``key`` and reads the sum of the round before, the same number on every worker."""
+
+    def __init__(self, mx: Any, kv: Any, key: int, ctx: Any) -> None:
+        self.kv = kv
+        self.key = key
+        self.workers = int(kv.num_workers)
+        self.flag = mx.nd.zeros((1,), ctx=ctx)
+        self.total = mx.nd.zeros((1,), ctx=ctx)
+        kv.init(key, self.flag)
+        self._pending = False
+
+    def agreed(self, mine: bool) -> bool:
+        """Every worker said yes in the round read now; else say ``mine`` for the next one."""
+        if self._pending and int(self.total.asscalar()) >= self.workers:
+            return True
+        self.flag[:] = 1.0 if mine else 0.0
+        self.kv.pushpull(self.key, self.flag, out=self.total)
+        self._pending = True
+        return False
 
 
 class Barrier:
@@ -187,7 +197,7 @@ def run_worker(spec: DataParallelSpec) -> WorkerReport:
         config=replace(spec.measure, interleave=together),
     )
     if lockstep is not None:
-        lockstep.finish(full.step)
+        lockstep.finish()
     mx.nd.waitall()
     local = build_training_step(mx, net, contexts, spec, kv=None)
     compute = measure(

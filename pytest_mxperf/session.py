@@ -3,6 +3,7 @@ report (with or without xdist), and what happens at the end (store, JSON, summar
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from pytest_mxperf import (
     baselines,
     fingerprint,
     gitinfo,
+    locks,
     outputs,
     pairdata,
     report,
@@ -92,8 +94,9 @@ class MxperfSession:
                 self.settings,
                 root,
                 Path(self.run.rootdir),
-                lock_dir=self.run.lock_dir,
-                devices=self.run.device_lock_names(),
+                hold=functools.partial(
+                    locks.all_devices, self.run.lock_dir, self.run.device_lock_names()
+                ),
             )
         return self._pairer
 

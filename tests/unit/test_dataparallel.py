@@ -332,7 +332,7 @@ def test_sync_workers_start_their_blocks_and_stop_at_the_same_step() -> None:
         start = lock.steps
         for _ in range(blocks):
             step()
-        extra = lock.finish(step)
+        extra = lock.finish()
         seen[rank] = (start, ready, lock.steps, extra)
 
     threads = [threading.Thread(target=worker, args=args) for args in ((0, 5, 10), (1, 60, 30))]
