@@ -99,6 +99,11 @@ def for_sides(
     return None
 
 
+def members(text: str) -> frozenset[int]:
+    """The CPUs of a list such as ``0-2,5``; raises ValueError naming a part that is not one."""
+    return frozenset(_expand(text))
+
+
 def _expand(text: str) -> set[int]:
     """``"0-2,5"`` -> ``{0, 1, 2, 5}``; raises ValueError naming a part that is no CPU or range."""
     cpus: set[int] = set()
@@ -127,3 +132,15 @@ def pinning(cpus: Collection[int] | None) -> Callable[[], None] | None:
         os.sched_setaffinity(0, chosen)
 
     return pin
+
+
+def pin_threads(cpus: Collection[int]) -> None:
+    """Move every thread of this process (MXNet's engine and OpenMP workers included) to
+    ``cpus``: ``sched_setaffinity`` moves one thread, and threads started later inherit the mask
+    of the thread that starts them. A thread that ended meanwhile is skipped."""
+    chosen = frozenset(cpus)
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), chosen)
+        except (ProcessLookupError, FileNotFoundError):
+            continue

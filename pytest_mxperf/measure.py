@@ -22,6 +22,11 @@ Sync = Callable[[], object]
 class Interleave(Protocol):
     """Turns with another process measuring the same case (`pytest_mxperf.turns`)."""
 
+    @property
+    def shared_warmup(self) -> bool:
+        """The warm-up may have run beside the other process's work (on another CPU)."""
+        ...
+
     def ready(self) -> bool:
         """Warm: True to time blocks in turns now, False to measure alone."""
         ...
@@ -166,6 +171,13 @@ def measure(
         previous = per_step
         if clock() - warm_start >= cfg.warmup_time:
             break
+    interleaved = cfg.interleave is not None and cfg.interleave.ready()
+    if cfg.interleave is not None and cfg.interleave.shared_warmup:
+        # The warm-up ran beside the other side's setup; its turn (in turns or alone) has come:
+        # size the blocks from a window run alone, as they are timed (or they come out short).
+        window = _time_steps(step, sync, clock, n)
+        per_step = max(window / n, 1e-9)
+        warm_steps += n
     warmup_seconds = first + (clock() - warm_start)
 
     # Cost of one sync on an idle engine; blocks are made long enough to dwarf it.
@@ -186,7 +198,7 @@ def measure(
     blocks: list[float] = []
     spent = 0.0
     extra: dict[str, Any] = {}
-    if cfg.interleave is not None and cfg.interleave.ready():
+    if interleaved and cfg.interleave is not None:
         # As many blocks as the other side is given, each timed in its turn.
         extra["interleaved"] = True
         timed_block()

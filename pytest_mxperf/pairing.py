@@ -65,6 +65,8 @@ class SideSpec:
     env: dict[str, str] | None = None
     #: The CPUs its processes are pinned to (None: not pinned); the same for both sides.
     cpus: frozenset[int] | None = None
+    #: Wider CPUs for its untimed work where lock-step sides set up at once (None: ``cpus``).
+    spread: frozenset[int] | None = None
 
 
 def side_command(side: SideSpec, args: Sequence[str]) -> list[str]:
@@ -132,6 +134,7 @@ def run_rounds(
     profile: bool = False,
     server: Callable[[str], ForkServer | None] = lambda _: None,
     hold: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext,
+    overlap: bool = False,
 ) -> None:
     """Add ``rounds`` rounds to ``data``: REV first on even rounds, HEAD first on odd ones, each
     side one process serving every node id of the round.
@@ -145,9 +148,10 @@ def run_rounds(
     of its ``python``). With ``settings.pair_lockstep`` both sides of a measuring round run at once
     and take turns (`pytest_mxperf.turns`; profiling rounds run one side after the other),
     the controller inside ``hold()`` for the round: the session's device locks (the CPU's and
-    every GPU's the run sees), so no other run measures on them meanwhile."""
+    every GPU's the run sees), so no other run measures on them meanwhile. With ``overlap`` the
+    sides of such a round do their untimed work at once (`turns.Conductor`)."""
     files = sorted({n.split("::")[0] for n in nodeids})
-    with tempfile.TemporaryDirectory(prefix="mxperf-pair-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="mxperf-pair-", dir=_round_tmp()) as tmp:
         select = Path(tmp) / "select.txt"
         select.write_text("\n".join(nodeids) + "\n", encoding="utf-8")
         commands = []
@@ -174,7 +178,9 @@ def run_rounds(
                     progress(f"{what}, {data.side_label(name)}")
                     out.unlink(missing_ok=True)
                 both = [(n, side, argv, out) for n, side, argv, out in order if argv is not None]
-                finished = _run_together(both, server, timeout, nodeids, Path(tmp), hold)
+                finished = _run_together(
+                    both, server, timeout, nodeids, Path(tmp), hold, overlap=overlap
+                )
             for name, side, argv, out in order:
                 if argv is None:
                     this[name] = SideResult()  # none of the files exists on that side
@@ -196,6 +202,19 @@ def run_rounds(
                     result.error = f"the side process {done.describe(timeout)}:\n{done.tail}"
                 this[name] = result
             (data.profile_rounds if profile else data.rounds).append(this)
+
+
+#: The longest path a Unix socket may bind (108 bytes on Linux, 104 on macOS).
+_SOCKET_PATH_MAX = 104
+
+
+def _round_tmp() -> str | None:
+    """Where a round's temporary directory goes: the usual place, unless a lock-step socket
+    in it (``<tmp>/mxperf-pair-XXXXXXXX/turns.sock``) would be too long a path to bind (a deep
+    TMPDIR), then ``/tmp``."""
+    usual = tempfile.gettempdir()
+    fits = len(os.fsencode(usual)) + len("/mxperf-pair-XXXXXXXX/turns.sock") < _SOCKET_PATH_MAX
+    return None if fits or not Path("/tmp").is_dir() else "/tmp"
 
 
 def _run_side(
@@ -240,10 +259,12 @@ def _run_together(
     nodeids: Sequence[str],
     tmp: Path,
     hold: Callable[[], contextlib.AbstractContextManager[None]],
+    overlap: bool = False,
 ) -> dict[str, procgroup.Finished]:
     """Both sides of a round at once, taking turns through a `turns.Conductor` on a Unix socket
     in ``tmp``; each side a thread-run process as `_run_side` runs it, this process inside
-    ``hold()`` (the device locks; the sides take none).
+    ``hold()`` (the device locks; the sides take none). With ``overlap`` their untimed work may
+    run at once, on each side's ``spread`` CPUs.
     Whatever ends the wait (KeyboardInterrupt included), both sides are gone when this returns
     or raises."""
     path = tmp / "turns.sock"
@@ -251,7 +272,7 @@ def _run_together(
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(path))
     listener.listen(2)
-    conductor = turns.Conductor((order[0][0], order[1][0]), nodeids)
+    conductor = turns.Conductor((order[0][0], order[1][0]), nodeids, overlap=overlap)
     cancelled = threading.Event()
     finished: dict[str, procgroup.Finished] = {}
     errors: list[BaseException] = []
@@ -260,6 +281,8 @@ def _run_together(
     def body(name: str, side: SideSpec, argv: list[str]) -> None:
         try:
             args = [*argv, "--mxperf-side-turns", f"{name}={path}"]
+            if overlap and side.spread:
+                args += ["--mxperf-side-spread", cpu_sets.describe(side.spread)]
             finished[name] = _run_side(side, args, servers[name], timeout, cancelled)
         except BaseException as exc:  # re-raised by the controller's thread
             errors.append(exc)
@@ -351,6 +374,7 @@ class Pairer:
         repo_root: Path,
         rootdir: Path,
         hold: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext,
+        overlap: bool = False,
     ) -> None:
         self.settings = settings
         #: The device locks the controller holds for a lock-step round (`run_rounds`).
@@ -367,6 +391,15 @@ class Pairer:
         self._servers_tried: set[str] = set()
         #: The CPUs both sides are pinned to (`pytest_mxperf.cpus`; None: not pinned).
         self.cpus = cpu_sets.for_sides(settings.pair_cpus)
+        usable = cpu_sets.available()
+        #: The CPUs the sides' untimed work may use where it is wider than ``cpus`` (None:
+        #: ``cpus``): all of this process's.
+        self.spread = usable if overlap and self.cpus and usable and usable - self.cpus else None
+        #: Lock-step sides set up at once (`turns.Conductor`): asked for (CPU-only rounds), and
+        #: with more than one CPU to do it on.
+        self.overlap = overlap and (
+            self.spread is not None or (self.cpus is None and (usable is None or len(usable) > 1))
+        )
 
     def server(self, side: str) -> ForkServer | None:
         """The fork server of ``side``'s processes (one per side: lock-step rounds run both
@@ -397,10 +430,12 @@ class Pairer:
         """REV's side: this environment, or the revision's own (``--mxperf-env-command``)."""
         command = self.settings.env_command
         if not command:
-            return SideSpec(REV, rootdir, cpus=self.cpus)
+            return SideSpec(REV, rootdir, cpus=self.cpus, spread=self.spread)
         cache = worktree.default_cache_dir(self.repo_root).parent.parent / "envs"
         env = envs.ensure_env(command, tree, cache, revision=sha)
-        return SideSpec(REV, rootdir, str(env.python), env.environ(side_env()), self.cpus)
+        return SideSpec(
+            REV, rootdir, str(env.python), env.environ(side_env()), self.cpus, self.spread
+        )
 
     def run(
         self, rev_label: str, sha: str, nodeids: Sequence[str], progress: Callable[[str], None]
@@ -412,7 +447,10 @@ class Pairer:
         cache_key = (sha, tuple(sorted(nodeids)))
         if cache_key in self._cache:
             return self._cache[cache_key]
-        specs = {REV: self._setup(sha), HEAD: SideSpec(HEAD, self.rootdir, cpus=self.cpus)}
+        specs = {
+            REV: self._setup(sha),
+            HEAD: SideSpec(HEAD, self.rootdir, cpus=self.cpus, spread=self.spread),
+        }
         pinned = "" if self.cpus is None else cpu_sets.describe(self.cpus)
         data = PairedData(rev_label, sha, cpus=pinned)
         s = self.settings
@@ -424,6 +462,7 @@ class Pairer:
             progress=progress,
             server=self.server,
             hold=self.hold,
+            overlap=self.overlap,
         )
         run(nodeids, s.rounds)
         while len(data.rounds) < s.max_rounds:

@@ -88,6 +88,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--mxperf-side-profile", dest="mxperf_side_profile", action="store_true", help=SUPPRESS
     )
     group.addoption("--mxperf-side-turns", dest="mxperf_side_turns", default=None, help=SUPPRESS)
+    group.addoption("--mxperf-side-spread", dest="mxperf_side_spread", default=None, help=SUPPRESS)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -54,6 +54,9 @@ class Lockstep:
     never overlapped).
     """
 
+    #: Each worker warms up on its own device (`measure.Interleave`).
+    shared_warmup = False
+
     def __init__(self, mx: Any, kv: Any, key: int, ctx: Any, every: int = 8) -> None:
         self.every = every
         self._stop = _Agreement(mx, kv, key, ctx)
@@ -128,6 +131,9 @@ class _Agreement:
 class Barrier:
     """`measure.Interleave` for async kvstores, whose workers never wait for each other's
     push: a kvstore barrier once warm, so every worker's timed blocks begin together."""
+
+    #: Each worker warms up on its own device (`measure.Interleave`).
+    shared_warmup = False
 
     def __init__(self, kv: Any) -> None:
         self.kv = kv

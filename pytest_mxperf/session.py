@@ -12,6 +12,7 @@ from typing import Any
 
 from pytest_mxperf import (
     baselines,
+    cpus,
     fingerprint,
     gitinfo,
     locks,
@@ -70,8 +71,11 @@ class MxperfSession:
         self.seen: dict[str, str] = {}
         self.errors: list[str] = []
         #: A lock-step side's end of the controller's socket (`turns`); it holds the baton
-        #: from here on, so nothing this process does runs beside the other side's blocks.
-        self.baton: Baton | None = Baton(settings.side_turns) if settings.side_turns else None
+        #: from here on, so nothing this process does runs beside the other side's timed work.
+        self.baton: Baton | None = None
+        if settings.side_turns:
+            spread = settings.side_spread
+            self.baton = Baton(settings.side_turns, cpus.members(spread) if spread else None)
         self.stored = StoreReport()
         #: Where the JSON report was written (None: not written).
         self.report_path: Path | None = None
@@ -97,6 +101,8 @@ class MxperfSession:
                 hold=functools.partial(
                     locks.all_devices, self.run.lock_dir, self.run.device_lock_names()
                 ),
+                # Not on a GPU: cuDNN's autotune times algorithms in a side's first steps.
+                overlap=self.run.device_lock_names() == ["cpu"],
             )
         return self._pairer
 

@@ -61,6 +61,8 @@ class Settings:
     side_profile: bool = False
     #: Set on lock-step sides: ``NAME=PATH`` of the controller's socket (`pytest_mxperf.turns`).
     side_turns: str | None = None
+    #: Set on lock-step sides whose untimed work may spread wider than the CPUs they time on.
+    side_spread: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

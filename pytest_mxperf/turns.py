@@ -7,15 +7,24 @@ whatever the machine did in between. Alternating single blocks ABBA cancels most
 round, the spread of A/A ratios of one case fell from 4.0% (sequential sides, pinned) to 1.7%
 (lock-step, pinned) and from 11.6% to 2.8% unpinned (24 alternating rounds, 2-vCPU VM).
 
-Only one side ever runs: a side holds the *baton* for everything it does (collection, building
-a model, its first step and warm-up) and hands it back at fixed points, over a Unix socket in
-the round's temporary directory, one JSON object per line:
+Nothing runs beside a timed block: a side holds the *baton* for everything it does and hands it
+back at fixed points, over a Unix socket in the round's temporary directory, one JSON object per
+line. What it does between those points is either timed (a block, a case measured alone), which
+the other side only ever waits through, or untimed (collection, building a model, its first step
+and warm-up), which on CPU-only rounds (``overlap``) both sides may do at once, each on a CPU of
+its own: the setups that made up half of a round's time then cost about half as much on two
+CPUs. GPU rounds keep them apart (cuDNN's autotune times its algorithms in the first steps).
+The messages:
 
 - side -> controller ``{"hello": side}`` on connecting; the answer ``go`` gives it the baton;
 - ``{"ready": key, "nodeid": id}`` after a case's warm-up: ``block`` (time one block, then
   report ``{"done": 1}``; the answer is ``block`` again or ``end``) or ``solo`` (the other
   side has no such case now: measure it alone, as a side does without lock-step);
 - a side that exits (its socket closes) frees the other.
+
+A side pinned to the timing CPUs (``cpus.for_sides``) may be given wider ones for its untimed
+work: `Baton` moves all its threads to those on ``go`` and ``end`` and back on ``block`` and
+``solo``.
 
 The controller's decisions are `Conductor` (pure: events in, replies out); `Baton` is a side's
 end of the socket.
@@ -30,6 +39,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_mxperf import cpus as cpu_sets
+
 #: Block pairs per case per round in lock-step (each side times this many 0.1 s blocks).
 PAIRS = 5
 
@@ -41,16 +52,28 @@ class BatonLost(RuntimeError):
 
 
 class Baton:
-    """A side's end of the lock-step socket: connects and waits for its first turn."""
+    """A side's end of the lock-step socket: connects and waits for its first turn.
 
-    def __init__(self, spec: str) -> None:
+    ``spread``: the CPUs for its untimed work (None: where it is pinned now, for everything);
+    it times on the CPUs it was pinned to when made."""
+
+    def __init__(self, spec: str, spread: frozenset[int] | None = None) -> None:
         name, _, path = spec.partition("=")
         if not (name and path):
             raise ValueError(f"--mxperf-side-turns wants NAME=PATH, got {spec!r}")
+        self._timing = cpu_sets.available() if spread else None
+        self._spread = spread if self._timing is not None and spread != self._timing else None
+        #: Where the side's threads are now: True on ``spread``.
+        self._spread_now = False
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.connect(path)
         self._file = self._sock.makefile("rwb")
         self._ask({"hello": name})
+
+    @property
+    def shared_warmup(self) -> bool:
+        """Untimed work may run beside the other side's (the round overlaps setups)."""
+        return self._spread is not None
 
     def _ask(self, message: dict[str, Any]) -> str:
         try:
@@ -61,7 +84,15 @@ class Baton:
             raise BatonLost(f"the paired run's controller is gone ({exc})") from None
         if not line:
             raise BatonLost("the paired run's controller is gone")
-        return str(json.loads(line))
+        reply = str(json.loads(line))
+        self._place(spread=reply in (GO, END))
+        return reply
+
+    def _place(self, spread: bool) -> None:
+        if self._spread is None or self._timing is None or spread == self._spread_now:
+            return
+        cpu_sets.pin_threads(self._spread if spread else self._timing)
+        self._spread_now = spread
 
     def ready(self, nodeid: str, key: str) -> bool:
         """Warm and ready to time ``key``: True to time it in turns (`next_block`), False to
@@ -86,6 +117,10 @@ class CaseTurns:
     nodeid: str
     key: str
 
+    @property
+    def shared_warmup(self) -> bool:
+        return self.baton.shared_warmup
+
     def ready(self) -> bool:
         return self.baton.ready(self.nodeid, self.key)
 
@@ -98,7 +133,9 @@ class CaseTurns:
 
 @dataclass
 class _Side:
-    state: str = "starting"  # starting | running | hello | ready | done | gone
+    # starting | hello | busy (untimed work) | ready | timing (a block or a case alone) | done
+    # | gone
+    state: str = "starting"
     key: str = ""
     index: int = 0
 
@@ -106,12 +143,15 @@ class _Side:
 @dataclass
 class Conductor:
     """Who runs next, from what the two sides said: `event` takes a side's message (None: the
-    side is gone) and returns the replies to send, ``[(side, reply)]``; at most one side runs at
-    a time. ``order`` is the round's order (its first side starts and leads each ABBA)."""
+    side is gone) and returns the replies to send, ``[(side, reply)]``. Nothing runs beside a
+    timed block or case; with ``overlap`` both sides may do untimed work at once, without it
+    at most one side runs at a time. ``order`` is the round's order (its first side starts and
+    leads each ABBA)."""
 
     order: tuple[str, str]
     nodeids: Sequence[str] = ()
     pairs: int = PAIRS
+    overlap: bool = False
     sides: dict[str, _Side] = field(default_factory=dict)
     #: The sides' turns left for the case in lock-step now (empty: none).
     sequence: list[str] = field(default_factory=list)
@@ -142,28 +182,30 @@ class Conductor:
     def done(self) -> bool:
         return all(s.state == "gone" for s in self.sides.values())
 
-    def _wake(self, side: str, reply: str) -> list[tuple[str, str]]:
-        self.sides[side].state = "running"
-        return [(side, reply)]
+    def _wake(self, *replies: tuple[str, str]) -> list[tuple[str, str]]:
+        for side, reply in replies:
+            self.sides[side].state = "busy" if reply in (GO, END) else "timing"
+        return list(replies)
 
     def _next(self) -> list[tuple[str, str]]:
         sides = self.sides
-        if any(s.state == "running" for s in sides.values()):
+        states = {s.state for s in sides.values()}
+        if "timing" in states or ("busy" in states and not self.overlap):
             return []
         if self.sequence:
             nxt = self.sequence.pop(0)
             if sides[nxt].state in ("ready", "done"):
-                return self._wake(nxt, BLOCK)
+                return self._wake((nxt, BLOCK))
             self.sequence.clear()  # the other side is gone mid-case: the lock-step ends
         first, second = self.order
-        if any(s.state == "starting" for s in sides.values()):
+        if "starting" in states:
             return []  # both start in the round's order: wait for the other's hello (or end)
-        for name in self.order:
-            if sides[name].state == "hello":
-                return self._wake(name, GO)
-        for name in self.order:
-            if sides[name].state == "done":
-                return self._wake(name, END)
+        untimed = [(name, GO) for name in self.order if sides[name].state == "hello"]
+        untimed += [(name, END) for name in self.order if sides[name].state == "done"]
+        if untimed:
+            return self._wake(*(untimed if self.overlap else untimed[:1]))
+        if "busy" in states:
+            return []  # nothing is timed beside a side's untimed work
         a, b = sides[first], sides[second]
         if a.state == "ready" and b.state == "ready":
             if a.key == b.key:
@@ -173,12 +215,12 @@ class Conductor:
                     for i in range(self.pairs)
                     for name in ((first, second) if i % 2 == 0 else (second, first))
                 ]
-                return self._wake(self.sequence.pop(0), BLOCK)
+                return self._wake((self.sequence.pop(0), BLOCK))
             # Different cases: the one the other side has passed already (or never has) goes
             # alone; the selection's order says which.
             alone = first if (a.index, 0) <= (b.index, 1) else second
-            return self._wake(alone, SOLO)
+            return self._wake((alone, SOLO))
         for name, other in ((first, b), (second, a)):
             if sides[name].state == "ready" and other.state == "gone":
-                return self._wake(name, SOLO)
+                return self._wake((name, SOLO))
         return []  # both gone: the round is over

@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -138,12 +139,27 @@ PINNED_SUITE = """
 import os
 from pathlib import Path
 
+import pytest
+from pytest_mxperf import turns
 from pytest_mxperf.testing import FakeModel
 
-def test_where(mxperf):
+def where(label):
     cpus = sorted(os.sched_getaffinity(0))
-    out = Path(os.environ["AFFINITY_DIR"]) / str(os.getpid())
+    out = Path(os.environ["AFFINITY_DIR"]) / f"{{os.getpid()}}.{{label}}"
     out.write_text(",".join(map(str, cpus)))
+
+@pytest.fixture(autouse=True)
+def spy(monkeypatch):
+    block_done = turns.Baton.next_block
+
+    def next_block(self):  # a lock-step side's timed block is done, its next turn not asked
+        where("timing")
+        return block_done(self)
+
+    monkeypatch.setattr(turns.Baton, "next_block", next_block)
+
+def test_where(mxperf):
+    where("setup")
     mxperf.inference(FakeModel({speed}), batch_size=8, model="where")
 """
 
@@ -177,9 +193,16 @@ def test_both_sides_run_pinned_to_the_same_cpus(
     header = f"both sides pinned to CPU {described} *" if pinned else "sides not pinned to CPUs"
     result.stdout.fnmatch_lines([f"*paired mode: HEAD~1 vs the working tree, * {header}"])
     assert _report(fake_pytester)["paired"]["cpus"] == (described if pinned else None)
-    sides = {p.name: p.read_text() for p in seen.iterdir() if p.name != str(os.getpid())}
-    assert len(sides) >= 6  # 3 rounds, 2 sides, each a process of its own
-    assert set(sides.values()) == {",".join(map(str, chosen))}
+    places: dict[str, dict[str, str]] = {}
+    for path in seen.iterdir():
+        pid, label = path.name.split(".")
+        if pid != str(os.getpid()):  # the controller's own test (it measures nothing)
+            places.setdefault(label, {})[pid] = path.read_text()
+    assert len(places["setup"]) >= 6  # 3 rounds, 2 sides, each a process of its own
+    assert places["timing"].keys() == places["setup"].keys()
+    # Both sides time on the same CPUs; their setups, which run at once, on all of them.
+    assert set(places["timing"].values()) == {",".join(map(str, chosen))}
+    assert set(places["setup"].values()) == {",".join(map(str, usable))}
     assert sorted(os.sched_getaffinity(0)) == usable  # the controller is not pinned
 
 
@@ -207,6 +230,20 @@ def test_sides_time_their_blocks_in_turns_unless_told_not_to(
                 if lockstep == "on":
                     assert len(case["images_per_sec"]) == turns.PAIRS
     assert not list(fake_pytester.path.rglob("turns.sock"))
+
+
+def test_lock_step_sides_meet_under_a_temporary_directory_too_deep_for_a_socket(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A Unix socket's path is at most 104-108 bytes; a deep TMPDIR made binding it fail.
+    deep = fake_pytester.path / ("tmp" + "-deep" * 20)
+    deep.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    fake_pytester.makepyfile(test_suite=PAIR_SUITE.format(speed=100.0))
+    commit("base")
+    _paired(fake_pytester, "HEAD").assert_outcomes(passed=2)
+    for r in _report(fake_pytester)["paired"]["rounds"]:
+        assert all(case["interleaved"] for case in r["head"]["blocks"].values())
 
 
 LOCK_SUITE = """

@@ -330,8 +330,11 @@ def test_a_paired_side_stops_at_its_time_even_when_its_blocks_disagree() -> None
 class Turns:
     """A scripted `measure.Interleave`: in turns or alone, and how many blocks."""
 
-    def __init__(self, together: bool, blocks: int, fake: FakeClock) -> None:
+    def __init__(
+        self, together: bool, blocks: int, fake: FakeClock, shared_warmup: bool = False
+    ) -> None:
         self.together, self.left, self.fake = together, blocks, fake
+        self.shared_warmup = shared_warmup
         self.asked_at: list[int] = []
 
     def ready(self) -> bool:
@@ -354,6 +357,26 @@ def test_in_turns_each_block_waits_for_its_turn_and_the_other_side_decides_how_m
     # Asked once after the warm-up, then after each block of 16 steps.
     first = turns.asked_at[0]
     assert turns.asked_at == [first + 16 * i for i in range(8)]
+
+
+@pytest.mark.parametrize("together", [True, False])
+def test_after_a_warm_up_beside_the_other_side_blocks_are_sized_from_a_window_run_alone(
+    together: bool,
+) -> None:
+    # The warm-up ran beside the other side's setup at half speed; from the turn on (in turns
+    # or alone), steps take STEP again.
+    turns: Turns
+
+    def durations(fake: FakeClock) -> float:
+        return STEP if turns.asked_at else 2 * STEP
+
+    shared, sized_on_warmup = FakeClock(durations), FakeClock(durations)
+    turns = Turns(together, 3, shared, shared_warmup=True)
+    m = run(shared, interleave=turns)
+    assert m.steps_per_block == 16  # 0.25 s of steps as timed, not 8 steps of the warm-up's
+    assert m.block_seconds[0] == BLOCK
+    turns = Turns(together, 3, sized_on_warmup)
+    assert run(sized_on_warmup, interleave=turns).steps_per_block == 8
 
 
 def test_alone_a_side_measures_as_without_turns() -> None:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -80,6 +83,36 @@ def test_a_side_waits_for_one_still_starting() -> None:
     assert c.event("rev", _ready("A", IDS[0])) == [("rev", SOLO)]
 
 
+def test_overlapping_sides_set_up_at_once_and_time_alone() -> None:
+    c = Conductor(("rev", "head"), IDS, pairs=2, overlap=True)
+    assert c.event("head", {"hello": "head"}) == []  # both start in the round's order
+    assert c.event("rev", {"hello": "rev"}) == [("rev", GO), ("head", GO)]
+    # REV is warm; HEAD still sets up: nothing is timed beside it.
+    assert c.event("rev", _ready("A", IDS[0])) == []
+    turns = c.event("head", _ready("A", IDS[0]))
+    order = []
+    while turns[0][1] == BLOCK:
+        ((side, _),) = turns  # one side at a time
+        order.append(side)
+        turns = c.event(side, {"done": 1})
+    assert order == ["rev", "head", "head", "rev"]
+    assert turns == [("rev", END), ("head", END)]  # both set up their next case at once
+    # REV has no t.py::b: it is at c, HEAD at b. Alone only once the other is idle.
+    assert c.event("rev", _ready("C", IDS[2])) == []
+    assert c.event("head", _ready("B", IDS[1])) == [("head", SOLO)]
+    assert c.event("head", _ready("C", IDS[2])) == [("rev", BLOCK)]
+    assert c.locked == ["A", "C"]
+
+
+def test_overlapping_sides_never_time_beside_a_side_still_busy() -> None:
+    c = Conductor(("rev", "head"), IDS, pairs=1, overlap=True)
+    c.event("rev", {"hello": "rev"})
+    c.event("head", {"hello": "head"})
+    assert c.event("rev", _ready("A", IDS[0])) == []
+    assert c.event("head", None) == [("rev", SOLO)]  # HEAD is gone: REV goes on alone
+    assert c.event("rev", None) == [] and c.done()
+
+
 def test_an_unknown_message_is_named() -> None:
     c = Conductor(("rev", "head"), IDS)
     with pytest.raises(ValueError, match="side rev: unexpected message"):
@@ -138,3 +171,65 @@ def test_a_side_whose_controller_is_gone_says_so(tmp_path: Path) -> None:
 def test_a_bad_spec_is_named() -> None:
     with pytest.raises(ValueError, match="--mxperf-side-turns wants NAME=PATH"):
         Baton("no-path")
+
+
+_PLACES = """
+import json, os, sys, threading
+from pytest_mxperf.turns import Baton
+os.sched_setaffinity(0, {timing})
+seen = {{}}
+ask, tell = threading.Event(), threading.Event()
+tid = []
+
+def worker() -> None:  # a thread started before the baton moves anything, like MXNet's
+    tid.append(threading.get_native_id())
+    ask.wait()
+
+t = threading.Thread(target=worker)
+t.start()
+while not tid:
+    pass
+
+def where(label):
+    seen[label] = sorted(os.sched_getaffinity(tid[0]))
+
+baton = Baton(sys.argv[1], frozenset({spread}))
+where("go")
+baton.ready("t.py::a", "A")
+where("block")
+baton.next_block()
+where("end")
+baton.close()
+ask.set()
+t.join()
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="needs two CPUs this process may use, and CPU affinity",
+)
+def test_a_side_moves_all_its_threads_to_the_wider_cpus_for_untimed_work(tmp_path: Path) -> None:
+    usable = sorted(os.sched_getaffinity(0))
+    timing, spread = {usable[-1]}, set(usable)
+    seen: list[dict[str, object]] = []
+    t = _serve(tmp_path / "s", [GO, BLOCK, END], seen)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _PLACES.format(timing=timing, spread=spread),
+            f"rev={tmp_path / 's'}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    t.join(5)
+    assert json.loads(out.stdout) == {
+        "go": sorted(spread),  # set up anywhere
+        "block": sorted(timing),  # timed where the other side times
+        "end": sorted(spread),
+    }
