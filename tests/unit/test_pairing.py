@@ -111,3 +111,28 @@ def test_side_failures_name_the_file_of_the_case() -> None:
     d.rounds[0][pairdata.REV].collect_errors = [("a.py", "ImportError: x"), ("b.py", "other")]
     assert d.side_failures(pairdata.REV, "a.py::test_m") == ["a.py: ImportError: x"]
     assert len(d.side_failures(pairdata.REV)) == 2
+
+
+@pytest.mark.parametrize(
+    ("usable", "pin", "gpu", "overlap", "spread"),
+    [
+        ({0, 1}, "1", False, True, {0, 1}),  # set up on both CPUs, time on CPU 1
+        ({0, 1}, "1", True, False, None),  # a GPU run: setups one after the other
+        ({0, 1}, "off", False, True, None),  # unpinned: the scheduler spreads them
+        ({0, 1}, "0-1", False, False, None),  # pinned to all: no CPU to spare
+        ({0}, "off", False, False, None),  # one CPU: nothing to gain
+    ],
+)
+def test_sides_set_up_at_once_only_on_cpu_runs_with_a_cpu_to_spare(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    usable: set[int],
+    pin: str,
+    gpu: bool,
+    overlap: bool,
+    spread: set[int] | None,
+) -> None:
+    monkeypatch.setattr(pairing.cpu_sets, "available", lambda: frozenset(usable))
+    pairer = pairing.Pairer(Settings(pair_cpus=pin), tmp_path, tmp_path, overlap=not gpu)
+    assert pairer.overlap is overlap
+    assert pairer.spread == (None if spread is None else frozenset(spread))
