@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mxperf import pairdata, pairing
+from pytest_mxperf import cpus, pairdata, pairing
 from pytest_mxperf.casekey import CaseKey
 from pytest_mxperf.paired import Decision
 from pytest_mxperf.records import CaseResult
@@ -132,7 +132,7 @@ def test_sides_set_up_at_once_only_on_cpu_runs_with_a_cpu_to_spare(
     overlap: bool,
     spread: set[int] | None,
 ) -> None:
-    monkeypatch.setattr(pairing.cpu_sets, "available", lambda: frozenset(usable))
+    monkeypatch.setattr(cpus, "available", lambda: frozenset(usable))
     pairer = pairing.Pairer(Settings(pair_cpus=pin), tmp_path, tmp_path, overlap=not gpu)
     assert pairer.overlap is overlap
     assert pairer.spread == (None if spread is None else frozenset(spread))
