@@ -291,15 +291,17 @@ def test_startup_growth_is_flagged(
 
 # Each process that imports the suite takes the next peak: the controller (which only
 # collects), then the sides in their order: round 1 REV, HEAD; round 2 HEAD, REV; round 3 REV,
-# HEAD.
+# HEAD. Lock-step sides collect at the same time, so each side counts its own processes (HEAD's
+# tree is the controller's; REV's is a worktree).
 PER_PROCESS = """
 from pathlib import Path
 from pytest_mxperf.testing import FakeModel
 
-COUNTER = Path({counter!r})
+HEAD = Path(__file__).resolve().parent == Path({root!r}).resolve()
+COUNTER = Path({counter!r} + (".head" if HEAD else ".rev"))
 N = int(COUNTER.read_text()) if COUNTER.exists() else 0
 COUNTER.write_text(str(N + 1))
-PEAK = {peaks}[N]
+PEAK = ({head} if HEAD else {rev})[N]
 
 def test_net(mxperf):
     mxperf.inference(FakeModel(100.0, memory_mb=PEAK), batch_size=8, model="net")
@@ -327,19 +329,27 @@ def test_paired_memory_is_heads_median_against_revs_nearest_round(
     head: float,
     base: float,
 ) -> None:
-    counter = fake_pytester.path / "processes.txt"
+    counter = fake_pytester.path / "processes"
     with (fake_pytester.path / ".gitignore").open("a") as f:
-        f.write("processes.txt\n")
-    fake_pytester.makepyfile(test_suite=PER_PROCESS.format(counter=str(counter), peaks=peaks))
+        f.write("processes.*\n")
+    suite = PER_PROCESS.format(
+        root=str(fake_pytester.path),
+        counter=str(counter),
+        head=[peaks[i] for i in (0, 2, 3, 6)],
+        rev=[peaks[i] for i in (1, 4, 5)],
+    )
+    fake_pytester.makepyfile(test_suite=suite)
     commit("suite")
-    counter.unlink(missing_ok=True)
+    for side in ("head", "rev"):
+        Path(f"{counter}.{side}").unlink(missing_ok=True)
     rounds = ("--mxperf-rounds", "3", "--mxperf-max-rounds", "3")
     result = fake_pytester.runpytest_subprocess(
         "--mxperf", "--mxperf-ab", "HEAD", *rounds, "--mxperf-json", "report.json",
         *NO_WARNING_ERRORS,
     )  # fmt: skip
     result.assert_outcomes(passed=1)
-    assert counter.read_text() == "7"  # the controller and six sides: the peaks were all used
+    # The controller and six sides: the peaks were all used.
+    assert Path(f"{counter}.head").read_text() == "4" and Path(f"{counter}.rev").read_text() == "3"
     net = _cases(fake_pytester)["net"]
     assert net["verdict"]["memory_trend"] == trend
     assert net["peak_memory_mb"] == head and net["verdict"]["baseline_memory_mb"] == base
