@@ -131,17 +131,21 @@ def undecided(data: PairedData, keys: Sequence[str], min_effect: float) -> list[
 
 
 def worth_more_rounds(
-    data: PairedData, keys: Sequence[str], min_effect: float, strict: bool
+    data: PairedData, keys: Sequence[str], min_effect: float, strict: bool, max_rounds: int
 ) -> list[str]:
     """Undecided keys whose outcome more rounds could change: those HEAD measured slower so
-    far (they may yet fail), and with ``strict`` every one (an undecided case fails there).
-    An undecided case that measured no slower passes either way, as pass or unstable."""
+    far that rounds up to ``max_rounds`` in all (``data.rounds`` counts those run, a failed
+    side's too) could still fail (`paired.could_still_regress`), and
+    with ``strict`` every undecided one (an undecided case fails there). An undecided case
+    that measured no slower, or whose rounds disagree too much to ever fail it in time, passes
+    either way, as pass or unstable."""
+    left = max_rounds - len(data.rounds)
     out = []
     for key in keys:
         est = data.estimate(key, min_effect)
-        if est is None or est.decision != paired.Decision.UNKNOWN:
+        if est is None or est.decision != paired.Decision.UNKNOWN or left < 1:
             continue
-        if strict or est.ratio < 1.0:
+        if strict or (est.ratio < 1.0 and paired.could_still_regress(est, left)):
             out.append(key)
     return out
 

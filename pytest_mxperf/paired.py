@@ -23,6 +23,7 @@ Decision, with ``e = min_effect``:
   (scripts/aa_check.py and ``tests/unit/test_paired.py`` give the figures);
 - UNKNOWN otherwise: more rounds may decide (:func:`need_more_rounds`); after the last round
   the caller reports the case as unstable, with :attr:`PairedEstimate.suggested_rounds`.
+  Rounds stop early for a case that they could no longer fail (:func:`could_still_regress`).
 """
 
 from __future__ import annotations
@@ -284,6 +285,29 @@ def _suggest_rounds(
         if t_quantile(0.5 + same_level / 2.0, m - 1) * scale < band:
             return m
     return MAX_SUGGESTED_ROUNDS
+
+
+def could_still_regress(estimate: PairedEstimate, more_rounds: int) -> bool:
+    """Could up to ``more_rounds`` more rounds still decide REGRESSED for an UNKNOWN estimate?
+
+    Futility, for :func:`pytest_mxperf.pairdata.worth_more_rounds`: the interval at ``m``
+    rounds is projected with the per-round SD measured so far and the estimate moved one
+    standard error further down (in favour of a regression, so that a real loss that was only
+    unlucky in its first rounds keeps its rounds). False when no ``m`` up to
+    ``n_rounds + more_rounds`` would put the whole interval below 1 with its lower end at
+    ``1 - min_effect`` or lower: then more rounds would cost time and could not fail the case.
+    A batch-1 case whose rounds swing by 7% around -1% is such a case; a 5% loss at 1-2% per
+    round is not.
+    """
+    n = estimate.n_rounds
+    sd = estimate.sd
+    mean = math.log(estimate.ratio) - sd / math.sqrt(n)
+    floor = math.log(1.0 - estimate.min_effect)
+    for m in range(n + 1, n + more_rounds + 1):
+        half = t_quantile(0.5 + estimate.confidence / 2.0, m - 1) * sd / math.sqrt(m)
+        if mean + half < 0.0 and mean - half <= floor:
+            return True
+    return False
 
 
 def need_more_rounds(estimate: PairedEstimate, rounds_done: int, max_rounds: int) -> bool:

@@ -466,7 +466,9 @@ class Pairer:
         )
         run(nodeids, s.rounds)
         while len(data.rounds) < s.max_rounds:
-            open_keys = worth_more_rounds(data, case_keys(data), s.min_effect, s.strict)
+            open_keys = worth_more_rounds(
+                data, case_keys(data), s.min_effect, s.strict, s.max_rounds
+            )
             if not open_keys:
                 break
             run(nodeids_of(data, open_keys), 1)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
+from typing import Literal
 
 import pytest
 
@@ -17,6 +18,7 @@ from pytest_mxperf.paired import (
     Decision,
     PairedEstimate,
     PairedRound,
+    could_still_regress,
     decide,
     explain,
     median_noise,
@@ -85,24 +87,38 @@ def simulate(
     *,
     max_rounds: int | None = None,
     same_confidence: float = SAME_CONFIDENCE,
+    more_for: Literal["undecided", "slower", "plugin"] = "undecided",
 ) -> tuple[Counter[Decision], float]:
-    """Decisions over CASES simulated cases; log-normal ratios. With max_rounds: adaptive."""
-    rng = random.Random(seed)
+    """Decisions over CASES simulated cases; log-normal ratios, each case drawn from its own
+    seeded stream (so two rules see the same rounds). With max_rounds: adaptive, more rounds
+    for every undecided case, for those measured slower, or as the plugin adds them (slower
+    and more rounds could still fail it, `pairdata.worth_more_rounds`)."""
+
+    def more(est: PairedEstimate, done: int) -> bool:
+        if max_rounds is None or not need_more_rounds(est, done, max_rounds):
+            return False
+        if more_for == "undecided":
+            return True
+        if more_for == "slower":
+            return est.ratio < 1.0
+        return est.ratio < 1.0 and could_still_regress(est, max_rounds - done)
+
     decisions: Counter[Decision] = Counter()
     rounds_used = 0
 
-    def one() -> PairedRound:
+    def one(rng: random.Random) -> PairedRound:
         # Each side has its own noise; their log difference has SD `noise`.
         side_sd = noise / math.sqrt(2)
         rev = 1000.0 * math.exp(rng.gauss(0, side_sd))
         head = 1000.0 * true_ratio * math.exp(rng.gauss(0, side_sd))
         return PairedRound(rev, head)
 
-    for _ in range(CASES):
-        rounds = [one() for _ in range(n_rounds)]
+    for case in range(CASES):
+        rng = random.Random(seed * 1_000_003 + case)
+        rounds = [one(rng) for _ in range(n_rounds)]
         est = paired_estimate(rounds, same_confidence=same_confidence)
-        while max_rounds is not None and need_more_rounds(est, len(rounds), max_rounds):
-            rounds.append(one())
+        while more(est, len(rounds)):
+            rounds.append(one(rng))
             est = paired_estimate(rounds, same_confidence=same_confidence)
         decisions[est.decision] += 1
         rounds_used += len(rounds)
@@ -181,6 +197,47 @@ def test_a_5pct_drop_with_2pct_noise() -> None:
     # Adding rounds while undecided finds nearly all.
     assert adaptive[Decision.REGRESSED] / CASES >= 0.9, message
     assert adaptive[Decision.SAME] / CASES < 0.08, message
+
+
+@pytest.mark.parametrize(
+    ("true_ratio", "noise", "seed"), [(1.0, 0.07, 51), (0.95, 0.02, 52), (0.95, 0.03, 53)]
+)
+def test_rounds_stop_where_they_could_no_longer_fail_a_case(
+    true_ratio: float, noise: float, seed: int
+) -> None:
+    # The futility stop saves the rounds of a noisy case that could not fail in time (a batch-1
+    # case swinging 7% a round went to all 10 rounds) and keeps nearly every real 5% loss.
+    slower, slower_rounds = simulate(true_ratio, noise, 3, seed, max_rounds=10, more_for="slower")
+    futile, futile_rounds = simulate(true_ratio, noise, 3, seed, max_rounds=10, more_for="plugin")
+    message = (
+        f"ratio {true_ratio}, {noise:.0%} noise, 3..10 rounds: slower undecided go on "
+        f"{rates(slower)} in {slower_rounds:.2f} rounds; plugin's rule {rates(futile)} in "
+        f"{futile_rounds:.2f} rounds"
+    )
+    # The same rounds for both rules: a case stopped early can only lose a REGRESSED.
+    lost = (slower[Decision.REGRESSED] - futile[Decision.REGRESSED]) / CASES
+    assert 0.0 <= lost <= 0.02, message
+    if true_ratio == 1.0:
+        assert futile_rounds < 0.8 * slower_rounds, message
+    else:
+        assert futile[Decision.REGRESSED] / CASES >= 0.85, message
+
+
+def test_could_still_regress_projects_the_interval_to_the_rounds_left() -> None:
+    # -1% with rounds 7% apart: not even 10 rounds could put the 99% interval below 1.
+    noisy = paired_estimate(rounds_from([0.92, 1.05, 1.0]))
+    assert noisy.decision is Decision.UNKNOWN and noisy.ratio < 1.0
+    assert not could_still_regress(noisy, 7)
+    assert could_still_regress(noisy, 200)  # given rounds enough, it might
+    # -5% at about 1.5% a round: a few more rounds decide it.
+    loss = paired_estimate(rounds_from([0.94, 0.965, 0.945]))
+    assert loss.decision is Decision.UNKNOWN
+    assert could_still_regress(loss, 7)
+    assert not could_still_regress(loss, 0)
+    # Slower by 0.5% at 0.6% a round: it may become "slower, less than the minimum effect",
+    # never regressed (the interval never reaches 5% down once it lies below 1).
+    small = paired_estimate(rounds_from([0.99, 1.0, 0.995]))
+    assert not could_still_regress(small, 7)
 
 
 def test_the_equivalence_interval_decides_identical_code_in_fewer_rounds() -> None:
