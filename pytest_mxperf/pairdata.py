@@ -135,15 +135,17 @@ def worth_more_rounds(
 ) -> list[str]:
     """Undecided keys whose outcome more rounds could change: those HEAD measured slower so
     far that rounds up to ``max_rounds`` in all (``data.rounds`` counts those run, a failed
-    side's too) could still fail (`paired.could_still_regress`), and
-    with ``strict`` every undecided one (an undecided case fails there). An undecided case
-    that measured no slower, or whose rounds disagree too much to ever fail it in time, passes
-    either way, as pass or unstable."""
+    side's too) could still fail (`paired.could_still_regress`), and with ``strict`` every
+    undecided one (an undecided case fails there). An undecided case that measured no slower,
+    or whose rounds disagree too much to ever fail it in time, passes either way, as pass or
+    unstable."""
     left = max_rounds - len(data.rounds)
+    if left < 1:
+        return []
     out = []
     for key in keys:
         est = data.estimate(key, min_effect)
-        if est is None or est.decision != paired.Decision.UNKNOWN or left < 1:
+        if est is None or est.decision != paired.Decision.UNKNOWN:
             continue
         if strict or (est.ratio < 1.0 and paired.could_still_regress(est, left)):
             out.append(key)

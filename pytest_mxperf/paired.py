@@ -196,6 +196,12 @@ def decide(
     return Decision.UNKNOWN
 
 
+def _half_width(confidence: float, sd: float, n: int) -> float:
+    """Half-width, on the log scale, of the two-sided ``confidence`` t interval of the mean of
+    ``n`` rounds whose per-round SD is ``sd``."""
+    return t_quantile(0.5 + confidence / 2.0, n - 1) * sd / math.sqrt(n)
+
+
 def _check_round(i: int, rnd: PairedRound) -> None:
     for side, value in (("rev", rnd.rev), ("head", rnd.head)):
         if not (math.isfinite(value) and value > 0):
@@ -241,10 +247,10 @@ def paired_estimate(
     mean, sd_between = _mean_sd(logs)
     sd_within = math.sqrt(math.fsum(rnd.within_noise**2 for rnd in rounds) / n)
     sd = max(sd_between, sd_within, noise_floor)
-    half = t_quantile(0.5 + confidence / 2.0, n - 1) * sd / math.sqrt(n)
+    half = _half_width(confidence, sd, n)
     low, high = math.exp(mean - half), math.exp(mean + half)
     same_level = min(same_confidence, confidence)
-    same_half = t_quantile(0.5 + same_level / 2.0, n - 1) * sd / math.sqrt(n)
+    same_half = _half_width(same_level, sd, n)
     same = (math.exp(mean - same_half), math.exp(mean + same_half))
     decision = decide(low, high, min_effect, same)
     suggested = (
@@ -279,10 +285,9 @@ def _suggest_rounds(
     confidence, same_level = levels
     band = min(mean - math.log(1.0 - min_effect), math.log(1.0 + min_effect) - mean)
     for m in range(n + 1, MAX_SUGGESTED_ROUNDS + 1):
-        scale = sd / math.sqrt(m)
-        if t_quantile(0.5 + confidence / 2.0, m - 1) * scale < abs(mean):
+        if _half_width(confidence, sd, m) < abs(mean):
             return m
-        if t_quantile(0.5 + same_level / 2.0, m - 1) * scale < band:
+        if _half_width(same_level, sd, m) < band:
             return m
     return MAX_SUGGESTED_ROUNDS
 
@@ -304,7 +309,7 @@ def could_still_regress(estimate: PairedEstimate, more_rounds: int) -> bool:
     mean = math.log(estimate.ratio) - sd / math.sqrt(n)
     floor = math.log(1.0 - estimate.min_effect)
     for m in range(n + 1, n + more_rounds + 1):
-        half = t_quantile(0.5 + estimate.confidence / 2.0, m - 1) * sd / math.sqrt(m)
+        half = _half_width(estimate.confidence, sd, m)
         if mean + half < 0.0 and mean - half <= floor:
             return True
     return False
