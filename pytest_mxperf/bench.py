@@ -225,6 +225,9 @@ class CaseBench:
         )
         if settings.side_out:
             config = for_side(config)
+            steps = self._session.block_plan.get(str(result.key))
+            if steps is not None:
+                config = replace(config, steps_per_block=steps)
         if self._session.baton is not None:
             turns = CaseTurns(self._session.baton, self._item.nodeid, str(result.key))
             config = replace(config, interleave=turns)

@@ -45,6 +45,7 @@ def settings_from(config: pytest.Config) -> Settings:
             side_profile=bool(config.getoption("mxperf_side_profile")),
             side_turns=config.getoption("mxperf_side_turns", None),
             side_spread=config.getoption("mxperf_side_spread", None),
+            side_plan=config.getoption("mxperf_side_plan", None),
             # Traces only where the controller asked on the command line (HEAD's first round).
             profile=config.getoption(dest("profile")),
         )

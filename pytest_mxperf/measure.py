@@ -53,6 +53,9 @@ class MeasureConfig:
     # A block is long enough that one sync costs less than this share of it.
     max_sync_share: float = 0.01
     max_steps_per_block: int = 100_000
+    #: Blocks of this many steps instead of sized from the warm-up: a paired run's later rounds
+    #: (`pairdata.block_plan`), so both sides time the same work and no side sizes alone again.
+    steps_per_block: int | None = None
     #: Time the blocks in turns with another process (a paired run's lock-step sides).
     interleave: Interleave | None = None
 
@@ -144,10 +147,13 @@ def measure(
     3. Timed blocks of a fixed number of steps, each ending in ``sync()``, run until at least
        ``min_blocks`` blocks and ``min_time`` seconds are done and the blocks agree within
        ``stable_rel_iqr``, or until ``max_time`` (a soft cap: ``min_blocks`` always run).
+       A block's steps come from the last warm-up window (or ``config.steps_per_block``).
     """
     cfg = config or MeasureConfig()
     if items_per_step < 1:
         raise ValueError(f"items_per_step must be >= 1, got {items_per_step}")
+    if cfg.steps_per_block is not None and cfg.steps_per_block < 1:
+        raise ValueError(f"steps_per_block must be >= 1, got {cfg.steps_per_block}")
     started_at = wall_clock()
 
     first = _time_steps(step, sync, clock, 1)
@@ -172,7 +178,7 @@ def measure(
         if clock() - warm_start >= cfg.warmup_time:
             break
     interleaved = cfg.interleave is not None and cfg.interleave.ready()
-    if cfg.interleave is not None and cfg.interleave.shared_warmup:
+    if cfg.steps_per_block is None and cfg.interleave is not None and cfg.interleave.shared_warmup:
         # The warm-up ran beside the other side's setup; its turn (in turns or alone) has come:
         # size the blocks from a window run alone, as they are timed (or they come out short).
         window = _time_steps(step, sync, clock, n)
@@ -186,7 +192,7 @@ def measure(
     # sized to dwarf the sync comes out too short (at most halving the estimate, against noise).
     per_step = max((window - sync_cost) / n, per_step / 2, 1e-9)
     block_target = max(cfg.block_time, sync_cost / cfg.max_sync_share)
-    steps_per_block = _steps_for(block_target, per_step, cfg)
+    steps_per_block = cfg.steps_per_block or _steps_for(block_target, per_step, cfg)
 
     def timed_block() -> float:
         seconds = _time_steps(step, sync, clock, steps_per_block)

@@ -168,6 +168,19 @@ def _decided_as(
     return out
 
 
+def block_plan(data: PairedData) -> dict[str, int]:
+    """Steps per timed block for the later rounds of every case both sides have measured: the
+    larger of the two sides' in the first round that measured both. Both sides then time the
+    same work per block, and neither sizes its blocks again (`measure.MeasureConfig`)."""
+    plan: dict[str, int] = {}
+    for key in case_keys(data):
+        for a, b in data.pairs(key):
+            if a.measurement is not None and b.measurement is not None:
+                plan[key] = max(a.measurement.steps_per_block, b.measurement.steps_per_block)
+                break
+    return plan
+
+
 def case_keys(data: PairedData) -> list[str]:
     return sorted({k for r in data.rounds for side in r.values() for k in side.cases})
 
@@ -214,11 +227,13 @@ def _round_dict(r: dict[str, SideResult]) -> dict[str, Any]:
             "collect_errors": [list(e) for e in res.collect_errors],
             "images_per_sec": {k: c.images_per_sec for k, c in res.cases.items()},
             # Each block's img/s; "interleaved": timed in turns with the other side (lock-step),
-            # block i of one side paired with block i of the other.
+            # block i of one side paired with block i of the other; "steps_per_block": the
+            # same on both sides after the first round (`block_plan`).
             "blocks": {
                 k: {
                     "images_per_sec": c.measurement.block_rates,
                     "interleaved": bool(c.measurement.extra.get("interleaved")),
+                    "steps_per_block": c.measurement.steps_per_block,
                 }
                 for k, c in res.cases.items()
                 if c.measurement is not None

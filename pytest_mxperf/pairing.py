@@ -33,6 +33,7 @@ from pytest_mxperf.pairdata import (
     REV,
     PairedData,
     SideResult,
+    block_plan,
     case_keys,
     nodeids_of,
     regressed,
@@ -113,6 +114,29 @@ def side_env() -> dict[str, str]:
     return env
 
 
+def write_plan(path: Path, plan: dict[str, int]) -> None:
+    """The block plan of a round's sides (`pairdata.block_plan`), read by `read_plan`."""
+    path.write_text(json.dumps(plan, sort_keys=True), encoding="utf-8")
+
+
+def read_plan(path: Path) -> dict[str, int]:
+    """Case key -> steps per timed block, as `write_plan` wrote it.
+
+    :raises ValueError: the file is missing or is not such a mapping (the message names it).
+    """
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"cannot read the paired run's block plan {path}: {exc}") from None
+    if not isinstance(data, dict) or not all(
+        isinstance(k, str) and type(v) is int and v >= 1 for k, v in data.items()
+    ):
+        raise ValueError(
+            f"the paired run's block plan {path} is not a mapping of case keys to steps >= 1"
+        )
+    return data
+
+
 def read_side(path: Path) -> SideResult:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -165,6 +189,20 @@ def run_rounds(
             index = len(data.rounds)
             traces = bool(settings.profile) and index == 0 and not profile
             order = commands if index % 2 == 0 else commands[::-1]
+            plan = block_plan(data)
+            if plan:  # both sides time the same steps per block as in their first round
+                write_plan(Path(tmp) / "plan.json", plan)
+                order = [
+                    (
+                        n,
+                        side,
+                        None
+                        if a is None
+                        else [*a, "--mxperf-side-plan", str(Path(tmp) / "plan.json")],
+                        out,
+                    )
+                    for n, side, a, out in order
+                ]
             this: dict[str, SideResult] = {}
             finished: dict[str, procgroup.Finished] = {}
             together = (

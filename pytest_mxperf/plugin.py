@@ -89,6 +89,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption("--mxperf-side-turns", dest="mxperf_side_turns", default=None, help=SUPPRESS)
     group.addoption("--mxperf-side-spread", dest="mxperf_side_spread", default=None, help=SUPPRESS)
+    group.addoption("--mxperf-side-plan", dest="mxperf_side_plan", default=None, help=SUPPRESS)
 
 
 def pytest_configure(config: pytest.Config) -> None:

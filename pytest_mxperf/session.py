@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pytest_mxperf import (
     baselines,
     cpus,
@@ -23,7 +25,7 @@ from pytest_mxperf import (
     summary,
 )
 from pytest_mxperf.pairdata import PairedData
-from pytest_mxperf.pairing import Pairer
+from pytest_mxperf.pairing import Pairer, read_plan
 from pytest_mxperf.protocol import Backend
 from pytest_mxperf.records import CaseResult
 from pytest_mxperf.runinfo import RunInfo
@@ -76,6 +78,13 @@ class MxperfSession:
         if settings.side_turns:
             spread = settings.side_spread
             self.baton = Baton(settings.side_turns, cpus.members(spread) if spread else None)
+        #: A paired run's side after its first round: steps per block by case key.
+        self.block_plan: dict[str, int] = {}
+        if settings.side_plan:
+            try:
+                self.block_plan = read_plan(Path(settings.side_plan))
+            except ValueError as exc:
+                raise pytest.UsageError(f"mxperf: {exc}") from None
         self.stored = StoreReport()
         #: Where the JSON report was written (None: not written).
         self.report_path: Path | None = None

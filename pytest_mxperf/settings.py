@@ -63,6 +63,9 @@ class Settings:
     side_turns: str | None = None
     #: Set on lock-step sides whose untimed work may spread wider than the CPUs they time on.
     side_spread: str | None = None
+    #: Set on a paired run's sides after its first round: the steps per block of each case
+    #: (`pairing.write_plan`).
+    side_plan: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

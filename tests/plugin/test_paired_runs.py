@@ -66,6 +66,56 @@ def test_side_process_measures_the_selected_cases_once(fake_pytester: pytest.Pyt
     assert not (fake_pytester.path / "baselines").exists()  # --mxperf-update was ignored
 
 
+@pytest.mark.parametrize("planned", [True, False])
+def test_side_process_times_the_blocks_a_plan_gives(
+    fake_pytester: pytest.Pytester, planned: bool
+) -> None:
+    fake_pytester.makepyfile(test_suite=SIDE_SUITE)
+    (fake_pytester.path / "select.txt").write_text(
+        "test_suite.py::test_toy[1]\ntest_suite.py::test_toy[8]\n"
+    )
+    plan = {"toy/inference/float32/bs8/cpu": 3} if planned else {}
+    (fake_pytester.path / "plan.json").write_text(json.dumps(plan))
+    result = fake_pytester.runpytest(
+        "--mxperf-side-out",
+        "side.json",
+        "--mxperf-side-select",
+        "select.txt",
+        "--mxperf-side-plan",
+        "plan.json",
+    )
+    result.assert_outcomes(passed=2)
+    side = json.loads((fake_pytester.path / "side.json").read_text())
+    steps = {c["key"]: c["measurement"]["steps_per_block"] for c in side["cases"]}
+    # Unplanned cases size their own 0.1 s blocks of 0.01 s steps (10, or 11 by float rounding).
+    assert steps["toy/inference/float32/bs1/cpu"] in (10, 11)
+    bs8 = steps["toy/inference/float32/bs8/cpu"]
+    assert bs8 == 3 if planned else bs8 in (10, 11)
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (None, "cannot read the paired run's block plan"),
+        ("[3]", "is not a mapping of case keys to steps >= 1"),
+        ('{"toy/inference/float32/bs8/cpu": 0}', "is not a mapping of case keys to steps >= 1"),
+    ],
+)
+def test_side_process_refuses_a_bad_plan(
+    fake_pytester: pytest.Pytester, content: str | None, problem: str
+) -> None:
+    fake_pytester.makepyfile(test_suite=SIDE_SUITE)
+    if content is not None:
+        (fake_pytester.path / "plan.json").write_text(content)
+    result = fake_pytester.runpytest(
+        "--mxperf-side-out", "side.json", "--mxperf-side-plan", "plan.json"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*mxperf: *{problem}*"])
+    assert "Traceback" not in result.stderr.str()
+    assert not (fake_pytester.path / "side.json").exists()
+
+
 PAIR_SUITE = """
 import pytest
 from pytest_mxperf.testing import FakeModel
@@ -230,6 +280,24 @@ def test_sides_time_their_blocks_in_turns_unless_told_not_to(
                 if lockstep == "on":
                     assert len(case["images_per_sec"]) == turns.PAIRS
     assert not list(fake_pytester.path.rglob("turns.sock"))
+
+
+def test_after_the_first_round_both_sides_time_the_same_steps_per_block(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    fake_pytester.makepyfile(test_suite=PAIR_SUITE.format(speed=100.0))
+    commit("base")
+    fake_pytester.makepyfile(test_suite=PAIR_SUITE.format(speed=200.0))  # HEAD twice as fast
+    _paired(fake_pytester, "HEAD").assert_outcomes(passed=2)
+    rounds = _report(fake_pytester)["paired"]["rounds"]
+    steps = [
+        {side: r[side]["blocks"]["fast/inference/float32/bs8/cpu"]["steps_per_block"] for side in r}
+        for r in rounds
+    ]
+    # Each side sized its own 0.1 s blocks in the first round (REV 2 steps of 0.08 s, HEAD 3
+    # of 0.04 s); after it, both time the larger count (`pairdata.block_plan`).
+    assert steps[0] == {"rev": 2, "head": 3}
+    assert steps[1:] == [{"rev": 3, "head": 3}] * (len(rounds) - 1)
 
 
 def test_lock_step_sides_meet_under_a_temporary_directory_too_deep_for_a_socket(

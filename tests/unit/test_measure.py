@@ -379,6 +379,28 @@ def test_after_a_warm_up_beside_the_other_side_blocks_are_sized_from_a_window_ru
     assert run(sized_on_warmup, interleave=turns).steps_per_block == 8
 
 
+@pytest.mark.parametrize("together", [True, False])
+def test_a_planned_block_size_is_timed_as_given_without_a_window_alone(together: bool) -> None:
+    # A later round's side (`pairdata.block_plan`): the warm-up ran beside the other side, but
+    # the blocks' steps are known, so the turn goes straight to the first block.
+    fake = FakeClock()
+    turns = Turns(together, 3, fake, shared_warmup=True)
+    m = run(fake, interleave=turns, steps_per_block=5)
+    assert m.steps_per_block == 5
+    assert m.block_seconds[0] == 5 * STEP
+    # Not one step runs between the turn and the first block's 5 (the sizing window would).
+    assert fake.steps == turns.asked_at[0] + 5 * len(m.block_seconds)
+    sized = FakeClock()
+    sized_turns = Turns(together, 3, sized, shared_warmup=True)
+    run(sized, interleave=sized_turns)
+    assert sized.steps > sized_turns.asked_at[0] + 16 * 3  # without a plan: a window first
+
+
+def test_a_planned_block_size_below_one_step_is_refused() -> None:
+    with pytest.raises(ValueError, match="steps_per_block must be >= 1, got 0"):
+        run(FakeClock(), steps_per_block=0)
+
+
 def test_alone_a_side_measures_as_without_turns() -> None:
     alone, plain = FakeClock(), FakeClock()
     m = run(alone, interleave=Turns(False, 7, alone))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,31 @@ def test_pairs_use_only_rounds_where_both_sides_measured() -> None:
     got = [(a.images_per_sec or 0.0, b.images_per_sec or 0.0) for a, b in d.pairs(KEY)]
     assert [(round(a, 6), round(b, 6)) for a, b in got] == [(100.0, 90.0), (101.0, 89.0)]
     assert d.measured(pairdata.HEAD, KEY) and d.measured(pairdata.REV, KEY)
+
+
+def test_block_plan_takes_the_larger_count_of_the_first_round_both_sides_measured() -> None:
+    def steps(d: pairdata.PairedData, index: int, side: str, n: int) -> None:
+        case = d.rounds[index][side].cases[KEY]
+        assert case.measurement is not None
+        case.measurement = replace(case.measurement, steps_per_block=n)
+
+    assert pairdata.block_plan(data((100.0, None))) == {}  # one side only: nothing to share
+    d = data((None, 90.0), (100.0, 91.0), (101.0, 89.0))
+    steps(d, 0, pairdata.HEAD, 9)  # not a pair: not the plan's
+    steps(d, 1, pairdata.REV, 4)
+    steps(d, 1, pairdata.HEAD, 5)
+    steps(d, 2, pairdata.REV, 7)
+    assert pairdata.block_plan(d) == {KEY: 5}
+
+
+def test_block_plan_is_written_and_read_back(tmp_path: Path) -> None:
+    path = tmp_path / "plan.json"
+    pairing.write_plan(path, {KEY: 3, "other/inference/float32/bs1/cpu": 12})
+    assert pairing.read_plan(path) == {KEY: 3, "other/inference/float32/bs1/cpu": 12}
+    for bad in ('{"k": true}', '{"k": 2.0}', "{", '{"k": -1}'):
+        path.write_text(bad)
+        with pytest.raises(ValueError, match=str(path)):
+            pairing.read_plan(path)
 
 
 def test_estimate_needs_two_paired_rounds() -> None:
