@@ -53,6 +53,9 @@ for name in filter(None, os.environ.get({preload_env!r}, {default!r}).split(",")
             __import__(name.strip())
     except Exception:
         pass  # the child imports it again and reports why it cannot
+if {pin!r} is not None:  # imported elsewhere (beside another server): to the side's CPUs now
+    from pytest_mxperf.cpus import pin_threads
+    pin_threads({pin!r})
 
 def child(req):
     os.setsid()
@@ -104,18 +107,32 @@ class ForkServerError(RuntimeError):
 
 
 class ForkServer:
-    """One server process per paired run; `run` has the contract of `procgroup.run_bounded`.
-    With ``cpus``, the server is pinned to them before it imports anything, and so is every
-    child (MXNet sizes its thread pool from the CPUs a process may use)."""
+    """One server process per side of a paired run; `run` has the contract of
+    `procgroup.run_bounded`. With ``cpus``, the server is pinned to them before it imports
+    anything, and so is every child (MXNet sizes its thread pool from the CPUs a process may
+    use). With ``import_cpus`` (as many CPUs as ``cpus``: the same thread pool), it imports
+    pinned there and moves to ``cpus`` before it is ready, so two servers can import at once.
+    With ``wait`` False the server is started but not waited for: call `wait_ready`."""
 
     def __init__(
         self,
         env: Mapping[str, str],
         python: str = sys.executable,
         cpus: Collection[int] | None = None,
+        import_cpus: Collection[int] | None = None,
+        wait: bool = True,
     ) -> None:
+        if import_cpus is not None and (cpus is None or len(set(import_cpus)) != len(set(cpus))):
+            raise ValueError("import_cpus needs cpus, and as many CPUs as they have")
+        moved = import_cpus is not None and set(import_cpus) != set(cpus or ())
         root = str(Path(pytest_mxperf.__file__).resolve().parent.parent)
-        code = SERVER.format(root=root, preload_env=PRELOAD_ENV, default=DEFAULT_PRELOAD)
+        code = SERVER.format(
+            root=root,
+            preload_env=PRELOAD_ENV,
+            default=DEFAULT_PRELOAD,
+            pin=sorted(cpus) if moved and cpus is not None else None,
+        )
+        self._started = time.monotonic()
         self._proc = subprocess.Popen(
             [python, "-c", code],
             env=dict(env),
@@ -123,18 +140,26 @@ class ForkServer:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
-            preexec_fn=cpu_sets.pinning(cpus),
+            preexec_fn=cpu_sets.pinning(import_cpus if moved else cpus),
         )
+        #: The server's pid (its own process group).
+        self.pid = self._proc.pid
+        if wait:
+            self.wait_ready()
+
+    def wait_ready(self) -> None:
+        """Wait until the server has imported what it preloads (at most `START_TIMEOUT` from
+        its start); a server that fails to start is closed.
+
+        :raises ForkServerError: it did not start."""
         try:
-            ready = self._read(START_TIMEOUT)
+            ready = self._read(START_TIMEOUT - (time.monotonic() - self._started))
         except BaseException:
             self.close()
             raise
         if "ready" not in ready:
             self.close()
             raise ForkServerError(f"unexpected first answer {ready!r}")
-        #: The server's pid (its own process group).
-        self.pid = self._proc.pid
 
     def alive(self) -> bool:
         return self._proc.poll() is None
@@ -211,6 +236,22 @@ class ForkServer:
         procgroup.kill_group(proc, 1.0)
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+def import_places(
+    cpus: frozenset[int] | None, usable: frozenset[int] | None, count: int
+) -> list[frozenset[int] | None] | None:
+    """Where ``count`` servers whose sides run on ``cpus`` import MXNet at once: the first on
+    ``cpus``, each other on as many CPUs of its own (an equal count gives the same thread pool);
+    all anywhere when the sides are not pinned. None when there are not enough CPUs to spare:
+    then they start one after the other on ``cpus`` (two imports on one CPU gain nothing)."""
+    if cpus is None:
+        return [None] * count
+    spare = sorted((usable or frozenset()) - cpus)
+    size = len(cpus)
+    if len(spare) < size * (count - 1):
+        return None
+    return [cpus, *(frozenset(spare[i * size : (i + 1) * size]) for i in range(count - 1))]
 
 
 def available() -> bool:

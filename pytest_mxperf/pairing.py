@@ -441,20 +441,40 @@ class Pairer:
 
     def server(self, side: str) -> ForkServer | None:
         """The fork server of ``side``'s processes (one per side: lock-step rounds run both
-        sides at once), started on first use; None where sides run as fresh processes: no
-        ``fork`` here, a side in another environment (``--mxperf-env-command``: both sides
-        then start alike), or a server that failed."""
+        sides at once), started on first use, with the other side's if it has none yet;
+        None where sides run as fresh processes: no ``fork`` here, a side in another
+        environment (``--mxperf-env-command``: both sides then start alike), or a server that
+        failed."""
         srv = self._servers.get(side)
         if srv is not None and srv.alive():
             return srv
         if side in self._servers_tried or self.settings.env_command or not forkserver.available():
             return None
-        self._servers_tried.add(side)
-        with contextlib.suppress(ForkServerError, OSError):
-            srv = ForkServer(side_env(), cpus=self.cpus)
-            self._servers[side] = srv
-            self._stack.callback(srv.close)
+        self._start_servers(
+            [side, *(s for s in (REV, HEAD) if s != side and s not in self._servers_tried)]
+        )
         return self._servers.get(side)
+
+    def _start_servers(self, sides: Sequence[str]) -> None:
+        """Start the servers of ``sides``: at once where each can import MXNet on CPUs of its
+        own (`forkserver.import_places`), else one after the other."""
+        self._servers_tried.update(sides)
+        places = forkserver.import_places(self.cpus, cpu_sets.available(), len(sides))
+        started: list[tuple[str, ForkServer]] = []
+
+        def start(side: str, place: frozenset[int] | None, wait: bool) -> None:
+            with contextlib.suppress(ForkServerError, OSError):
+                srv = ForkServer(side_env(), cpus=self.cpus, import_cpus=place, wait=wait)
+                self._stack.callback(srv.close)
+                started.append((side, srv))
+
+        for side, place in zip(sides, places or [None] * len(sides)):
+            start(side, place, wait=places is None)
+        for side, srv in started:
+            with contextlib.suppress(ForkServerError, OSError):
+                if places is not None:
+                    srv.wait_ready()
+                self._servers[side] = srv
 
     def _tree(self, sha: str) -> Path:
         if sha not in self._trees:

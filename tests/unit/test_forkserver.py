@@ -186,3 +186,76 @@ def test_a_dead_controller_takes_the_server_and_its_side_along(tmp_path: Path) -
             controller.wait()
         if controller.stdout is not None:
             controller.stdout.close()
+
+
+@pytest.mark.parametrize(
+    ("cpus", "usable", "count", "places"),
+    [
+        ({1}, {0, 1}, 2, [{1}, {0}]),
+        ({2, 3}, {0, 1, 2, 3}, 2, [{2, 3}, {0, 1}]),
+        ({1, 2}, {0, 1, 2}, 2, None),  # one CPU to spare is not two: one after the other
+        ({1}, {1}, 2, None),
+        ({1}, None, 2, None),
+        (None, {0, 1}, 2, [None, None]),  # not pinned: at once, anywhere
+        ({1}, {1}, 1, [{1}]),
+    ],
+)
+def test_servers_import_at_once_only_on_as_many_cpus_of_their_own(
+    cpus: set[int] | None, usable: set[int] | None, count: int, places: list[set[int] | None]
+) -> None:
+    def f(c: set[int] | None) -> frozenset[int] | None:
+        return None if c is None else frozenset(c)
+
+    got = forkserver.import_places(f(cpus), f(usable), count)
+    assert got == (None if places is None else [f(p) for p in places])
+
+
+def test_a_server_imports_elsewhere_only_on_as_many_cpus() -> None:
+    with pytest.raises(ValueError, match="as many CPUs"):
+        ForkServer(dict(os.environ), cpus={1}, import_cpus={0, 1})
+    with pytest.raises(ValueError, match="needs cpus"):
+        ForkServer(dict(os.environ), import_cpus={0})
+
+
+THREADS_SIDE = """
+import os
+import mxnet as mx
+
+def test_side():
+    x = mx.nd.ones((4, 16, 32, 32))
+    w = mx.nd.ones((16, 16, 3, 3))
+    mx.nd.Convolution(x, w, kernel=(3, 3), num_filter=16, no_bias=True).wait_to_read()
+    tasks = os.listdir("/proc/self/task")
+    places = {tuple(sorted(os.sched_getaffinity(int(t)))) for t in tasks}
+    print("threads", len(tasks), "cpus", sorted(places))
+"""
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="needs a platform that pins and 2 or more CPUs",
+)
+def test_a_server_that_imported_mxnet_elsewhere_forks_sides_like_one_that_did_not(
+    tmp_path: Path,
+) -> None:
+    # MXNet sizes its thread pools from the CPUs a process may use at import; one CPU there
+    # and one here give the same pools, and the server moves to the sides' CPU before it is
+    # ready, so its children run exactly as a server's that imported there.
+    pytest.importorskip("mxnet")
+    usable = sorted(os.sched_getaffinity(0))
+    timing, other = {usable[-1]}, {usable[0]}
+    (tmp_path / "test_side.py").write_text(THREADS_SIDE)
+    env = dict(os.environ, **{PRELOAD_ENV: "mxnet"})
+    lines = []
+    for import_cpus in (None, other):
+        srv = ForkServer(env, cpus=timing, import_cpus=import_cpus, wait=False)
+        try:
+            srv.wait_ready()
+            assert os.sched_getaffinity(srv.pid) == timing
+            done = srv.run([*ARGS, "test_side.py"], cwd=tmp_path, timeout=120)
+        finally:
+            srv.close()
+        assert done.returncode == 0, done.tail
+        lines.append(next(t for t in done.tail.splitlines() if t.startswith("threads")))
+    assert lines[0] == lines[1]
+    assert lines[0].endswith(f"cpus [({timing.pop()},)]")

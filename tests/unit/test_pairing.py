@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -170,3 +171,63 @@ def test_sides_set_up_at_once_only_on_cpu_runs_with_a_cpu_to_spare(
     pairer = pairing.Pairer(Settings(pair_cpus=pin), tmp_path, tmp_path, overlap=not gpu)
     assert pairer.overlap is overlap
     assert pairer.spread == (None if spread is None else frozenset(spread))
+
+
+class RecordedServer:
+    """Stands in for `forkserver.ForkServer`: records how each was started and waited for."""
+
+    log: ClassVar[list[tuple[str, object]]] = []
+
+    def __init__(
+        self,
+        env: dict[str, str],
+        cpus: frozenset[int] | None = None,
+        import_cpus: frozenset[int] | None = None,
+        wait: bool = True,
+    ) -> None:
+        self.log.append(("start", (cpus, import_cpus, wait)))
+
+    def wait_ready(self) -> None:
+        self.log.append(("wait", None))
+
+    def alive(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("usable", "pin", "started"),
+    [
+        # On the timing CPU and on the other at once, both then on CPU 1; waited for after.
+        ({0, 1}, "1", [({1}, {1}, False), ({1}, {0}, False)]),
+        # No CPU to spare: one after the other, each waited for as it starts.
+        ({1}, "1", [({1}, None, True), ({1}, None, True)]),
+        ({0, 1}, "0-1", [({0, 1}, None, True), ({0, 1}, None, True)]),
+        # Not pinned: both at once, anywhere.
+        ({0, 1}, "off", [(None, None, False), (None, None, False)]),
+    ],
+)
+def test_both_sides_fork_servers_start_at_once_where_each_can_import_on_cpus_of_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    usable: set[int],
+    pin: str,
+    started: list[tuple[set[int] | None, set[int] | None, bool]],
+) -> None:
+    monkeypatch.setattr(cpus, "available", lambda: frozenset(usable))
+    monkeypatch.setattr(pairing, "ForkServer", RecordedServer)
+    monkeypatch.setattr(RecordedServer, "log", [])
+    pairer = pairing.Pairer(Settings(pair_cpus=pin), tmp_path, tmp_path, overlap=True)
+    first = pairer.server(pairdata.HEAD)  # the first asked for starts both
+    assert first is not None and pairer.server(pairdata.REV) is not None
+    starts = [args for what, args in RecordedServer.log if what == "start"]
+
+    def as_sets(c: set[int] | None) -> frozenset[int] | None:
+        return None if c is None else frozenset(c)
+
+    assert starts == [(as_sets(c), as_sets(i), w) for c, i, w in started]
+    waits_after = [what for what, _ in RecordedServer.log[2:]]
+    assert waits_after == ([] if started[0][2] else ["wait", "wait"])
+    pairer.close()
