@@ -144,14 +144,17 @@ class ForkServer:
         )
         #: The server's pid (its own process group).
         self.pid = self._proc.pid
+        self._ready = False
         if wait:
             self.wait_ready()
 
     def wait_ready(self) -> None:
         """Wait until the server has imported what it preloads (at most `START_TIMEOUT` from
-        its start); a server that fails to start is closed.
+        its start; at once when it has); a server that fails to start is closed.
 
         :raises ForkServerError: it did not start."""
+        if self._ready:
+            return
         try:
             ready = self._read(START_TIMEOUT - (time.monotonic() - self._started))
         except BaseException:
@@ -160,6 +163,7 @@ class ForkServer:
         if "ready" not in ready:
             self.close()
             raise ForkServerError(f"unexpected first answer {ready!r}")
+        self._ready = True
 
     def alive(self) -> bool:
         return self._proc.poll() is None

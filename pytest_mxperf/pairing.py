@@ -427,6 +427,9 @@ class Pairer:
         self._cache: dict[tuple[str, tuple[str, ...]], PairedData] = {}
         self._servers: dict[str, ForkServer] = {}
         self._servers_tried: set[str] = set()
+        #: Servers started and not yet waited for, and sides whose server starts after them.
+        self._servers_starting: list[tuple[str, ForkServer]] = []
+        self._servers_later: list[str] = []
         #: The CPUs both sides are pinned to (`pytest_mxperf.cpus`; None: not pinned).
         self.cpus = cpu_sets.for_sides(settings.pair_cpus)
         usable = cpu_sets.available()
@@ -441,40 +444,47 @@ class Pairer:
 
     def server(self, side: str) -> ForkServer | None:
         """The fork server of ``side``'s processes (one per side: lock-step rounds run both
-        sides at once), started on first use, with the other side's if it has none yet;
-        None where sides run as fresh processes: no ``fork`` here, a side in another
-        environment (``--mxperf-env-command``: both sides then start alike), or a server that
-        failed."""
+        sides at once), started on first use if `start_servers` has not started it; None
+        where sides run as fresh processes: no ``fork`` here, a side in another environment
+        (``--mxperf-env-command``: both sides then start alike), or a server that failed."""
+        if side not in self._servers_tried:
+            self.start_servers()
+        self._settle_servers()
         srv = self._servers.get(side)
-        if srv is not None and srv.alive():
-            return srv
-        if side in self._servers_tried or self.settings.env_command or not forkserver.available():
-            return None
-        self._start_servers(
-            [side, *(s for s in (REV, HEAD) if s != side and s not in self._servers_tried)]
-        )
-        return self._servers.get(side)
+        return srv if srv is not None and srv.alive() else None
 
-    def _start_servers(self, sides: Sequence[str]) -> None:
-        """Start the servers of ``sides``: at once where each can import MXNet on CPUs of its
-        own (`forkserver.import_places`), else one after the other."""
+    def start_servers(self) -> None:
+        """Start both sides' fork servers without waiting for them (`server` does), so their
+        imports overlap whatever this process does meanwhile (collecting the tests): at once
+        where each can import MXNet on CPUs of its own (`forkserver.import_places`), else the
+        first now and the other once the first is ready."""
+        if self.settings.env_command or not forkserver.available():
+            return
+        sides = [s for s in (HEAD, REV) if s not in self._servers_tried]
         self._servers_tried.update(sides)
         places = forkserver.import_places(self.cpus, cpu_sets.available(), len(sides))
-        started: list[tuple[str, ForkServer]] = []
+        if places is None:  # two imports on the sides' CPUs gain nothing: one after the other
+            self._servers_later += sides[1:]
+            sides, places = sides[:1], [None]
+        for side, place in zip(sides, places):
+            self._launch_server(side, place)
 
-        def start(side: str, place: frozenset[int] | None, wait: bool) -> None:
-            with contextlib.suppress(ForkServerError, OSError):
-                srv = ForkServer(side_env(), cpus=self.cpus, import_cpus=place, wait=wait)
-                self._stack.callback(srv.close)
-                started.append((side, srv))
+    def _launch_server(self, side: str, place: frozenset[int] | None) -> None:
+        with contextlib.suppress(ForkServerError, OSError):
+            srv = ForkServer(side_env(), cpus=self.cpus, import_cpus=place, wait=False)
+            self._stack.callback(srv.close)
+            self._servers_starting.append((side, srv))
 
-        for side, place in zip(sides, places or [None] * len(sides)):
-            start(side, place, wait=places is None)
-        for side, srv in started:
-            with contextlib.suppress(ForkServerError, OSError):
-                if places is not None:
+    def _settle_servers(self) -> None:
+        """Wait for the servers started; then start those left for later, one at a time."""
+        while self._servers_starting or self._servers_later:
+            for side, srv in self._servers_starting:
+                with contextlib.suppress(ForkServerError, OSError):
                     srv.wait_ready()
-                self._servers[side] = srv
+                    self._servers[side] = srv
+            self._servers_starting.clear()
+            if self._servers_later:
+                self._launch_server(self._servers_later.pop(0), None)
 
     def _tree(self, sha: str) -> Path:
         if sha not in self._trees:

@@ -300,6 +300,40 @@ def test_after_the_first_round_both_sides_time_the_same_steps_per_block(
     assert steps[1:] == [{"rev": 3, "head": 3}] * (len(rounds) - 1)
 
 
+SERVERS_SEEN_SUITE = (
+    PAIR_SUITE
+    + """
+import os, sys
+from pathlib import Path
+
+def _servers():
+    me, found = os.getpid(), 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        found += ppid == me and b"PR_SET_PDEATHSIG" in cmdline  # the fork server's code
+    return found
+
+if "--mxperf-side-out" not in sys.argv:  # the controller collecting, not a side
+    Path("servers-at-collection.txt").write_text(str(_servers()))
+"""
+)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
+def test_fork_servers_start_while_the_tests_are_collected(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    fake_pytester.makepyfile(test_suite=SERVERS_SEEN_SUITE.format(speed=100.0))
+    commit("base")
+    _paired(fake_pytester, "HEAD").assert_outcomes(passed=2)
+    # Both sides' servers were started at the session's start, before the suite was collected.
+    assert (fake_pytester.path / "servers-at-collection.txt").read_text() == "2"
+
+
 def test_lock_step_sides_meet_under_a_temporary_directory_too_deep_for_a_socket(
     fake_pytester: pytest.Pytester, commit: Callable[[str], str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -197,16 +197,19 @@ class RecordedServer:
         pass
 
 
+Start = tuple[set[int] | None, set[int] | None]
+
+
 @pytest.mark.parametrize(
-    ("usable", "pin", "started"),
+    ("usable", "pin", "started", "at_once"),
     [
         # On the timing CPU and on the other at once, both then on CPU 1; waited for after.
-        ({0, 1}, "1", [({1}, {1}, False), ({1}, {0}, False)]),
-        # No CPU to spare: one after the other, each waited for as it starts.
-        ({1}, "1", [({1}, None, True), ({1}, None, True)]),
-        ({0, 1}, "0-1", [({0, 1}, None, True), ({0, 1}, None, True)]),
+        ({0, 1}, "1", [({1}, {1}), ({1}, {0})], True),
+        # No CPU to spare: the second starts once the first is ready.
+        ({1}, "1", [({1}, None), ({1}, None)], False),
+        ({0, 1}, "0-1", [({0, 1}, None), ({0, 1}, None)], False),
         # Not pinned: both at once, anywhere.
-        ({0, 1}, "off", [(None, None, False), (None, None, False)]),
+        ({0, 1}, "off", [(None, None), (None, None)], True),
     ],
 )
 def test_both_sides_fork_servers_start_at_once_where_each_can_import_on_cpus_of_its_own(
@@ -214,20 +217,43 @@ def test_both_sides_fork_servers_start_at_once_where_each_can_import_on_cpus_of_
     tmp_path: Path,
     usable: set[int],
     pin: str,
-    started: list[tuple[set[int] | None, set[int] | None, bool]],
+    started: list[Start],
+    at_once: bool,
 ) -> None:
     monkeypatch.setattr(cpus, "available", lambda: frozenset(usable))
     monkeypatch.setattr(pairing, "ForkServer", RecordedServer)
     monkeypatch.setattr(RecordedServer, "log", [])
     pairer = pairing.Pairer(Settings(pair_cpus=pin), tmp_path, tmp_path, overlap=True)
-    first = pairer.server(pairdata.HEAD)  # the first asked for starts both
-    assert first is not None and pairer.server(pairdata.REV) is not None
-    starts = [args for what, args in RecordedServer.log if what == "start"]
 
-    def as_sets(c: set[int] | None) -> frozenset[int] | None:
-        return None if c is None else frozenset(c)
+    def start(c: set[int] | None, i: set[int] | None) -> tuple[str, object]:
+        return (
+            "start",
+            (None if c is None else frozenset(c), None if i is None else frozenset(i), False),
+        )
 
-    assert starts == [(as_sets(c), as_sets(i), w) for c, i, w in started]
-    waits_after = [what for what, _ in RecordedServer.log[2:]]
-    assert waits_after == ([] if started[0][2] else ["wait", "wait"])
+    # At the session's start nothing waits; a server asked for waits for what was started.
+    pairer.start_servers()
+    assert RecordedServer.log == [start(*started[0]), *([start(*started[1])] if at_once else [])]
+    assert pairer.server(pairdata.HEAD) is not None and pairer.server(pairdata.REV) is not None
+    wait = ("wait", None)
+    expected = (
+        [start(*started[0]), start(*started[1]), wait, wait]
+        if at_once
+        else [start(*started[0]), wait, start(*started[1]), wait]
+    )
+    assert RecordedServer.log == expected
+    pairer.close()
+
+
+def test_a_server_asked_for_first_starts_both(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(cpus, "available", lambda: frozenset({0, 1}))
+    monkeypatch.setattr(pairing, "ForkServer", RecordedServer)
+    monkeypatch.setattr(RecordedServer, "log", [])
+    pairer = pairing.Pairer(Settings(pair_cpus="1"), tmp_path, tmp_path, overlap=True)
+    assert pairer.server(pairdata.REV) is not None
+    assert [what for what, _ in RecordedServer.log] == ["start", "start", "wait", "wait"]
+    assert pairer.server(pairdata.HEAD) is not None
+    assert len(RecordedServer.log) == 4  # started once
     pairer.close()
