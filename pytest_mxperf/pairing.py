@@ -189,20 +189,13 @@ def run_rounds(
             index = len(data.rounds)
             traces = bool(settings.profile) and index == 0 and not profile
             order = commands if index % 2 == 0 else commands[::-1]
-            plan = block_plan(data)
+            plan, with_plan = block_plan(data), []
             if plan:  # both sides time the same steps per block as in their first round
                 write_plan(Path(tmp) / "plan.json", plan)
-                order = [
-                    (
-                        n,
-                        side,
-                        None
-                        if a is None
-                        else [*a, "--mxperf-side-plan", str(Path(tmp) / "plan.json")],
-                        out,
-                    )
-                    for n, side, a, out in order
-                ]
+                with_plan = ["--mxperf-side-plan", str(Path(tmp) / "plan.json")]
+            order = [
+                (n, side, None if a is None else [*a, *with_plan], out) for n, side, a, out in order
+            ]
             this: dict[str, SideResult] = {}
             finished: dict[str, procgroup.Finished] = {}
             together = (
