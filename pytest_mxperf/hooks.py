@@ -47,9 +47,8 @@ class SessionHooks:
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """``--mxperf-ab``: the sides' fork servers import MXNet while the tests are collected."""
-        s = self.session
-        if s.settings.ab and not s.is_worker and not s.settings.side_out:
-            s.pairer.start_servers()
+        if self.session.settings.ab and not self.session.is_worker:  # as collection_finish
+            self.session.pairer.start_servers()
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         """``--mxperf-ab``: measure both sides of every selected benchmark before the tests

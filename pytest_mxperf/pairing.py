@@ -189,10 +189,10 @@ def run_rounds(
             index = len(data.rounds)
             traces = bool(settings.profile) and index == 0 and not profile
             order = commands if index % 2 == 0 else commands[::-1]
-            plan, with_plan = block_plan(data), []
+            plan, with_plan, plan_path = block_plan(data), [], Path(tmp) / "plan.json"
             if plan:  # both sides time the same steps per block as in their first round
-                write_plan(Path(tmp) / "plan.json", plan)
-                with_plan = ["--mxperf-side-plan", str(Path(tmp) / "plan.json")]
+                write_plan(plan_path, plan)
+                with_plan = ["--mxperf-side-plan", str(plan_path)]
             order = [
                 (n, side, None if a is None else [*a, *with_plan], out) for n, side, a, out in order
             ]
