@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pytest_mxperf.testrepos import GIT_ENV, REAL_SUITE
+from pytest_mxperf.testing.repos import GIT_ENV, REAL_SUITE
 
 
 def git(repo: Path, env: dict[str, str], *args: str) -> str:

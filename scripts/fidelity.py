@@ -3,8 +3,9 @@
 For resnet18_v1 (random weights) on the CPU, in inference and in training, this alternates in one
 process, round after round:
 
-* plugin: `pytest_mxperf.runner.run_case` (prepare, warm up, measure, check), exactly as the
-  ``mxperf`` fixture does, reporting ``Measurement.items_per_sec`` (median img/s over blocks);
+* plugin: `pytest_mxperf.measuring.runner.run_case` (prepare, warm up, measure, check),
+  exactly as the ``mxperf`` fixture does, reporting ``Measurement.items_per_sec`` (median img/s
+  over blocks);
 * reference: an independent benchmark_score-style loop on its own net instance: 5 dry-run
   batches, then N batches timed with ``time.time()``, waiting for every batch, img/s = N*batch/s.
 
@@ -34,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
-    from pytest_mxperf.measure import MeasureConfig
+    from pytest_mxperf.measuring.measure import MeasureConfig
 
 MODES = ("inference", "training")
 LOW, HIGH = 0.95, 1.05
@@ -200,14 +201,14 @@ class Reference:
 
 
 class Plugin:
-    """The plugin's own path: `pytest_mxperf.runner.run_case` (prepare, warm up, measure,
+    """The plugin's own path: `pytest_mxperf.measuring.runner.run_case` (prepare, warm up, measure,
     check), as the ``mxperf`` fixture calls it, on a fresh net each round."""
 
     def __init__(
         self, mx: Any, mode: str, batch: int, size: int, ctx: Any, cfg: MeasureConfig
     ) -> None:
-        from pytest_mxperf.backend import MXNetBackend
-        from pytest_mxperf.protocol import PrepareSpec
+        from pytest_mxperf.backend.mxnet_backend import MXNetBackend
+        from pytest_mxperf.measuring.protocol import PrepareSpec
 
         self.mx = mx
         self.backend = MXNetBackend()
@@ -216,7 +217,7 @@ class Plugin:
 
     def score(self) -> PluginRun:
         """img/s as the plugin reports it, and how the timed blocks went."""
-        from pytest_mxperf.runner import run_case
+        from pytest_mxperf.measuring.runner import run_case
 
         run = run_case(self.backend, build_net(self.mx), self.spec, self.config)
         m = run.measurement
@@ -234,7 +235,7 @@ class Plugin:
 
 
 def run_mode(mx: Any, mode: str, args: argparse.Namespace, ctx: Any) -> ModeResult:
-    from pytest_mxperf.measure import MeasureConfig
+    from pytest_mxperf.measuring.measure import MeasureConfig
 
     cfg = MeasureConfig(min_time=args.min_time, max_time=args.max_time)
     plugin = Plugin(mx, mode, args.batch_size, args.size, ctx, cfg)
@@ -313,8 +314,8 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["OMP_NUM_THREADS"] = str(args.threads)
         os.environ["MXNET_OMP_MAX_THREADS"] = str(args.threads)
 
-    from pytest_mxperf.fingerprint import threads_in_force
-    from pytest_mxperf.mxnet_import import import_mxnet
+    from pytest_mxperf.system.fingerprint import threads_in_force
+    from pytest_mxperf.system.mxnet_import import import_mxnet
 
     mx = import_mxnet()
     threads = threads_in_force(os.environ)

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pytest_mxperf.testrepos import GIT_ENV
+from pytest_mxperf.testing.repos import GIT_ENV
 
 SUITE = """
 from mxnet.gluon.model_zoo import vision

@@ -2,7 +2,7 @@
 threads and DataLoader workers swept (train_imagenet's --test-io), and end-to-end training that
 is input-bound (a tiny network) or compute-bound (mobilenet0.25), both at 224x224.
 
-The images are built once into a per-user cache (`pytest_mxperf.imagedata`): JPEG files in class
+The images are built once into a per-user cache (`pytest_mxperf.pipelines.imagedata`): JPEG files in class
 folders for ImageFolderDataset and the same images in an indexed RecordIO file.
 """
 
@@ -12,21 +12,21 @@ from typing import Any
 
 import pytest
 
-from pytest_mxperf.imagedata import ImageSet, image_set
+from pytest_mxperf.pipelines.imagedata import ImageSet, image_set
 
 BATCH = 32
 
 
 @pytest.fixture(scope="session")
 def images() -> ImageSet:
-    from pytest_mxperf.mxnet_import import import_mxnet
+    from pytest_mxperf.system.mxnet_import import import_mxnet
 
     return image_set(import_mxnet(), size=224, count=256)
 
 
 @pytest.fixture(scope="session")
 def images_300() -> ImageSet:
-    from pytest_mxperf.mxnet_import import import_mxnet
+    from pytest_mxperf.system.mxnet_import import import_mxnet
 
     return image_set(import_mxnet(), size=300, count=128)
 

@@ -6,7 +6,7 @@ import pytest
 from marks import marks_for
 from models import QUICK, Case, full
 
-from pytest_mxperf.markers import merge, parse_marker
+from pytest_mxperf.config.markers import merge, parse_marker
 
 V100 = "gpu-tesla-v100-sxm2-16gb-x1"
 K80 = "gpu-tesla-k80-x1"

@@ -11,7 +11,7 @@ from typing import Callable
 import pytest
 
 from pytest_mxperf import cli
-from pytest_mxperf.testrepos import git
+from pytest_mxperf.testing.repos import git
 
 SUITE = """
 import pathlib

@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import pytest
 
-from pytest_mxperf.testrepos import git
+from pytest_mxperf.testing.repos import git
 
 SUITE = """
 import pytest

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mxperf import locks
+from pytest_mxperf.system import locks
 
 #: A fake back end that holds its device for real time while preparing, so two runs that
 #: measured at once would show overlapping windows.
@@ -141,9 +141,9 @@ def test_a_run_that_has_to_wait_says_who_holds_the_device(
 
 
 def test_a_lock_step_round_holds_the_cpu_and_every_gpu_lock(tmp_path: Path) -> None:
-    from pytest_mxperf.gitinfo import CommitInfo
-    from pytest_mxperf.resolution import Resolution
-    from pytest_mxperf.runinfo import RunInfo
+    from pytest_mxperf.baselines.resolution import Resolution
+    from pytest_mxperf.baselines.runinfo import RunInfo
+    from pytest_mxperf.system.gitinfo import CommitInfo
 
     gpus = [{"index": str(i), "name": "G", "uuid": f"GPU-{u}"} for i, u in enumerate("ba")]
     run = RunInfo(

@@ -15,8 +15,9 @@ from typing import Any, Callable
 
 import pytest
 
-from pytest_mxperf import cpus, turns
-from pytest_mxperf.testrepos import git
+from pytest_mxperf.paired import turns
+from pytest_mxperf.system import cpus
+from pytest_mxperf.testing.repos import git
 
 
 def _report(pytester: pytest.Pytester, name: str = "report.json") -> dict[str, Any]:
@@ -190,7 +191,7 @@ import os
 from pathlib import Path
 
 import pytest
-from pytest_mxperf import turns
+from pytest_mxperf.paired import turns
 from pytest_mxperf.testing import FakeModel
 
 def where(label):

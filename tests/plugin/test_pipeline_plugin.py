@@ -153,8 +153,8 @@ def test_a_source_that_stalls_fails_its_case_after_the_pipeline_timeout(
 
 REAL_SUITE = """
 import pytest
-from pytest_mxperf.mxnet_import import import_mxnet
-from pytest_mxperf.imagedata import image_set
+from pytest_mxperf.system.mxnet_import import import_mxnet
+from pytest_mxperf.pipelines.imagedata import image_set
 
 
 @pytest.fixture(scope="session")

@@ -440,7 +440,7 @@ def test_float16_on_cpu_skips(fake_pytester: pytest.Pytester) -> None:
 
 
 def test_missing_cuda_library_message() -> None:
-    from pytest_mxperf.mxnet_import import _missing_library
+    from pytest_mxperf.system.mxnet_import import _missing_library
 
     exc = OSError("libcudnn.so.8: cannot open shared object file: No such file or directory")
     message = str(_missing_library(exc))

@@ -175,8 +175,8 @@ def test_a_real_cpu_allocation_failure_ends_the_doubling(pytester: pytest.Pytest
 
 
 def _bf16_reason() -> str | None:
-    from pytest_mxperf import dtype_support
-    from pytest_mxperf.backend import MXNetBackend
+    from pytest_mxperf.backend.mxnet_backend import MXNetBackend
+    from pytest_mxperf.measuring import dtype_support
 
     features = MXNetBackend().software()["mxnet_features"]
     return dtype_support.unsupported_dtype(
@@ -189,10 +189,10 @@ def test_bfloat16_inference_on_cpu(pytester: pytest.Pytester) -> None:
     reason = _bf16_reason()
     if reason:
         pytest.skip(reason)
-    from pytest_mxperf.backend import MXNetBackend
-    from pytest_mxperf.measure import MeasureConfig
-    from pytest_mxperf.protocol import PrepareSpec
-    from pytest_mxperf.runner import run_case
+    from pytest_mxperf.backend.mxnet_backend import MXNetBackend
+    from pytest_mxperf.measuring.measure import MeasureConfig
+    from pytest_mxperf.measuring.protocol import PrepareSpec
+    from pytest_mxperf.measuring.runner import run_case
 
     backend = MXNetBackend()
     from mxnet.gluon.model_zoo import vision
@@ -216,16 +216,16 @@ def test_bfloat16_inference_on_cpu(pytester: pytest.Pytester) -> None:
 @pytest.mark.parametrize("dtype", ["float16", "amp"])
 def test_float16_and_amp_on_gpu(dtype: str) -> None:
     pytest.importorskip("mxnet")
-    from pytest_mxperf.backend import MXNetBackend
+    from pytest_mxperf.backend.mxnet_backend import MXNetBackend
 
     backend = MXNetBackend()
     if backend.num_gpus() == 0:
         pytest.skip(f"{dtype}: no GPU here (MXNet sees none)")
     from mxnet.gluon.model_zoo import vision
 
-    from pytest_mxperf.measure import MeasureConfig
-    from pytest_mxperf.protocol import PrepareSpec
-    from pytest_mxperf.runner import run_case
+    from pytest_mxperf.measuring.measure import MeasureConfig
+    from pytest_mxperf.measuring.protocol import PrepareSpec
+    from pytest_mxperf.measuring.runner import run_case
 
     spec = PrepareSpec(
         mode="inference",
@@ -323,7 +323,7 @@ def test_memory_kept_after_an_oom_is_named(fake_pytester: pytest.Pytester) -> No
     much more than before it, the point's note says MXNet's pool or the allocator keeps it."""
     fake_pytester.makepyfile(
         """
-        from pytest_mxperf import sweep_memory
+        from pytest_mxperf.measuring import sweep_memory
         from pytest_mxperf.testing import FakeModel
 
         def test_auto(mxperf, monkeypatch):

@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import pytest
 
-from pytest_mxperf.testrepos import REAL_SUITE
+from pytest_mxperf.testing.repos import REAL_SUITE
 
 pytest.importorskip("xdist")
 

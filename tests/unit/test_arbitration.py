@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_mxperf.explain import explain_arbitrated
-from pytest_mxperf.paired import PairedRound, paired_estimate
-from pytest_mxperf.records import Outcome, Verdict
-from pytest_mxperf.verdict import Policy, decide_arbitrated, decide_paired
+from pytest_mxperf.judging.explain import explain_arbitrated
+from pytest_mxperf.judging.pairstats import PairedRound, paired_estimate
+from pytest_mxperf.judging.verdict import Policy, decide_arbitrated, decide_paired
+from pytest_mxperf.measuring.records import Outcome, Verdict
 
 STORED = Verdict(Outcome.REGRESSED, True, "m: 70.9 img/s vs baseline 97.6 img/s (-27.4%)", -0.274)
 PASSED = Verdict(Outcome.PASS, False, "m: within the noise", -0.07)

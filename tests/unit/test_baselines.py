@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from pytest_mxperf import baselines
-from pytest_mxperf.baselines import (
+from pytest_mxperf.baselines import store as baselines
+from pytest_mxperf.baselines.resolution import Resolution, resolve
+from pytest_mxperf.baselines.store import (
     RUNS_KEPT,
     SCHEMA,
     BaselineError,
@@ -21,7 +22,6 @@ from pytest_mxperf.baselines import (
     load,
     store,
 )
-from pytest_mxperf.resolution import Resolution, resolve
 
 HW = "cpu-amd-epyc-2c"
 SHA_A = "a" * 40

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from pytest_mxperf.cost import (
+from pytest_mxperf.reporting.cost import (
     IMAGENET_TRAIN_IMAGES,
     cost,
     dollars_per_million_images,

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
-from pytest_mxperf import cpus, procgroup
+from pytest_mxperf.system import cpus, procgroup
 
 USABLE = cpus.available()
 needs_two = pytest.mark.skipif(

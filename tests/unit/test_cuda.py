@@ -1,4 +1,4 @@
-"""pytest_mxperf.cuda: ELF reading, load order, strategy choice and messages, on fake trees."""
+"""pytest_mxperf.system.cuda: ELF reading, load order, strategy choice and messages, on fake trees."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_mxperf import cuda, cudalibs
+from pytest_mxperf.system import cuda, cudalibs
 
 # NEEDED entries of NVIDIA's cu11 wheels as `readelf -d` shows them (system libraries left out).
 WHEELS: dict[str, dict[str, tuple[str, ...]]] = {
@@ -298,7 +298,7 @@ def test_other_failures_are_named() -> None:
 
 
 def test_backend_gives_the_driver_message() -> None:
-    from pytest_mxperf.mxnet_import import _missing_library
+    from pytest_mxperf.system.mxnet_import import _missing_library
 
     assert str(_missing_library(DRIVER_ERROR)) == cuda.DRIVER_MESSAGE
 
@@ -330,7 +330,7 @@ def test_cuda_build_is_read_from_metadata(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_import_mxnet_preloads_only_for_a_cuda_build(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_mxperf import mxnet_import
+    from pytest_mxperf.system import mxnet_import
 
     calls: list[str | None] = []
     monkeypatch.setitem(sys.modules, "mxnet", types.ModuleType("mxnet"))  # `import mxnet` finds it

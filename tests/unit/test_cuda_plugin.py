@@ -7,10 +7,10 @@ import types
 
 import pytest
 
-from pytest_mxperf import cuda, cudalibs
+from pytest_mxperf.system import cuda, cudalibs
 
 CONFTEST = """
-from pytest_mxperf import cuda
+from pytest_mxperf.system import cuda
 
 # What a conftest importing MXNet at its top relies on: the preload already happened.
 assert cuda.preload.calls == ["preload"], cuda.preload.calls
@@ -63,7 +63,7 @@ def test_a_bad_strategy_is_a_usage_error(
 
 
 def fake_pynvml(count: int) -> types.ModuleType:
-    """nvidia-ml-py's pynvml with ``count`` A100s (the calls pytest_mxperf.nvml makes)."""
+    """nvidia-ml-py's pynvml with ``count`` A100s (the calls pytest_mxperf.system.nvml makes)."""
     mod = types.ModuleType("pynvml")
     calls = {
         "nvmlInit": lambda: None,
@@ -90,7 +90,7 @@ def test_mx_ctx_auto_follows_nvml(
     import subprocess
     import sys
 
-    from pytest_mxperf import configure
+    from pytest_mxperf.plugin import configure
 
     def no_smi(*args: object, **kwargs: object) -> object:
         raise AssertionError("nvidia-smi must not run when NVML answers")

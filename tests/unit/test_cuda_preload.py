@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from pytest_mxperf import cudalibs
+from pytest_mxperf.system import cudalibs
 
 pytestmark = pytest.mark.skipif(
     cudalibs.cuda_build() is None or not cudalibs.pip_library_dirs(),
@@ -21,8 +21,9 @@ pytestmark = pytest.mark.skipif(
 
 SCRIPT = """
 import json
-from pytest_mxperf import cuda, cudalibs
-from pytest_mxperf.mxnet_import import MXNetUnavailable, import_mxnet
+from pytest_mxperf.system import cuda
+from pytest_mxperf.system import cudalibs
+from pytest_mxperf.system.mxnet_import import MXNetUnavailable, import_mxnet
 
 report = cuda.preload()
 out = {

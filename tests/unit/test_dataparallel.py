@@ -10,7 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mxperf.dataparallel import (
+from pytest_mxperf.distributed.launch import tail
+from pytest_mxperf.distributed.rank_env import default_threads, free_port, rank_environment
+from pytest_mxperf.distributed.train import (
+    block_spans,
+    build_model,
+    context_name,
+    load_object,
+    measure_with_timeline,
+    object_ref,
+)
+from pytest_mxperf.measuring.dataparallel import (
     DataParallelError,
     DataParallelSpec,
     ScalingCase,
@@ -22,18 +32,8 @@ from pytest_mxperf.dataparallel import (
     items_in_window,
     parse_context,
 )
-from pytest_mxperf.dp_result import DataParallelResult
-from pytest_mxperf.dp_train import (
-    block_spans,
-    build_model,
-    context_name,
-    load_object,
-    measure_with_timeline,
-    object_ref,
-)
-from pytest_mxperf.launch import tail
-from pytest_mxperf.measure import MeasureConfig, Measurement
-from pytest_mxperf.rank_env import default_threads, free_port, rank_environment
+from pytest_mxperf.measuring.dp_result import DataParallelResult
+from pytest_mxperf.measuring.measure import MeasureConfig, Measurement
 
 FAST = MeasureConfig(min_time=0.0, max_time=0.0, min_blocks=3, block_time=0.001)
 
@@ -232,8 +232,8 @@ def test_free_port_is_bindable_and_tail_reads_the_end(tmp_path: Path) -> None:
 def test_a_launch_hit_by_mxnets_init_race_is_started_again_once(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from pytest_mxperf import launch as launcher
-    from pytest_mxperf.mxnet_races import known_race
+    from pytest_mxperf.distributed import launch as launcher
+    from pytest_mxperf.distributed.mxnet_races import known_race
 
     race_tail = (
         "what():  kvstore_dist_server.h:611: Check failed: !stored.is_none(): init 108 first"
@@ -311,7 +311,7 @@ def test_sync_workers_start_their_blocks_and_stop_at_the_same_step() -> None:
     # timed blocks begin together; then they need 10 and 30 steps, and stop together.
     from types import SimpleNamespace
 
-    from pytest_mxperf.rank import Lockstep
+    from pytest_mxperf.distributed.rank import Lockstep
 
     kv = _SyncKV(2)
     mx = SimpleNamespace(nd=SimpleNamespace(zeros=lambda shape, ctx: _Scalar()))

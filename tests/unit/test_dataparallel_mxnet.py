@@ -18,12 +18,18 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mxperf.dataparallel import DataParallelSpec
-from pytest_mxperf.dp_local import run_in_process
-from pytest_mxperf.dp_result import DataParallelResult
-from pytest_mxperf.launch import LaunchTimeout, RankFailed, RankProcess, launch, run_distributed
-from pytest_mxperf.measure import MeasureConfig
-from pytest_mxperf.rank_env import RUN_ID_ENV, default_threads
+from pytest_mxperf.distributed.launch import (
+    LaunchTimeout,
+    RankFailed,
+    RankProcess,
+    launch,
+    run_distributed,
+)
+from pytest_mxperf.distributed.local import run_in_process
+from pytest_mxperf.distributed.rank_env import RUN_ID_ENV, default_threads
+from pytest_mxperf.measuring.dataparallel import DataParallelSpec
+from pytest_mxperf.measuring.dp_result import DataParallelResult
+from pytest_mxperf.measuring.measure import MeasureConfig
 
 mx = pytest.importorskip("mxnet")
 

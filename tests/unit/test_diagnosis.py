@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mxperf import diagnosis
-from pytest_mxperf.casekey import CaseKey
-from pytest_mxperf.diagnosis import DiagnoseSpec
-from pytest_mxperf.measure import MeasureConfig, Measurement
-from pytest_mxperf.memory import MemoryMethod, MemoryRecord
-from pytest_mxperf.protocol import PrepareSpec
-from pytest_mxperf.records import CaseResult, Outcome, Verdict
-from pytest_mxperf.runner import run_case
+from pytest_mxperf.config.casekey import CaseKey
+from pytest_mxperf.measuring import diagnosis
+from pytest_mxperf.measuring.diagnosis import DiagnoseSpec
+from pytest_mxperf.measuring.measure import MeasureConfig, Measurement
+from pytest_mxperf.measuring.memory import MemoryMethod, MemoryRecord
+from pytest_mxperf.measuring.protocol import PrepareSpec
+from pytest_mxperf.measuring.records import CaseResult, Outcome, Verdict
+from pytest_mxperf.measuring.runner import run_case
 from pytest_mxperf.testing import FakeBackend, FakeContext, FakeModel, measurement_of
 
 CONFIG = MeasureConfig(min_time=0.5, max_time=1.0, warmup_time=1.0)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mxperf.envs import (
+from pytest_mxperf.paired.envs import (
     MARKER,
     EnvBuildError,
     dependency_files,

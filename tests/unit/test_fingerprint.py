@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mxperf import fingerprint as fp
+from pytest_mxperf.system import fingerprint as fp
 
 CPUINFO = """\
 processor\t: 0

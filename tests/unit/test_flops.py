@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pytest_mxperf.flops import (
+from pytest_mxperf.measuring.flops import (
     FlopCount,
     LayerMACs,
     count_macs,
@@ -114,7 +114,7 @@ def test_peak_probe_counts_every_synced_product() -> None:
 
 @pytest.fixture(scope="module")
 def mx() -> Any:
-    from pytest_mxperf.mxnet_import import MXNetUnavailable, import_mxnet
+    from pytest_mxperf.system.mxnet_import import MXNetUnavailable, import_mxnet
 
     try:
         return import_mxnet()

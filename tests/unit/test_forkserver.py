@@ -15,8 +15,8 @@ from types import FrameType
 
 import pytest
 
-from pytest_mxperf import forkserver
-from pytest_mxperf.forkserver import PRELOAD_ENV, ForkServer
+from pytest_mxperf.paired import forkserver
+from pytest_mxperf.paired.forkserver import PRELOAD_ENV, ForkServer
 
 pytestmark = pytest.mark.skipif(not forkserver.available(), reason="needs fork (POSIX)")
 
@@ -158,7 +158,7 @@ def test_ctrl_c_while_waiting_kills_the_side(server: ForkServer, tmp_path: Path)
 
 CONTROLLER = """
 import os, sys
-from pytest_mxperf.forkserver import ForkServer
+from pytest_mxperf.paired.forkserver import ForkServer
 srv = ForkServer(dict(os.environ))
 print(srv.pid, flush=True)
 srv.run({args!r}, cwd={cwd!r}, timeout=120)

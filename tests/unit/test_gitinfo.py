@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mxperf.gitinfo import CommitInfo, ancestry, detect, rev_parse
+from pytest_mxperf.system.gitinfo import CommitInfo, ancestry, detect, rev_parse
 
 IDENTITY = {
     "GIT_AUTHOR_NAME": "mxperf test",

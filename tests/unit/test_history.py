@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mxperf import floors
-from pytest_mxperf.floors import Floor, FloorError, floor_for, parse_csv, parse_json
-from pytest_mxperf.history import mark_changes
-from pytest_mxperf.historygit import utc_text
-from pytest_mxperf.historytypes import CommitRef, Mark, Point
+from pytest_mxperf.config import floors
+from pytest_mxperf.config.floors import Floor, FloorError, floor_for, parse_csv, parse_json
+from pytest_mxperf.reporting.history import mark_changes
+from pytest_mxperf.reporting.historygit import utc_text
+from pytest_mxperf.reporting.historytypes import CommitRef, Mark, Point
 
 EXPECTATIONS = Path(__file__).resolve().parents[1] / "perf" / "expectations.csv"
 

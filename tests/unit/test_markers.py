@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from pytest_mxperf.markers import Expectation, MarkerError, MarkerSpec, merge, parse_marker
+from pytest_mxperf.config.markers import Expectation, MarkerError, MarkerSpec, merge, parse_marker
 
 V100 = "gpu-tesla-v100-sxm2-16gb-x1"
 EPYC = "cpu-amd-epyc-2c"

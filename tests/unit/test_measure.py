@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from pytest_mxperf.measure import MeasureConfig, Measurement, for_side, measure
-from pytest_mxperf.stats import rel_iqr
+from pytest_mxperf.measuring.measure import MeasureConfig, Measurement, for_side, measure
+from pytest_mxperf.measuring.stats import rel_iqr
 
 STEP = 2.0**-6  # 1/64 s per step
 BLOCK = 0.25

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pytest_mxperf.memory import (
+from pytest_mxperf.measuring.memory import (
     MemoryMethod,
     MemoryProbe,
     MemoryRecord,
@@ -114,7 +114,7 @@ def test_no_malloc_trim_is_no_error(monkeypatch: pytest.MonkeyPatch, failure: ty
     def cdll(name: object) -> object:
         raise failure("no C library here")
 
-    monkeypatch.setattr("pytest_mxperf.memory.ctypes.CDLL", cdll)
+    monkeypatch.setattr("pytest_mxperf.measuring.memory.ctypes.CDLL", cdll)
     assert release_free_memory() is False
 
 

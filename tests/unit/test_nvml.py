@@ -1,4 +1,4 @@
-"""pytest_mxperf.nvml: GPU facts from a fake pynvml, CUDA_VISIBLE_DEVICES order, fallbacks."""
+"""pytest_mxperf.system.nvml: GPU facts from a fake pynvml, CUDA_VISIBLE_DEVICES order, fallbacks."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pytest_mxperf import nvml
+from pytest_mxperf.system import nvml
 
 GPUS = [  # name, uuid, compute capability, memory bytes
     ("Tesla V100-SXM2-16GB", "GPU-aaaa-1111", (7, 0), 16 * 1024**3),

@@ -7,9 +7,9 @@ from typing import Any, Callable
 
 import pytest
 
-from pytest_mxperf.options import SPECS
-from pytest_mxperf.parsers import parse_ctx
-from pytest_mxperf.settings import OptionError, Settings, resolve
+from pytest_mxperf.config.options import SPECS
+from pytest_mxperf.config.parsers import parse_ctx
+from pytest_mxperf.config.settings import OptionError, Settings, resolve
 
 FLAGS = {"enabled": True, "update": False, "allow_dirty": False, "strict": False}
 
@@ -201,7 +201,7 @@ def test_rounds_above_max_rounds_is_refused() -> None:
 
 
 def test_help_shows_the_spec_default() -> None:
-    from pytest_mxperf.options import SPECS_BY_NAME
+    from pytest_mxperf.config.options import SPECS_BY_NAME
 
     assert SPECS_BY_NAME["tolerance"].full_help.endswith("Default: 0.05.")
     assert SPECS_BY_NAME["arbitrate"].full_help.endswith("Default: on.")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mxperf import outputs
+from pytest_mxperf.run import outputs
 
 
 def test_unwritable_names_the_blocking_path(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from typing import Literal
 
 import pytest
 
-from pytest_mxperf.paired import (
+from pytest_mxperf.judging.pairstats import (
     MAX_SUGGESTED_ROUNDS,
     SAME_CONFIDENCE,
     Decision,
@@ -25,7 +25,7 @@ from pytest_mxperf.paired import (
     need_more_rounds,
     paired_estimate,
 )
-from pytest_mxperf.tdist import t_cdf, t_quantile
+from pytest_mxperf.judging.tdist import t_cdf, t_quantile
 
 CASES = 1000
 

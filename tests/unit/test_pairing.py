@@ -9,11 +9,12 @@ from typing import ClassVar
 
 import pytest
 
-from pytest_mxperf import cpus, pairdata, pairing
-from pytest_mxperf.casekey import CaseKey
-from pytest_mxperf.paired import Decision
-from pytest_mxperf.records import CaseResult
-from pytest_mxperf.settings import Settings
+from pytest_mxperf.config.casekey import CaseKey
+from pytest_mxperf.config.settings import Settings
+from pytest_mxperf.judging.pairstats import Decision
+from pytest_mxperf.measuring.records import CaseResult
+from pytest_mxperf.paired import pairdata, pairing
+from pytest_mxperf.system import cpus
 from pytest_mxperf.testing import measurement_of
 
 KEY = "m/inference/float32/bs8/cpu"

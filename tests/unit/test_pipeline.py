@@ -9,10 +9,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_mxperf import input_bound, pipeline, pipeline_source
-from pytest_mxperf.markers import MarkerError, parse_marker
-from pytest_mxperf.measure import MeasureConfig
-from pytest_mxperf.records import Outcome, Status, Verdict
+from pytest_mxperf.config import parsers
+from pytest_mxperf.config.markers import MarkerError, parse_marker
+from pytest_mxperf.measuring.measure import MeasureConfig
+from pytest_mxperf.measuring.records import Outcome, Status, Verdict
+from pytest_mxperf.pipelines import input_bound, pipeline
+from pytest_mxperf.pipelines import source as pipeline_source
 from pytest_mxperf.testing import FakeBackend, measurement_of
 
 CONFIG = MeasureConfig(min_time=0.5, max_time=2.0, warmup_time=1.0)
@@ -204,12 +206,12 @@ def test_input_bound_verdict_keeps_failures_and_never_fails_by_itself() -> None:
 
 
 def test_sweeps_parse_strictly() -> None:
-    assert pipeline.parse_sweep({"num_workers": [0, 2]}) == ("num_workers", (0, 2))
+    assert parsers.parse_sweep({"num_workers": [0, 2]}) == ("num_workers", (0, 2))
     assert pipeline.point_name("preprocess_threads", 4) == "preprocess_threads=4"
     bad: object
     for bad in ({}, {"a": []}, {"a": 1}, {"a": [1, 1]}, {"1x": [1]}, {"a": [1], "b": [2]}):
         with pytest.raises(ValueError):
-            pipeline.parse_sweep(bad)
+            parsers.parse_sweep(bad)
     assert parse_marker((), {"sweep": {"num_workers": [0, 2]}}).sweep == ("num_workers", (0, 2))
     with pytest.raises(MarkerError, match="sweep"):
         parse_marker((), {"sweep": {"num_workers": "02"}})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_mxperf.progress import Progress
+from pytest_mxperf.reporting.progress import Progress
 
 
 class Clock:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_mxperf.casekey import CaseKey
-from pytest_mxperf.measure import MeasureConfig, Measurement
-from pytest_mxperf.protocol import Backend, PrepareSpec
-from pytest_mxperf.records import CaseResult, Outcome, Status, Verdict
-from pytest_mxperf.runner import run_case
+from pytest_mxperf.config.casekey import CaseKey
+from pytest_mxperf.measuring.measure import MeasureConfig, Measurement
+from pytest_mxperf.measuring.protocol import Backend, PrepareSpec
+from pytest_mxperf.measuring.records import CaseResult, Outcome, Status, Verdict
+from pytest_mxperf.measuring.runner import run_case
 from pytest_mxperf.testing import FakeBackend, FakeModel, MXNetError
 
 QUICK = MeasureConfig(min_time=0.1, max_time=0.5, warmup_time=1.0)

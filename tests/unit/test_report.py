@@ -7,16 +7,16 @@ from typing import Any
 
 import pytest
 
-from pytest_mxperf.casekey import CaseKey
-from pytest_mxperf.gitinfo import CommitInfo
-from pytest_mxperf.records import CaseResult, Outcome, Status, Verdict
-from pytest_mxperf.report import REPORT_SCHEMA, to_json
-from pytest_mxperf.report_sections import verdict_counts
-from pytest_mxperf.resolution import Resolution
-from pytest_mxperf.runinfo import RunInfo
-from pytest_mxperf.tables import render_grids, render_table
+from pytest_mxperf.baselines.resolution import Resolution
+from pytest_mxperf.baselines.runinfo import RunInfo
+from pytest_mxperf.config.casekey import CaseKey
+from pytest_mxperf.measuring.records import CaseResult, Outcome, Status, Verdict
+from pytest_mxperf.reporting.report import REPORT_SCHEMA, to_json
+from pytest_mxperf.reporting.report_sections import verdict_counts
+from pytest_mxperf.reporting.tables import render_grids, render_table
+from pytest_mxperf.run.updating import baseline_record
+from pytest_mxperf.system.gitinfo import CommitInfo
 from pytest_mxperf.testing import measurement_of
-from pytest_mxperf.updating import baseline_record
 
 CPU = "cpu-amd-epyc-7r13-processor-2c"
 GPU = "gpu-tesla-v100-sxm2-16gb-x1"
@@ -287,8 +287,8 @@ def test_render_grids_split_to_fit_the_width() -> None:
 
 
 def test_change_column_of_paired_and_arbitrated_verdicts() -> None:
-    from pytest_mxperf.records import Outcome, Verdict
-    from pytest_mxperf.tables import _change
+    from pytest_mxperf.measuring.records import Outcome, Verdict
+    from pytest_mxperf.reporting.tables import _change
 
     assert _change(Verdict(Outcome.PASS, False, change=-0.031)) == "-3.1%"
     paired = Verdict(Outcome.REGRESSED, True, change=-0.2, interval=(0.78, 0.82), rounds=3)

@@ -7,14 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mxperf import cost, outputs, summary
-from pytest_mxperf.casekey import CaseKey
-from pytest_mxperf.records import CaseResult, Outcome, Verdict
-from pytest_mxperf.report import case_cost, peaks, summary_row
-from pytest_mxperf.runinfo import RunInfo
-from pytest_mxperf.session import MxperfSession
-from pytest_mxperf.settings import Settings
-from pytest_mxperf.tables import render_table
+from pytest_mxperf.baselines.runinfo import RunInfo
+from pytest_mxperf.config.casekey import CaseKey
+from pytest_mxperf.config.settings import Settings
+from pytest_mxperf.measuring.records import CaseResult, Outcome, Verdict
+from pytest_mxperf.reporting import cost, summary
+from pytest_mxperf.reporting.report import case_cost, peaks, summary_row
+from pytest_mxperf.reporting.tables import render_table
+from pytest_mxperf.run import outputs
+from pytest_mxperf.run.session import MxperfSession
 from pytest_mxperf.testing import FakeBackend, measurement_of
 
 

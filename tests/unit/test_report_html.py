@@ -16,13 +16,14 @@ from typing import Any
 
 import pytest
 
-from pytest_mxperf import baselines, cli
-from pytest_mxperf.floors import Floor
-from pytest_mxperf.history import load_history
-from pytest_mxperf.historytypes import Mark
-from pytest_mxperf.htmlchart import case_figure
-from pytest_mxperf.htmlreport import render_html, write_report
-from pytest_mxperf.testrepos import GIT_ENV, git
+from pytest_mxperf import cli
+from pytest_mxperf.baselines import store as baselines
+from pytest_mxperf.config.floors import Floor
+from pytest_mxperf.reporting.history import load_history
+from pytest_mxperf.reporting.historytypes import Mark
+from pytest_mxperf.reporting.htmlchart import case_figure
+from pytest_mxperf.reporting.htmlreport import render_html, write_report
+from pytest_mxperf.testing.repos import GIT_ENV, git
 
 REPO_BASELINES = Path(__file__).resolve().parents[2] / "baselines"
 HW = "cpu-test-xeon-4c"

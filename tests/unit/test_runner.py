@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from pytest_mxperf.measure import MeasureConfig
-from pytest_mxperf.protocol import ModelTypeError, Prepared, PrepareSpec, SpecError
-from pytest_mxperf.records import Status
-from pytest_mxperf.runner import run_case
+from pytest_mxperf.measuring.measure import MeasureConfig
+from pytest_mxperf.measuring.protocol import ModelTypeError, Prepared, PrepareSpec, SpecError
+from pytest_mxperf.measuring.records import Status
+from pytest_mxperf.measuring.runner import run_case
 from pytest_mxperf.testing import OOM_MESSAGE, FakeBackend, FakeContext, FakeModel, MXNetError
 
 FAST = MeasureConfig(min_time=0.5, max_time=1.0, warmup_time=1.0)

@@ -8,15 +8,15 @@ import json
 
 import pytest
 
-from pytest_mxperf.baselines import StoredCase
-from pytest_mxperf.casekey import CaseKey
-from pytest_mxperf.gitinfo import CommitInfo
-from pytest_mxperf.markers import MarkerError, merge, parse_marker
-from pytest_mxperf.records import CaseResult, Outcome, Scaling
-from pytest_mxperf.resolution import BaselineRef
+from pytest_mxperf.baselines.resolution import BaselineRef
+from pytest_mxperf.baselines.store import StoredCase
+from pytest_mxperf.config.casekey import CaseKey
+from pytest_mxperf.config.markers import MarkerError, merge, parse_marker
+from pytest_mxperf.judging.verdict import Policy, decide, decide_scaling
+from pytest_mxperf.measuring.records import CaseResult, Outcome, Scaling
+from pytest_mxperf.run.updating import baseline_record
+from pytest_mxperf.system.gitinfo import CommitInfo
 from pytest_mxperf.testing import fake_blocks
-from pytest_mxperf.updating import baseline_record
-from pytest_mxperf.verdict import Policy, decide, decide_scaling
 
 KEY = CaseKey("r50", "training", "float32", 32, "gpu", "nccl", world_size=4)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_mxperf.startup import startup_change
+from pytest_mxperf.measuring.startup import startup_change
 
 
 def test_first_step_three_times_slower_is_flagged() -> None:

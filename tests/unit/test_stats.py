@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from pytest_mxperf.stats import median, quantile, rel_iqr, rel_spread
+from pytest_mxperf.measuring.stats import median, quantile, rel_iqr, rel_spread
 
 LISTS = [
     [5.0],

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import json
 
-from pytest_mxperf.summary import UNIT, Row, to_benchmark_action, to_markdown, verdict_counts
+from pytest_mxperf.reporting.summary import (
+    UNIT,
+    Row,
+    to_benchmark_action,
+    to_markdown,
+    verdict_counts,
+)
 
 ROWS = [
     Row(

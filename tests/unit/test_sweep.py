@@ -6,9 +6,10 @@ from collections.abc import Callable
 
 import pytest
 
-from pytest_mxperf import dtype_support, sweep, sweep_memory
-from pytest_mxperf.sweep import Curve, Plan, Point, run_curve
-from pytest_mxperf.sweep_memory import MemoryBudget
+from pytest_mxperf.config import parsers
+from pytest_mxperf.measuring import dtype_support, sweep, sweep_memory
+from pytest_mxperf.measuring.sweep import Curve, Plan, Point, run_curve
+from pytest_mxperf.measuring.sweep_memory import MemoryBudget
 
 MIB = 2**20
 
@@ -151,13 +152,13 @@ def test_summary_travels_with_the_points() -> None:
     [("2GiB", 2 * 2**30), ("512m", 512 * MIB), ("1.5GB", 3 * 2**29), ("4096", 4096)],
 )
 def test_parse_size(text: str, size: int) -> None:
-    assert sweep_memory.parse_size(text) == size
+    assert parsers.size(text) == size
 
 
 @pytest.mark.parametrize("text", ["", "lots", "-1G", "0"])
 def test_parse_size_rejects(text: str) -> None:
     with pytest.raises(ValueError):
-        sweep_memory.parse_size(text)
+        parsers.size(text)
 
 
 def test_make_plan_checks_its_arguments() -> None:

@@ -12,12 +12,12 @@ mx = pytest.importorskip("mxnet")
 
 from mxnet.gluon import nn  # noqa: E402
 
-from pytest_mxperf.backend import MXNetBackend  # noqa: E402
-from pytest_mxperf.measure import MeasureConfig  # noqa: E402
-from pytest_mxperf.protocol import PrepareSpec, SpecError  # noqa: E402
-from pytest_mxperf.records import Status  # noqa: E402
-from pytest_mxperf.runner import run_case  # noqa: E402
-from pytest_mxperf.tasks import LossShapeError, synthetic_boxes  # noqa: E402
+from pytest_mxperf.backend.mxnet_backend import MXNetBackend  # noqa: E402
+from pytest_mxperf.backend.tasks import LossShapeError, synthetic_boxes  # noqa: E402
+from pytest_mxperf.measuring.measure import MeasureConfig  # noqa: E402
+from pytest_mxperf.measuring.protocol import PrepareSpec, SpecError  # noqa: E402
+from pytest_mxperf.measuring.records import Status  # noqa: E402
+from pytest_mxperf.measuring.runner import run_case  # noqa: E402
 
 QUICK = MeasureConfig(
     min_time=0.05, max_time=0.2, warmup_time=0.2, warmup_min_time=0.0, block_time=0.02, min_blocks=3

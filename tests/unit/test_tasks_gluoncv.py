@@ -13,11 +13,11 @@ gluoncv = pytest.importorskip(
     "gluoncv", reason="GluonCV is not installed: pip install 'pytest-mxperf[cpu,gluoncv]'"
 )
 
-from pytest_mxperf.backend import MXNetBackend  # noqa: E402
-from pytest_mxperf.measure import MeasureConfig  # noqa: E402
-from pytest_mxperf.protocol import PrepareSpec  # noqa: E402
-from pytest_mxperf.records import Status  # noqa: E402
-from pytest_mxperf.runner import run_case  # noqa: E402
+from pytest_mxperf.backend.mxnet_backend import MXNetBackend  # noqa: E402
+from pytest_mxperf.measuring.measure import MeasureConfig  # noqa: E402
+from pytest_mxperf.measuring.protocol import PrepareSpec  # noqa: E402
+from pytest_mxperf.measuring.records import Status  # noqa: E402
+from pytest_mxperf.measuring.runner import run_case  # noqa: E402
 
 QUICK = MeasureConfig(
     min_time=0.05, max_time=0.2, warmup_time=0.1, warmup_min_time=0.0, block_time=0.02, min_blocks=2
@@ -56,7 +56,7 @@ def test_ssd_trains_on_real_targets_with_multibox_loss(backend: MXNetBackend) ->
 
 def test_ssd_targets_match_boxes(backend: MXNetBackend) -> None:
     """Some anchors are matched to the synthetic boxes (class ids 1..20), the rest background."""
-    from pytest_mxperf import tasks
+    from pytest_mxperf.backend import tasks
 
     net = model("ssd_300_vgg16_atrous_voc")
     net.initialize()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mxperf.turns import BLOCK, END, GO, SOLO, Baton, BatonLost, Conductor
+from pytest_mxperf.paired.turns import BLOCK, END, GO, SOLO, Baton, BatonLost, Conductor
 
 IDS = ["t.py::a", "t.py::b", "t.py::c"]
 
@@ -175,7 +175,7 @@ def test_a_bad_spec_is_named() -> None:
 
 _PLACES = """
 import json, os, sys, threading
-from pytest_mxperf.turns import Baton
+from pytest_mxperf.paired.turns import Baton
 os.sched_setaffinity(0, {timing})
 seen = {{}}
 ask, tell = threading.Event(), threading.Event()

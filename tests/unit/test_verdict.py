@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 
-from pytest_mxperf.casekey import CaseKey
-from pytest_mxperf.explain import diff_stack, judge, sides_line
-from pytest_mxperf.markers import Expectation
-from pytest_mxperf.records import CaseResult, Outcome, Status, Verdict
-from pytest_mxperf.resolution import BaselineRef
+from pytest_mxperf.baselines.resolution import BaselineRef
+from pytest_mxperf.config.casekey import CaseKey
+from pytest_mxperf.config.markers import Expectation
+from pytest_mxperf.judging.explain import diff_stack, judge, sides_line
+from pytest_mxperf.judging.verdict import Policy, compare_rates, noise_of, suspected
+from pytest_mxperf.measuring.records import CaseResult, Outcome, Status, Verdict
 from pytest_mxperf.testing import measurement_of
-from pytest_mxperf.verdict import Policy, compare_rates, noise_of, suspected
 
 PASS, IMPROVED, REGRESSED = Outcome.PASS, Outcome.IMPROVED, Outcome.REGRESSED
 UNSTABLE, NEW, BELOW = Outcome.UNSTABLE, Outcome.NEW, Outcome.BELOW

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mxperf import worktree as wt
-from pytest_mxperf.worktree import (
+from pytest_mxperf.paired import worktree as wt
+from pytest_mxperf.paired.worktree import (
     WorktreeError,
     checkout,
     default_cache_dir,

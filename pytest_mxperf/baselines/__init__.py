@@ -1,0 +1,6 @@
+"""Stored baselines: the files, which one each case is compared with, and the run's facts.
+
+- ``store``: ``<root>/<hardware key>/<commit sha>.json``, versioned, written atomically.
+- ``resolution``: nearest ancestor of HEAD, an explicit revision, or the newest by date.
+- ``runinfo``: run facts computed once on the controller and shipped to workers.
+"""

@@ -1,0 +1,212 @@
+"""Which stored baseline each case is compared with: the nearest ancestor of HEAD holding it,
+an explicit revision, or (without history) the newest by commit date, said out loud."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_mxperf.baselines.store import (
+    BaselineError,
+    BaselineFile,
+    StoredCase,
+    commit_files,
+    hardware_keys,
+    load,
+)
+
+
+@dataclass
+class Resolution:
+    """Per hardware key, the baseline chosen for every case key, and what went wrong."""
+
+    refs: dict[str, dict[str, BaselineRef]] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def get(self, hardware: str, key: str) -> BaselineRef | None:
+        return self.refs.get(hardware, {}).get(key)
+
+    def elsewhere(self, hardware: str, key: str) -> list[str]:
+        """Other hardware keys that hold a baseline of this case."""
+        return sorted(hw for hw, refs in self.refs.items() if key in refs and hw != hardware)
+
+    def stored_keys(self) -> list[str]:
+        """Hardware keys with at least one case resolved."""
+        return sorted(hw for hw, refs in self.refs.items() if refs)
+
+    def count(self) -> int:
+        return sum(len(v) for v in self.refs.values())
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "refs": {
+                hw: {key: ref.as_dict() for key, ref in refs.items()}
+                for hw, refs in self.refs.items()
+            },
+            "warnings": list(self.warnings),
+            "errors": list(self.errors),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Resolution:
+        refs = {
+            hw: {key: BaselineRef.from_dict(ref) for key, ref in cases.items()}
+            for hw, cases in data["refs"].items()
+        }
+        return cls(refs, list(data["warnings"]), list(data["errors"]))
+
+
+@dataclass(frozen=True)
+class BaselineRef:
+    """The baseline chosen for one case: the stored case, its commit, and how it was chosen."""
+
+    case: StoredCase
+    commit: dict[str, Any]
+    file: str
+    how: str
+    distance: int | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "case": self.case.as_dict(),
+            "commit": dict(self.commit),
+            "file": self.file,
+            "how": self.how,
+            "distance": self.distance,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BaselineRef:
+        file = str(data.get("file", "?"))
+        return cls(
+            case=StoredCase.from_dict(data["case"], f"baseline {file}"),
+            commit=dict(data.get("commit") or {}),
+            file=file,
+            how=str(data.get("how", "")),
+            distance=data.get("distance"),
+        )
+
+
+def _ref(
+    f: BaselineFile, root: Path, case: StoredCase, how: str, distance: int | None
+) -> BaselineRef:
+    try:
+        rel = str(f.path.relative_to(root))
+    except ValueError:
+        rel = str(f.path)
+    return BaselineRef(case, dict(f.commit), rel, how, distance)
+
+
+def resolve(
+    root: Path,
+    ancestors: dict[str, int] | None,
+    *,
+    shallow: bool = False,
+    explicit: str | None = None,
+    explicit_label: str | None = None,
+) -> Resolution:
+    """Choose each case's baseline, for every hardware key stored under ``root``.
+
+    - ``explicit`` (a full or abbreviated sha): that commit's file, for every case it holds.
+    - with git history: the nearest ancestor of HEAD holding the case (ties: newer date, then
+      the later commit in topological order);
+      files of commits that are not ancestors are ignored.
+    - without history (no repository), or for cases no ancestor holds in a shallow clone: the
+      newest file by commit date holding the case, with a warning.
+    """
+    res = Resolution()
+    for hardware in hardware_keys(root):
+        files: list[BaselineFile] = []
+        for _sha, path in commit_files(root, hardware).items():
+            try:
+                files.append(load(path))
+            except BaselineError as exc:
+                res.errors.append(str(exc))
+        refs: dict[str, BaselineRef] = {}
+        if explicit is not None:
+            chosen = [f for f in files if f.sha.startswith(explicit) or explicit.startswith(f.sha)]
+            for f in chosen[:1]:
+                for key, case in f.cases.items():
+                    refs[key] = _ref(f, root, case, f"explicit revision {explicit_label}", None)
+            res.refs[hardware] = refs
+            continue
+        fallback_used = False
+        if ancestors is not None:
+            topo = {sha: i for i, sha in enumerate(ancestors)}
+            ranked = sorted(
+                (f for f in files if f.sha in ancestors),
+                key=lambda f: (ancestors[f.sha], _neg_date(f.date), topo[f.sha]),
+            )
+            for f in ranked:
+                for key, case in f.cases.items():
+                    refs.setdefault(key, _ref(f, root, case, "nearest ancestor", ancestors[f.sha]))
+        if ancestors is None or shallow:
+            for f in sorted(files, key=lambda f: _neg_date(f.date)):
+                for key, case in f.cases.items():
+                    if key not in refs:
+                        refs[key] = _ref(f, root, case, "newest by commit date", None)
+                        fallback_used = True
+        if fallback_used:
+            why = "no git history" if ancestors is None else "shallow clone"
+            res.warnings.append(
+                f"{why}: baselines for {hardware} chosen as the newest by commit date, "
+                "not the nearest ancestor"
+            )
+        res.refs[hardware] = refs
+    return res
+
+
+class CompareError(ValueError):
+    """``--mxperf-compare REV`` names nothing usable: a usage error that names the revision."""
+
+
+def explicit_problem(
+    root: Path, label: str, sha: str | None, hardware: list[str], repo: str | None
+) -> str | None:
+    """Why ``--mxperf-compare label`` cannot be compared with on this run's ``hardware`` keys,
+    or None. ``sha`` is what git resolved ``label`` to (None: git does not know it, or there is
+    no repository); without it ``label`` is matched as a prefix of stored commit shas."""
+    wanted = (sha or label).lower()
+    stored = {hw: sorted(commit_files(root, hw)) for hw in hardware_keys(root)}
+
+    def matches(hw: str) -> list[str]:
+        return [s for s in stored.get(hw, []) if s.startswith(wanted) or wanted.startswith(s)]
+
+    if sha is None and not any(matches(hw) for hw in stored):
+        where = f"a commit of {repo}" if repo else "a commit here (no git repository)"
+        return (
+            f"mxperf: --mxperf-compare {label!r}: unknown revision (not {where}, and no stored "
+            f"baseline under {root} has a commit sha starting with it)"
+        )
+    usable = False
+    for hw in hardware:
+        found = matches(hw)
+        if len(found) > 1:
+            return (
+                f"mxperf: --mxperf-compare {label!r} is ambiguous on {hw}: it matches "
+                f"{', '.join(s[:10] for s in found)}"
+            )
+        if found:
+            # The file asked for must be readable: otherwise nothing would be compared.
+            try:
+                load(root / hw / f"{found[0]}.json")
+            except BaselineError as exc:
+                return f"mxperf: --mxperf-compare {label!r}: its baseline cannot be used: {exc}"
+            usable = True
+    if usable:
+        return None
+    what = label if sha is None or sha.startswith(label) else f"{label} ({sha[:10]})"
+    have = sorted({s[:10] for hw in hardware for s in stored.get(hw, [])})
+    listed = f"commits that have one: {', '.join(have)}" if have else "none is stored for it"
+    return (
+        f"mxperf: --mxperf-compare {what} has no baseline for this hardware "
+        f"({', '.join(hardware)}) under {root}; {listed}"
+    )
+
+
+def _neg_date(date: str) -> tuple[int, str]:
+    # Sort newest first without parsing: ISO dates in UTC compare as strings.
+    return (0, "".join(chr(0x10FFFF - ord(c)) for c in date)) if date else (1, "")

@@ -1,0 +1,338 @@
+"""Stored baselines: ``<root>/<hardware key>/<commit sha>.json``, versioned plain JSON.
+
+Writes are atomic (temp file in the same directory, fsync, ``os.replace``) and serialized by a
+lock file per hardware directory, so Ctrl-C, a crash or two runs at once never leave a torn or
+lost file. A file that cannot be read is reported by name and never overwritten.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import re
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_mxperf.measuring.stats import median
+from pytest_mxperf.system import fingerprint, locks
+
+SCHEMA = 1
+#: What a stored file records of its commit: no paths, user or host names.
+STORED_COMMIT_FIELDS = ("sha", "date", "branch", "dirty", "source", "shallow")
+RUNS_KEPT = 5
+_SHA = re.compile(r"^[0-9a-f]{7,64}$")
+
+
+class BaselineError(Exception):
+    """A baseline file that cannot be used; the message names the file."""
+
+
+def _num(value: Any, where: str, *, positive: bool = False, optional: bool = False) -> Any:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise BaselineError(f"{where} must be a finite number, got {value!r}")
+    if value < 0 or (positive and value == 0):
+        raise BaselineError(f"{where} must be {'> 0' if positive else '>= 0'}, got {value!r}")
+    return float(value)
+
+
+def _obj(value: Any, where: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise BaselineError(f"{where} must be an object, got {value!r}")
+    return dict(value)
+
+
+def _nums(value: Any, where: str) -> tuple[float, ...]:
+    """A list of positive numbers."""
+    if not isinstance(value, list):
+        raise BaselineError(f"{where} must be a list of numbers, got {value!r}")
+    return tuple(float(_num(v, where, positive=True)) for v in value)
+
+
+def _ids(value: Any, where: str) -> tuple[str | None, ...]:
+    if not isinstance(value, list) or not all(v is None or isinstance(v, str) for v in value):
+        raise BaselineError(f"{where}: 'machine_ids' must be a list of strings, got {value!r}")
+    return tuple(value)
+
+
+@dataclass(frozen=True)
+class StoredCase:
+    """One case of a baseline file, type-checked at load so a bad field is reported by name
+    and never reaches a verdict. ``record`` keeps every stored field for writing back."""
+
+    images_per_sec: float | None
+    rel_iqr: float
+    runs: tuple[float, ...]
+    status: str
+    threads: dict[str, Any]
+    software: dict[str, Any]
+    environment: dict[str, Any]
+    dirty: bool
+    #: The anonymous ids of the machines that measured the stored runs (None: not recorded).
+    machine_ids: tuple[str | None, ...]
+    record: dict[str, Any] = field(compare=False, repr=False)
+    #: Data-parallel cases: the stored scaling efficiency at the key's world size, the
+    #: communication share at N, and the block spread of img/s(1) (None/0 in other cases and
+    #: in files written before data-parallel cases existed).
+    efficiency: float | None = None
+    comm_share: float | None = None
+    single_rel_iqr: float = 0.0
+    #: Start-up figures and the peak memory of the stored run (None in files written before
+    #: they were recorded).
+    first_step_seconds: float | None = None
+    warmup_seconds: float | None = None
+    peak_memory_mb: float | None = None
+    #: The peaks of the kept runs (as ``runs`` keeps img/s; empty in older files): one process's
+    #: peak moves by about 10% between identical runs, so a run is judged against their range.
+    peak_memory_runs: tuple[float, ...] = ()
+
+    def memory_reference(self, now: float | None) -> float | None:
+        """The stored peak a run's peak ``now`` is judged against: the nearest of the stored
+        runs' peaks (their highest when ``now`` is above them all, lowest when below)."""
+        peaks = self.peak_memory_runs or (
+            () if self.peak_memory_mb is None else (self.peak_memory_mb,)
+        )
+        return nearest(peaks, now)
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str) -> StoredCase:
+        if not isinstance(data, dict):
+            raise BaselineError(f"{where} is not an object")
+        runs = data.get("runs", [])
+        if not isinstance(runs, list):
+            raise BaselineError(f"{where}: 'runs' must be a list of numbers, got {runs!r}")
+        status = data.get("status", "ok")
+        if status not in ("ok", "oom"):
+            raise BaselineError(f"{where}: 'status' must be 'ok' or 'oom', got {status!r}")
+        dirty = data.get("dirty", False)
+        if not isinstance(dirty, bool):
+            raise BaselineError(f"{where}: 'dirty' must be true or false, got {dirty!r}")
+        return cls(
+            images_per_sec=_num(
+                data.get("images_per_sec"),
+                f"{where}: 'images_per_sec'",
+                positive=True,
+                optional=True,
+            ),
+            rel_iqr=_num(data.get("rel_iqr", 0.0), f"{where}: 'rel_iqr'"),
+            # None and 0 mark runs without a figure (out of memory) in older files: skipped.
+            runs=tuple(
+                _num(r, f"{where}: 'runs'", positive=True) for r in runs if r not in (None, 0)
+            ),
+            status=status,
+            threads=_obj(data.get("threads"), f"{where}: 'threads'"),
+            software=_obj(data.get("software"), f"{where}: 'software'"),
+            environment=_obj(data.get("environment"), f"{where}: 'environment'"),
+            dirty=dirty,
+            machine_ids=_ids(data.get("machine_ids", []), where),
+            record=dict(data),
+            efficiency=_num(
+                data.get("efficiency"), f"{where}: 'efficiency'", positive=True, optional=True
+            ),
+            comm_share=_num(data.get("comm_share"), f"{where}: 'comm_share'", optional=True),
+            single_rel_iqr=_num(data.get("single_rel_iqr", 0.0), f"{where}: 'single_rel_iqr'"),
+            first_step_seconds=_num(
+                data.get("first_step_seconds"), f"{where}: 'first_step_seconds'", optional=True
+            ),
+            warmup_seconds=_num(
+                data.get("warmup_seconds"), f"{where}: 'warmup_seconds'", optional=True
+            ),
+            peak_memory_mb=_num(
+                data.get("peak_memory_mb"), f"{where}: 'peak_memory_mb'", optional=True
+            ),
+            peak_memory_runs=_nums(
+                data.get("peak_memory_runs", []), f"{where}: 'peak_memory_runs'"
+            ),
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.record)
+
+
+@dataclass
+class BaselineFile:
+    path: Path
+    hardware: str
+    commit: dict[str, Any]
+    cases: dict[str, StoredCase]
+
+    @property
+    def sha(self) -> str:
+        return str(self.commit.get("sha") or self.path.stem)
+
+    @property
+    def date(self) -> str:
+        return str(self.commit.get("date") or "")
+
+
+def check_hardware_key(key: str) -> str:
+    """`fingerprint.check_hardware_key`, raising `BaselineError` (a key naming a folder here)."""
+    try:
+        return fingerprint.check_hardware_key(key)
+    except ValueError as exc:
+        raise BaselineError(str(exc)) from None
+
+
+def load(path: Path) -> BaselineFile:
+    """Read and validate one baseline file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise BaselineError(f"cannot read baseline file {path}: {exc.strerror}") from None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise BaselineError(f"baseline file {path} is not valid JSON ({exc})") from None
+    if not isinstance(data, dict) or "schema" not in data:
+        raise BaselineError(f"baseline file {path} has no 'schema' field: not an mxperf baseline")
+    schema = data["schema"]
+    if not isinstance(schema, int) or schema < 1:
+        raise BaselineError(f"baseline file {path} has an invalid schema {schema!r}")
+    if schema > SCHEMA:
+        raise BaselineError(
+            f"baseline file {path} uses schema {schema}, newer than this pytest-mxperf "
+            f"understands ({SCHEMA}); upgrade pytest-mxperf to read it"
+        )
+    cases = data.get("cases")
+    commit = data.get("commit")
+    if not isinstance(cases, dict) or not isinstance(commit, dict):
+        raise BaselineError(f"baseline file {path} lacks 'cases' or 'commit' objects")
+    typed = {
+        str(key): StoredCase.from_dict(case, f"baseline file {path}: case {key!r}")
+        for key, case in cases.items()
+    }
+    return BaselineFile(path, str(data.get("hardware", path.parent.name)), commit, typed)
+
+
+def hardware_keys(root: Path) -> list[str]:
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def commit_files(root: Path, hardware: str) -> dict[str, Path]:
+    """``{sha: path}`` of the baseline files stored for one hardware key."""
+    folder = root / hardware
+    if not folder.is_dir():
+        return {}
+    return {p.stem: p for p in sorted(folder.glob("*.json")) if _SHA.match(p.stem)}
+
+
+def _lock_path(folder: Path) -> Path:
+    """The write lock of a hardware directory lives in the user's lock directory, never in the
+    baseline directory (whose files get committed)."""
+    digest = hashlib.sha1(str(folder.resolve()).encode()).hexdigest()[:16]
+    return locks.machine_lock_dir() / f"baselines-{digest}.lock"
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)  # the only portable way to read it is to set it, then restore it
+    os.umask(mask)
+    return mask
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write ``data`` as sorted, indented JSON; readers see the old file or the new, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        # mkstemp makes the file 0600; a baseline or report is as readable as any file the
+        # user writes (0644 under umask 022).
+        os.fchmod(fd, 0o666 & ~_umask())
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2, sort_keys=True, allow_nan=False)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def store(
+    root: Path,
+    hardware: str,
+    commit: Mapping[str, Any],
+    cases: Mapping[str, dict[str, Any]],
+) -> Path:
+    """Merge ``cases`` into ``<root>/<hardware>/<sha>.json``: re-measured cases are replaced
+    (keeping the last few run medians as a noise record, see `_with_runs`), the others stay."""
+    check_hardware_key(hardware)
+    sha = str(commit.get("sha") or "")
+    if not _SHA.match(sha):
+        raise BaselineError(f"cannot store a baseline without a git commit sha (got {sha!r})")
+    folder = root / hardware
+    path = folder / f"{sha}.json"
+    folder.mkdir(parents=True, exist_ok=True)
+    with locks.exclusive(_lock_path(folder)):
+        old: dict[str, dict[str, Any]] = {}
+        if path.exists():
+            # raises for a corrupt file: never overwrite it
+            old = {k: c.as_dict() for k, c in load(path).cases.items()}
+        merged = dict(old)
+        for key, case in cases.items():
+            merged[key] = _with_runs(dict(case), old.get(key, {}))
+        data = {
+            "schema": SCHEMA,
+            "hardware": hardware,
+            "commit": {k: v for k, v in commit.items() if k in STORED_COMMIT_FIELDS},
+            "cases": merged,
+        }
+        write_json_atomic(path, data)
+    return path
+
+
+def _with_runs(case: dict[str, Any], previous: dict[str, Any]) -> dict[str, Any]:
+    """Keep the last few run medians of a case re-measured at the same commit on the same
+    software, environment and threads; the stored images/sec is their median (repeated
+    updates sample the same quantity), and their spread is the case's between-run noise.
+
+    Runs measured on a dirty tree are dropped by a clean update: the stored figure of a clean
+    case then rests on clean runs only (a dirty case says ``dirty: true`` for all its runs)."""
+    same_setup = all(previous.get(k) == case.get(k) for k in ("software", "environment", "threads"))
+    if previous.get("dirty") and not case.get("dirty"):
+        same_setup = False  # a clean update drops the runs measured on a dirty tree
+    old_runs = list(previous.get("runs", [])) if same_setup else []
+    # machine_ids[i] is the anonymous id of the machine that measured runs[i] (None: unknown).
+    old_ids = list(previous.get("machine_ids", [])) if same_setup else []
+    old_ids = [None] * (len(old_runs) - len(old_ids)) + old_ids[-len(old_runs) :][: len(old_runs)]
+    pairs = [(r, i) for r, i in zip(old_runs, old_ids) if r is not None]
+    latest = case.pop("images_per_sec", None)
+    case["images_per_sec"] = latest
+    if latest is not None:
+        pairs.append((latest, case.get("machine_id")))
+    pairs = pairs[-RUNS_KEPT:]
+    case["runs"] = [r for r, _ in pairs]
+    case["machine_ids"] = [i for _, i in pairs]
+    if latest is not None and len(case["runs"]) > 1:
+        case["last_images_per_sec"] = latest
+        case["images_per_sec"] = median(case["runs"])
+    peaks = list(previous.get("peak_memory_runs", [])) if same_setup else []
+    if same_setup and not peaks and previous.get("peak_memory_mb") is not None:
+        peaks = [previous["peak_memory_mb"]]  # a file from before the peaks were kept
+    if case.get("peak_memory_mb") is not None:
+        peaks.append(case["peak_memory_mb"])
+    if peaks:
+        case["peak_memory_runs"] = peaks[-RUNS_KEPT:]
+    return case
+
+
+def nearest(values: Sequence[float], now: float | None) -> float | None:
+    """``now`` clamped into the range of ``values``: the value a figure is judged against when
+    any of them would do (None without values; their median without ``now``)."""
+    if not values:
+        return None
+    if now is None:
+        return median(list(values))
+    return min(max(now, min(values)), max(values))

@@ -1,0 +1,214 @@
+"""``mxperf.data_parallel``: a data-parallel case measured through the back end, stored and
+judged like the others (the ranks and the launcher are in `dataparallel`, `rank`, `launch`)."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import time
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_mxperf.baselines.resolution import BaselineRef
+from pytest_mxperf.case.path import CaseBench, check_positive
+from pytest_mxperf.config.casekey import CaseKey
+from pytest_mxperf.judging.explain_scaling import judge_scaling
+from pytest_mxperf.judging.verdict import suspected
+from pytest_mxperf.measuring.measure import MeasureConfig, Measurement
+from pytest_mxperf.measuring.records import CaseResult, Outcome, Scaling, Status
+from pytest_mxperf.system import fingerprint
+
+if TYPE_CHECKING:
+    from pytest_mxperf.measuring.dataparallel import DataParallelSpec
+
+
+def data_parallel(
+    bench: CaseBench,
+    net: Any,
+    /,
+    *,
+    batch_size: int,
+    input_shape: Sequence[int],
+    kvstore: str,
+    workers: int,
+    servers: int,
+    contexts: Sequence[Any] | None,
+    model: str | None,
+    name: str | None,
+    num_classes: int | None,
+    optimizer: str,
+    learning_rate: float,
+    step_hook: str | None,
+    threads_per_worker: int | None,
+) -> CaseResult:
+    """`MxPerf.data_parallel` (its docstring and defaults) with the object first."""
+    from pytest_mxperf.distributed.train import context_name, object_ref
+    from pytest_mxperf.measuring.dataparallel import DataParallelSpec, is_symbol_file
+
+    check_positive("batch_size", batch_size)
+    in_process = not kvstore.startswith("dist")
+    names = [context_name(c) for c in contexts or ()]
+    if not names and not in_process:
+        kind0, _ = bench._backend.describe(bench._default_ctx)
+        names = ["gpu(0)" if kind0 == "gpu" else "cpu(0)"]
+    block = None
+    if isinstance(net, str):
+        # An exported symbol file: ranks start in this directory, but name it absolutely.
+        factory = str(Path(net).resolve()) if is_symbol_file(net) else net
+    elif not in_process:
+        factory = object_ref(net)  # ranks import it: a module-level function
+    else:
+        # One process needs no import: a block, or what a factory function returns.
+        block = net() if inspect.isfunction(net) else net
+        factory = f"{type(block).__module__}:{type(block).__qualname__}"
+    settings = bench._settings
+    spec = DataParallelSpec(
+        factory=factory,
+        batch_per_device=batch_size,
+        input_shape=tuple(input_shape),
+        kvstore=kvstore,
+        workers=workers,
+        servers=servers,
+        contexts=tuple(names),
+        num_classes=num_classes,
+        optimizer=optimizer,
+        learning_rate=learning_rate,
+        step_hook=step_hook,
+        threads_per_worker=threads_per_worker,
+        timeout=settings.dist_timeout,
+        measure=MeasureConfig(
+            min_time=settings.min_time,
+            max_time=settings.max_time,
+            warmup_time=settings.warmup_time,
+        ),
+    )
+    kinds = {parse_ctx_kind(c) for c in spec.worker_contexts}
+    if len(kinds) != 1:
+        raise ValueError(f"contexts mix device kinds: {', '.join(spec.worker_contexts)}")
+    (kind,) = kinds
+    n = spec.world_size
+    gpus = n * len(spec.worker_contexts) if spec.distributed else n
+    key = CaseKey(
+        bench._label(model),
+        "training",
+        "float32",
+        batch_size,
+        kind,
+        kvstore if name is None else f"{kvstore}-{name}",
+        world_size=n,
+    )
+    bench._claim(key)
+    first = spec.worker_contexts[0]
+    device = f"{n}x {first}" if spec.distributed else f"{kind}({_indices(spec.contexts)})"
+    run = bench._run
+    if kind == "gpu":
+        gpu_name = run.gpus[0]["name"] if run.gpus else None
+        hardware = fingerprint.hardware_key(
+            "gpu", machine=run.machine, cpu=run.cpu_key, gpu_name=gpu_name, gpu_count=gpus
+        )
+    else:
+        hardware = run.hardware_for("cpu", 0)
+    result = CaseResult(
+        key=key,
+        device=device,
+        hardware=hardware,
+        threads=fingerprint.threads_in_force(os.environ),
+        environment=fingerprint.perf_environment(os.environ),
+        nodeid=bench._item.nodeid,
+        worker=os.environ.get("PYTEST_XDIST_WORKER"),
+    )
+    if settings.ab:
+        bench._judge_pair(result)
+        bench.results.append(result)
+        return result
+    locks_held = ["cpu"] if kind == "cpu" else [f"gpu{i}" for i in range(gpus)]
+    with contextlib.ExitStack() as stack:
+        for lock in locks_held:
+            index = 0 if lock == "cpu" else int(lock[3:])
+            stack.enter_context(bench.device_lock(result.key, kind, index))
+        start = time.time()
+        ref = _measure_data_parallel(bench, result, block, spec)
+        result.window = [start, time.time()]
+    if result.verdict is not None and suspected(result.verdict, bench._settings.tolerance):
+        bench._arbitrate(result, ref)
+    bench.results.append(result)
+    return result
+
+
+def _measure_data_parallel(
+    bench: CaseBench, result: CaseResult, block: Any, spec: DataParallelSpec
+) -> BaselineRef | None:
+    """Measure (again while it looks regressed, up to ``--mxperf-confirm`` times), then
+    judge the aggregate img/s and the scaling efficiency."""
+    from pytest_mxperf.measuring.dataparallel import DataParallelError
+
+    settings, run = bench._settings, bench._run
+    ref, expectations = bench._reference(result)
+    n = spec.world_size
+    floor = bench._marker.efficiency_floor(
+        model=result.model, world_size=n, hardware=result.hardware
+    )
+    why_not = None if ref is None else bench._session.why_no_pair(ref.commit.get("sha"))
+    tolerance = settings.tolerance
+    if why_not is not None:
+        tolerance = max(tolerance, settings.unconfirmed_tolerance)
+    policy = bench._policy(tolerance)
+    elsewhere = run.baselines.elsewhere(result.hardware, str(result.key))
+    # Each attempt is two launches; update mode stores the first (no best-of-N here).
+    attempts = 1 if settings.update else 1 + settings.confirm
+    tried: list[tuple[Measurement, Scaling]] = []
+    for _ in range(attempts):
+        try:
+            measured = bench._backend.data_parallel(block, spec)
+        except DataParallelError as exc:
+            result.status, result.error = Status.ERROR, str(exc)
+            break
+        except Exception as exc:
+            if bench._backend.is_oom(exc):
+                result.status = Status.OOM
+                result.error = str(exc).strip().splitlines()[-1][:300]
+            else:
+                result.status, result.error = Status.ERROR, f"{type(exc).__name__}: {exc}"
+            break
+        for note in measured.relaunched:
+            warnings.warn(f"mxperf: {result.key}: {note}", pytest.PytestWarning, stacklevel=3)
+        tried.append((measured.aggregate_measurement(), measured.scaling()))
+        result.measurement, result.scaling = tried[-1]
+        result.attempts = [m.items_per_sec for m, _ in tried]
+        verdict = judge_scaling(result, ref, expectations, floor, policy, elsewhere)
+        if verdict.outcome != Outcome.REGRESSED:
+            break
+    if tried and result.status == Status.OK:
+        best = max(tried, key=lambda t: t[1].efficiency)
+        result.measurement, result.scaling = best
+        threads = best[1].threads_per_worker
+        if threads is not None:
+            result.threads = {
+                **result.threads,
+                "omp_threads": threads,
+                "source": f"per rank ({n} ranks)",
+            }
+    elif not tried:
+        result.measurement = result.scaling = None
+    result.verdict = judge_scaling(result, ref, expectations, floor, policy, elsewhere)
+    if why_not is not None and result.verdict.outcome == Outcome.REGRESSED:
+        note = f"\nnot confirmed by a paired run ({why_not}): judged against the stored figure"
+        result.verdict = result.verdict.explained(result.verdict.message + note)
+    return ref
+
+
+def parse_ctx_kind(text: str) -> str:
+    from pytest_mxperf.measuring.dataparallel import parse_context
+
+    return parse_context(text)[0]
+
+
+def _indices(contexts: Sequence[str]) -> str:
+    from pytest_mxperf.measuring.dataparallel import parse_context
+
+    return ",".join(str(parse_context(c)[1]) for c in contexts)

@@ -1,0 +1,165 @@
+"""A measured case's diagnosis in the fixture: the sides' operator profiles taken onto it,
+peak memory and start-up judged against the baseline (stored, or the paired run's other side),
+and a regression's evidence (operators, memory, start-up, what changed, commits since)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pytest_mxperf.baselines.resolution import BaselineRef
+from pytest_mxperf.baselines.store import nearest
+from pytest_mxperf.judging.explain import changes_between, what_changed
+from pytest_mxperf.judging.verdict import Policy
+from pytest_mxperf.measuring import diagnosis
+from pytest_mxperf.measuring.memory import MemoryRecord
+from pytest_mxperf.measuring.records import CaseResult, Outcome, Verdict
+from pytest_mxperf.measuring.stats import median
+from pytest_mxperf.paired import pairdata
+from pytest_mxperf.run.session import MxperfSession
+
+
+@dataclass
+class CaseContext:
+    """What the paired and evidence steps need of the test measuring a case: its session, node
+    id and file, the fixture's policy at tolerance 0, the marker's memory limit, and the
+    warnings to say once the case is kept (appended to here)."""
+
+    session: MxperfSession
+    nodeid: str
+    path: str
+    policy: Policy
+    max_memory_mb: float | None = None
+    pending_warnings: list[str] = field(default_factory=list)
+
+
+def take_profiles(result: CaseResult, data: pairdata.PairedData, key: str) -> str | None:
+    """Put the sides' profiles of ``key`` on ``result`` (HEAD's side replaces one taken in
+    this process: both sides then profiled alike); returns why REV's profile is missing."""
+    rounds = data.rounds + data.profile_rounds
+    sides = {
+        side: [r[side].cases[key] for r in rounds if key in r[side].cases]
+        for side in (pairdata.REV, pairdata.HEAD)
+    }
+    head = next((c for c in sides[pairdata.HEAD] if c.profile is not None), None)
+    if head is not None:
+        result.profile, result.profile_error = head.profile, None
+    elif result.profile is None:
+        result.profile_error = (
+            next((c.profile_error for c in sides[pairdata.HEAD] if c.profile_error), None)
+            or result.profile_error
+            or "HEAD's side did not profile it"
+        )
+    traced = next((c for c in sides[pairdata.HEAD] if c.profile_trace), None)
+    if traced is not None and result.profile_trace is None:
+        result.profile_trace, result.profile_table = traced.profile_trace, traced.profile_table
+    rev = next((c for c in sides[pairdata.REV] if c.profile is not None), None)
+    if rev is not None:
+        result.baseline_profile = rev.profile
+        return None
+    errors = [c.profile_error for c in sides[pairdata.REV] if c.profile_error]
+    failures = data.side_failures(pairdata.REV)
+    unprofiled = "the paired run profiles only the cases it finds slower"
+    return (errors or failures or [unprofiled])[0]
+
+
+def finish_stored(
+    ctx: CaseContext, result: CaseResult, ref: BaselineRef | None, why_no_base: str | None
+) -> None:
+    """Memory and start-up against the stored baseline, and a regression's evidence."""
+    s, v = ctx.session.settings, result.verdict
+    if v is None or s.side_out:
+        return
+    now_mb = None if result.memory is None else result.memory.peak_mb
+    base_mb = None if ref is None else ref.case.memory_reference(now_mb)
+    if ref is not None:
+        case = ref.case
+        v = diagnosis.judge_startup(
+            v, result.measurement, case.first_step_seconds, case.warmup_seconds
+        )
+    sha = None if ref is None else ref.commit.get("sha")
+    changed = [] if ref is None else what_changed(result, ref)
+    line = diagnosis.CHANGED_PREFIX + " " + ("; ".join(changed) or "nothing recorded")
+    result.verdict = _finish(
+        ctx, result, v, base_mb, why_no_base or "not profiled", [line], sha and str(sha)
+    )
+
+
+def paired_memory(
+    revs: list[CaseResult], heads: list[CaseResult]
+) -> tuple[MemoryRecord | None, float | None]:
+    """HEAD's peak memory over the rounds (its median round's record) and the figure it is
+    judged against: the nearest of REV's rounds, i.e. REV's highest when HEAD is above them
+    all, its lowest when below, HEAD's own figure in between.
+
+    A case's peak moves between processes running the same code (the engine frees arrays
+    asynchronously, so how many are alive at once varies): about 10% on this suite's models
+    even with the allocator's free pages released first. HEAD's median must therefore clear
+    every round of REV by the memory tolerance before the pair says memory grew (or shrank).
+    """
+    records = sorted((h.memory for h in heads if h.memory is not None), key=lambda m: m.peak_mb)
+    head = records[(len(records) - 1) // 2] if records else None
+    peaks = [r.memory.peak_mb for r in revs if r.memory is not None]
+    return head, nearest(peaks, None if head is None else head.peak_mb)
+
+
+def finish_paired(ctx: CaseContext, result: CaseResult) -> None:
+    """Memory and start-up of HEAD against REV's side, and a regression's evidence."""
+    data, v = ctx.session.paired, result.verdict
+    if data is None or v is None:
+        return
+    key = str(result.key)
+    why_no_base = take_profiles(result, data, key)
+    revs = [r[pairdata.REV].cases[key] for r in data.rounds if key in r[pairdata.REV].cases]
+    heads = [r[pairdata.HEAD].cases[key] for r in data.rounds if key in r[pairdata.HEAD].cases]
+    result.memory, base_mb = paired_memory(revs, heads)
+    measured = [r.measurement for r in revs if r.measurement is not None]
+    if measured:
+        v = diagnosis.judge_startup(
+            v,
+            result.measurement,
+            median([m.first_step_seconds for m in measured]),
+            median([m.warmup_seconds for m in measured]),
+        )
+    changed = changes_between(revs[0], heads[0]) if revs and heads else []
+    where = f"changed between {data.rev_label} and HEAD: "
+    line = where + ("; ".join(changed) or "nothing recorded (both sides ran here)")
+    result.verdict = _finish(ctx, result, v, base_mb, why_no_base or "", [line], data.rev_sha)
+
+
+def _finish(
+    ctx: CaseContext,
+    result: CaseResult,
+    v: Verdict,
+    base_mb: float | None,
+    why_no_base: str,
+    changed: list[str],
+    base_sha: str | None,
+) -> Verdict:
+    s = ctx.session.settings
+    v, grew = diagnosis.judge_memory(
+        v,
+        result,
+        base_mb,
+        tolerance=s.memory_tolerance,
+        strict=s.strict,
+        max_memory_mb=ctx.max_memory_mb,
+    )
+    # Said as warnings once the result is kept (a -W error run must not lose it).
+    pending = [f"start-up grew: {x}" for x in v.startup] + ([grew] if grew else [])
+    result.warnings += pending
+    ctx.pending_warnings += pending
+    if v.outcome != Outcome.REGRESSED:
+        return v
+    operators = diagnosis.operator_lines(
+        result.profile, result.baseline_profile, result.profile_error, why_no_base
+    )
+    memory = diagnosis.memory_line(result, base_mb)
+    notes = [memory] if memory else []
+    notes += [f"start-up grew: {x}" for x in v.startup]
+    root = ctx.session.run.commit.repo_root
+    commits: list[str] = []
+    if root:
+        paths = diagnosis.commit_paths(root, ctx.path)
+        commits = diagnosis.commit_lines(root, base_sha, ctx.session.run.commit.sha, paths)
+    message = diagnosis.with_evidence(v.message, operators, notes, changed, commits)
+    return v.explained(message)

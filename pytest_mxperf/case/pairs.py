@@ -1,0 +1,214 @@
+"""Paired evidence in the fixture: arbitration of a suspected stored-baseline regression, and
+the verdict of a case in ``--mxperf-ab`` mode (the rounds themselves are in `pairing` and
+`pairdata`; the profiles, memory and start-up evidence in `fixture_evidence`)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from pytest_mxperf.baselines.resolution import BaselineRef
+from pytest_mxperf.case.evidence import CaseContext, take_profiles
+from pytest_mxperf.judging.explain import (
+    explain_arbitrated,
+    explain_paired,
+    sides_line,
+    what_changed,
+)
+from pytest_mxperf.judging.explain_scaling import explain_paired_scaling
+from pytest_mxperf.judging.pairstats import PairedEstimate
+from pytest_mxperf.judging.verdict import decide_arbitrated, decide_paired
+from pytest_mxperf.measuring.records import CaseResult, Outcome, Status, Verdict
+from pytest_mxperf.paired import pairdata, pairing
+
+
+def arbitrate(ctx: CaseContext, result: CaseResult, ref: BaselineRef | None) -> str | None:
+    """Measure the baseline commit's code paired with HEAD for a suspected stored-baseline
+    regression (a stored figure from another host is no evidence, and block noise can
+    hide a real loss from the stored threshold). The sides profile the case in their first
+    round; returns why the baseline commit's profile is missing (None: it is there)."""
+    assert result.verdict is not None
+    sha = None if ref is None else ref.commit.get("sha")
+    why_no_pair = ctx.session.why_no_pair(sha) if sha else "the baseline names no commit"
+    if ref is None or not sha or why_no_pair is not None:
+        return f"no paired run of the baseline commit ({why_no_pair or 'no baseline'})"
+    other = other_machine(ctx.session.run.machine_id, ref)
+    try:
+        data = ctx.session.pairer.run(str(sha)[:10], str(sha), [ctx.nodeid], _quiet)
+    except pairing.PairSetupError as exc:
+        # The stored judgement stands, saying why no pair could confirm it.
+        result.verdict = result.verdict.explained(
+            explain_arbitrated(
+                result.verdict.message, result.verdict, None, "", "", [], other, str(exc)
+            )
+        )
+        return f"no paired run of the baseline commit ({exc})"
+    key = str(result.key)
+    why_no_base = take_profiles(result, data, key)
+    # A scaling regression (the stored efficiency decided) is confirmed or cleared on the
+    # efficiency of the pair, not on its aggregate img/s.
+    scaling = result.verdict.scaling
+    if scaling:
+        estimate = data.efficiency_estimate(key, ctx.session.settings.min_effect)
+        rounds = [pairdata.describe_efficiency_round(p) for p in data.scaling_pairs(key)]
+    else:
+        estimate = data.estimate(key, ctx.session.settings.min_effect)
+        rounds = [pairdata.describe_round(p) for p in data.pairs(key)]
+    pair = None if estimate is None else decide_paired(estimate, ctx.policy)
+    changed = what_changed(result, ref)
+    # What the baseline side of the pair did not reproduce: with --mxperf-env-command it runs
+    # in the baseline commit's environment, and a pair that matches the baseline's software
+    # judges code and software together; without it, everything that changed.
+    revs = [r[pairdata.REV].cases[key] for r in data.rounds if key in r[pairdata.REV].cases]
+    uncovered = what_changed(revs[0], ref) if revs else changed
+    verdict = decide_arbitrated(result.verdict, pair, bool(uncovered), ctx.session.settings.update)
+    why = "; ".join(data.side_failures(pairdata.REV) + data.side_failures(pairdata.HEAD))
+    message = explain_arbitrated(
+        result.verdict.message,
+        verdict,
+        estimate,
+        str(sha)[:10],
+        ", ".join(rounds),
+        changed,
+        other,
+        why_not=why or None,
+        what="scaling efficiency" if scaling else "img/s",
+    )
+    sides = sides_line(revs[0], result, f"baseline commit {str(sha)[:10]}") if revs else None
+    if sides and estimate is not None:
+        message += "\n" + sides
+    result.verdict = verdict.explained(message)
+    return why_no_base
+
+
+def other_machine(ours: str | None, ref: BaselineRef | None) -> bool:
+    """Whether the baseline's runs were all stored by other machines (anonymous ids); ``ours``
+    is this machine's id."""
+    ids = () if ref is None else ref.case.machine_ids
+    return bool(ours) and any(ids) and ours not in ids
+
+
+def unconfirmed(
+    verdict: Verdict, tight: Verdict, why_not: str, elsewhere: bool, changed: list[str]
+) -> Verdict:
+    """The verdict of a case no paired run can check (``why_not``), judged with the floor for
+    unconfirmed drops.
+
+    A regression says it was not confirmed (and when the baseline was measured on another
+    machine). A pass whose drop fails ``tight`` (the same case judged at the threshold a pair
+    would allow: this machine's noise) says that it is beyond the noise, why it did not fail,
+    and what changed since the baseline (an MXNet upgrade that costs 15% passes the 20% floor,
+    and the user should hear of it), in its message and ``unconfirmed`` (the run's summary
+    counts them). Not a warning: a project that makes warnings errors would fail the test."""
+    if verdict.outcome == Outcome.REGRESSED:
+        note = f"not confirmed by a paired run ({why_not}): judged against the stored figure"
+        if elsewhere:
+            note += " (the baseline was measured on another machine)"
+        return verdict.explained(f"{verdict.message}\n{note}")
+    if verdict.outcome != Outcome.PASS or tight.outcome != Outcome.REGRESSED:
+        return verdict
+    assert tight.change is not None and tight.threshold is not None
+    assert verdict.threshold is not None
+    note = (
+        f"{-tight.change:.1%} below its baseline, beyond this machine's noise (threshold "
+        f"{tight.threshold:.1%}); not failed: without a paired run ({why_not}) a drop fails "
+        f"beyond {verdict.threshold:.1%}"
+    )
+    if changed:
+        note += "; changed since the baseline: " + "; ".join(changed)
+    return replace(verdict, message=f"{verdict.message}\n{note}", unconfirmed=note)
+
+
+def judge_pair(ctx: CaseContext, result: CaseResult) -> None:
+    """The verdict of a case in ``--mxperf-ab`` mode from the rounds the sides measured."""
+    data = ctx.session.paired
+    assert data is not None, "paired rounds run before the tests"
+    key, s = str(result.key), ctx.session.settings
+    pairs = data.pairs(key)
+    heads = [b for _, b in pairs] or [
+        r[pairdata.HEAD].cases[key] for r in data.rounds if key in r[pairdata.HEAD].cases
+    ]
+    if not heads:
+        failures = data.side_failures(pairdata.HEAD, ctx.nodeid)
+        result.status = Status.ERROR
+        result.error = "HEAD's side did not measure it: " + ("; ".join(failures) or "?")
+        result.verdict = Verdict(Outcome.ERROR, True, f"{key}: {result.error}"[:1500])
+        return
+    ranked = sorted(heads, key=lambda r: r.images_per_sec or 0.0)
+    middle = ranked[len(ranked) // 2]
+    result.status, result.measurement, result.error = (
+        middle.status,
+        middle.measurement,
+        middle.error,
+    )
+    result.software, result.threads = middle.software, middle.threads
+    result.scaling = middle.scaling
+    result.macs_per_image, result.peak_gflops = middle.macs_per_image, middle.peak_gflops
+    result.memory = middle.memory
+    result.attempts = [h.images_per_sec or 0.0 for h in heads]
+    estimate = data.estimate(key, s.min_effect)
+    verdict = decide_paired(estimate, ctx.policy)
+    revs = sorted(a.images_per_sec or 0.0 for a, _ in pairs)
+    if revs:
+        verdict = replace(
+            verdict, baseline_images_per_sec=revs[len(revs) // 2], baseline_commit=data.rev_sha
+        )
+    failures = [] if pairs else data.side_failures(pairdata.REV, ctx.nodeid)
+    message = explain_paired(
+        result,
+        verdict,
+        estimate,
+        data.rev_label,
+        ", ".join(pairdata.describe_round(p) for p in pairs),
+        s.min_effect,
+        failures,
+    )
+    sides = sides_line(pairs[-1][0], pairs[-1][1], data.rev_label) if pairs else None
+    if sides:
+        message += "\n" + sides
+    if result.scaling is not None and estimate is not None:
+        verdict, message = _pair_scaling(ctx, result, verdict, message)
+    result.verdict = verdict.explained(message)
+
+
+def _pair_scaling(
+    ctx: CaseContext, result: CaseResult, verdict: Verdict, message: str
+) -> tuple[Verdict, str]:
+    """A data-parallel case in ``--mxperf-ab`` mode: its scaling efficiency is paired too, and a
+    lower efficiency beyond the noise fails it like a lower img/s (the message then leads with
+    the efficiency and the kvstore share of both sides)."""
+    data, s = ctx.session.paired, ctx.session.settings
+    assert data is not None
+    key = str(result.key)
+    estimate: PairedEstimate | None = data.efficiency_estimate(key, s.min_effect)
+    if estimate is None:
+        return verdict, message
+    pairs = data.scaling_pairs(key)
+    eff = decide_paired(estimate, ctx.policy)
+    regressed = eff.outcome == Outcome.REGRESSED
+    scalings = [(a.scaling, b.scaling) for a, b in pairs]
+    rev_eff = sorted(a.efficiency for a, _ in scalings if a is not None)
+    rev_share = sorted(a.comm_share for a, _ in scalings if a is not None)
+    head_share = sorted(b.comm_share for _, b in scalings if b is not None)
+    text = explain_paired_scaling(
+        result.scaling.kvstore if result.scaling else "?",
+        estimate,
+        regressed,
+        data.rev_label,
+        ", ".join(pairdata.describe_efficiency_round(p) for p in pairs),
+        (rev_share[len(rev_share) // 2], head_share[len(head_share) // 2]),
+        s.min_effect,
+    )
+    verdict = replace(
+        verdict,
+        baseline_efficiency=rev_eff[len(rev_eff) // 2],
+        baseline_comm_share=rev_share[len(rev_share) // 2],
+        efficiency_change=estimate.ratio - 1,
+    )
+    if regressed and verdict.outcome != Outcome.REGRESSED:
+        verdict = replace(verdict, outcome=Outcome.REGRESSED, failed=True, scaling=True)
+        return verdict, f"{key}: {text}\naggregate: {message}"
+    return verdict, f"{message}\n{text}"
+
+
+def _quiet(_: str) -> None:
+    """Arbitration happens inside a test: no progress lines between pytest's own."""

@@ -1,0 +1,325 @@
+"""The case path under every ``mxperf`` method: key, skip, claim, device lock, measure, judge,
+and the paired arbitration of a suspected regression (`CaseBench`; the public methods are on
+`pytest_mxperf.case.fixture.MxPerf`)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+import warnings
+from dataclasses import replace
+from typing import Any, Callable
+
+import pytest
+
+from pytest_mxperf.baselines.resolution import BaselineRef
+from pytest_mxperf.case import evidence as fixture_evidence
+from pytest_mxperf.case import pairs as fixture_pair
+from pytest_mxperf.config.casekey import CaseKey
+from pytest_mxperf.config.markers import Expectation, MarkerSpec
+from pytest_mxperf.judging.explain import judge, what_changed
+from pytest_mxperf.judging.verdict import Policy, decide, suspected
+from pytest_mxperf.measuring import diagnosis
+from pytest_mxperf.measuring import sweep as sweeps
+from pytest_mxperf.measuring.measure import MeasureConfig, Measurement, for_side
+from pytest_mxperf.measuring.protocol import Backend, PrepareSpec
+from pytest_mxperf.measuring.records import CaseResult, Outcome, Status
+from pytest_mxperf.measuring.runner import CaseRun, run_case
+from pytest_mxperf.paired.turns import CaseTurns
+from pytest_mxperf.run.session import MxperfSession
+from pytest_mxperf.system import fingerprint, locks
+
+#: How a case is measured: (spec, config, attempts, again) -> CaseRun; default `run_case`.
+Runner = Callable[[PrepareSpec, MeasureConfig, int, Callable[[Measurement], bool]], CaseRun]
+
+
+def check_positive(name: str, value: object) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+class CaseBench:
+    """One test's benchmark state and the path one case takes; `MxPerf` adds the methods a test
+    calls, `fixture_sweep`, `fixture_dp` and `fixture_pipeline` the bigger ones."""
+
+    def __init__(
+        self,
+        *,
+        item: pytest.Item,
+        session: MxperfSession,
+        backend: Backend,
+        marker: MarkerSpec,
+        default_ctx: Any,
+    ) -> None:
+        self._item = item
+        self._session = session
+        self._settings = session.settings
+        self._run = session.run
+        self._backend = backend
+        self._marker = marker
+        self._default_ctx = default_ctx
+        self._seen = session.seen
+        self.results: list[CaseResult] = []
+        #: Warnings of the case being finished (memory growth, start-up), said once it is kept.
+        self._pending_warnings: list[str] = []
+
+    def _unsupported(self, dtype: str, kind: str, mode: str) -> str | None:
+        if dtype in ("float32", "float16") and kind == "gpu":
+            return None  # nothing to ask the back end
+        features = str(self._backend.software().get("mxnet_features", ""))
+        return sweeps.unsupported_dtype(
+            dtype, kind, mode, flags=sweeps.cpu_flags(), features=features
+        )
+
+    def _label(self, model: str | None) -> str:
+        if model:
+            return model
+        if self._marker.model:
+            return self._marker.model
+        name = getattr(self._item, "originalname", None) or self._item.name
+        return name[5:] if name.startswith("test_") else name
+
+    def _case(
+        self,
+        net: Any,
+        mode: str,
+        batch_size: int,
+        *,
+        model: str | None = None,
+        name: str | None = None,
+        ctx: Any = None,
+        dtype: str = "float32",
+        runner: Runner | None = None,
+        after: Callable[[CaseResult], None] | None = None,
+        **options: Any,
+    ) -> CaseResult:
+        check_positive("batch_size", batch_size)
+        backend = self._backend
+        ctx = self._default_ctx if ctx is None else ctx
+        spec = PrepareSpec.from_options(
+            mode=mode, batch_size=batch_size, ctx=ctx, dtype=dtype, options=options
+        )
+        kind, index = backend.describe(ctx)
+        why_not = self._unsupported(dtype, kind, mode)
+        if why_not:
+            pytest.skip(why_not)
+        key = CaseKey(self._label(model), mode, dtype, batch_size, kind, name)
+        self._claim(key)
+        result = CaseResult(
+            key=key,
+            device=f"{kind}({index})",
+            hardware=self._run.hardware_for(kind, index),
+            threads=fingerprint.threads_in_force(os.environ),
+            environment=fingerprint.perf_environment(os.environ),
+            nodeid=self._item.nodeid,
+            worker=os.environ.get("PYTEST_XDIST_WORKER"),
+        )
+        if self._settings.ab:
+            # Paired mode: the side processes measured this case; judge the pair.
+            self._judge_pair(result)
+            self._finish_pair(result)
+            if after is not None:
+                after(result)
+            self.results.append(result)
+            self._warn_pending(result)
+            return result
+        with self.device_lock(result.key, kind, index):
+            start = time.time()
+            ref = self._measure(result, net, spec, runner)
+            result.window = [start, time.time()]
+        why_no_base: str | None = None
+        if result.verdict is not None and suspected(result.verdict, self._settings.tolerance):
+            why_no_base = self._arbitrate(result, ref)  # outside the lock: sides take it
+        self._finish(result, ref, why_no_base)
+        if after is not None:
+            after(result)
+        self.results.append(result)
+        self._warn_pending(result)
+        return result
+
+    def device_lock(
+        self, key: CaseKey, kind: str, index: int
+    ) -> contextlib.AbstractContextManager[None]:
+        """This device's machine-wide lock; a case that has to wait for another run says so.
+
+        None in a lock-step side of a paired run: it takes turns with the other side through
+        the baton, and its controller holds the CPU lock for the round (waiting here for a lock
+        the controller or the other side holds would never end)."""
+        if self._session.baton is not None:
+            return contextlib.nullcontext()
+        device = self._run.device_lock_name(kind, index)
+
+        def waiting(holder: str) -> None:
+            self.tell(
+                f"mxperf: {key}: waiting for the {device} lock: another pytest --mxperf run on "
+                f"this machine is measuring ({holder}); runs take turns"
+            )
+
+        return locks.device_lock(self._run.lock_dir, device, on_wait=waiting)
+
+    def tell(self, text: str) -> None:
+        """One line on the terminal now, whatever the capture and verbosity (stderr in an
+        xdist worker, whose terminal output the controller does not show)."""
+        config = self._item.config
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        capture = config.pluginmanager.get_plugin("capturemanager")
+        if reporter is None or capture is None or os.environ.get("PYTEST_XDIST_WORKER"):
+            print(text, file=sys.__stderr__, flush=True)
+            return
+        with capture.global_and_fixture_disabled():
+            reporter.ensure_newline()
+            reporter.write_line(text, yellow=True)
+
+    def _warn_pending(self, result: CaseResult) -> None:
+        pending, self._pending_warnings = self._pending_warnings, []
+        for text in pending:
+            warnings.warn(f"mxperf: {result.key}: {text}", pytest.PytestWarning, stacklevel=4)
+
+    def _claim(self, key: CaseKey) -> None:
+        """Two cases with one key in one run are an error."""
+        text = str(key)
+        if text in self._seen:
+            pytest.fail(
+                f"mxperf: case key {text!r} is measured twice in this run (first by "
+                f"{self._seen[text]}); pass name= to tell the cases apart",
+                pytrace=False,
+            )
+        self._seen[text] = self._item.nodeid
+
+    def _reference(self, result: CaseResult) -> tuple[BaselineRef | None, list[Expectation]]:
+        """Record the software, then the case's stored baseline and the marker expectations
+        that apply to it on this hardware."""
+        result.software = self._backend.software()
+        ref = self._run.baseline_for(result.hardware, str(result.key))
+        expectations = self._marker.matching(
+            model=result.model,
+            mode=result.mode,
+            dtype=result.dtype,
+            batch_size=result.batch_size,
+            hardware=result.hardware,
+        )
+        return ref, expectations
+
+    def _measure(
+        self, result: CaseResult, net: Any, spec: PrepareSpec, runner: Runner | None = None
+    ) -> BaselineRef | None:
+        settings, run = self._settings, self._run
+        ref, expectations = self._reference(result)
+        why_not = None if ref is None else self._session.why_no_pair(ref.commit.get("sha"))
+        # Without a paired run to confirm it, a drop must clear the floor sized for noisy
+        # shared runners; with one, the lower floor lets a quiet machine catch small losses.
+        tolerance = settings.tolerance
+        if why_not is not None:
+            tolerance = max(tolerance, settings.unconfirmed_tolerance)
+        policy = self._policy(tolerance)
+
+        def again(best: Measurement) -> bool:
+            # Update mode always takes every attempt (the baseline is a best-of-N); otherwise
+            # only a suspected regression is worth re-measuring.
+            if settings.update:
+                return True
+            result.measurement = best
+            return decide(result, ref, expectations, policy).outcome == Outcome.REGRESSED
+
+        config = MeasureConfig(
+            min_time=settings.min_time, max_time=settings.max_time, warmup_time=settings.warmup_time
+        )
+        if settings.side_out:
+            config = for_side(config)
+            steps = self._session.block_plan.get(str(result.key))
+            if steps is not None:
+                config = replace(config, steps_per_block=steps)
+        if self._session.baton is not None:
+            turns = CaseTurns(self._session.baton, self._item.nodeid, str(result.key))
+            config = replace(config, interleave=turns)
+
+        def suspect(best: Measurement) -> bool:
+            # Profile a case judged regressed (or, in a paired run's side asked to profile, every
+            # case: `pairing.run_rounds`):
+            # after its timed blocks, with the step still warm.
+            if settings.side_out:
+                return settings.side_profile
+            if settings.update:
+                return False
+            result.measurement = best
+            return decide(result, ref, expectations, policy).outcome == Outcome.REGRESSED
+
+        diagnose = diagnosis.DiagnoseSpec(
+            trace_path=diagnosis.trace_path_for(settings.profile, str(result.key)),
+            profile_if=suspect,
+        )
+        attempts = 1 + settings.confirm
+        if runner is not None:
+            outcome = runner(spec, config, attempts, again)
+        else:
+            outcome = run_case(
+                self._backend,
+                net,
+                spec,
+                config,
+                attempts=attempts,
+                again=again,
+                diagnose=diagnose,
+            )
+        diagnosis.apply(result, outcome.diagnosis)
+        result.status, result.measurement = outcome.status, outcome.measurement
+        result.attempts, result.error = outcome.attempts, outcome.error
+        result.warnings = outcome.warnings
+        result.macs_per_image = outcome.macs_per_image
+        if outcome.macs_per_image and result.status == Status.OK:
+            # Still inside the device lock: the probe never runs beside another benchmark.
+            device = self._backend.describe(spec.ctx)
+            result.peak_gflops = self._session.peak_gflops(
+                self._backend, spec.ctx, device, result.dtype
+            )
+        for text in outcome.warnings:
+            warnings.warn(f"mxperf: {result.key}: {text}", pytest.PytestWarning, stacklevel=4)
+        elsewhere = run.baselines.elsewhere(result.hardware, str(result.key))
+        result.verdict = judge(result, ref, expectations, policy, elsewhere)
+        if why_not is not None and ref is not None:
+            # Judged again at the threshold a pair would allow (not when storing a baseline).
+            tight = (
+                result.verdict
+                if settings.update
+                else judge(result, ref, expectations, self._policy(settings.tolerance), elsewhere)
+            )
+            result.verdict = fixture_pair.unconfirmed(
+                result.verdict, tight, why_not, self._other_machine(ref), what_changed(result, ref)
+            )
+        return ref
+
+    def _policy(self, tolerance: float) -> Policy:
+        s = self._settings
+        return Policy(
+            tolerance=tolerance,
+            strict=s.strict,
+            update=s.update,
+            floor_tolerance=s.unconfirmed_tolerance,
+        )
+
+    def _context(self) -> fixture_evidence.CaseContext:
+        return fixture_evidence.CaseContext(
+            session=self._session,
+            nodeid=self._item.nodeid,
+            path=str(self._item.path),
+            policy=self._policy(0.0),
+            max_memory_mb=self._marker.max_memory_mb,
+            pending_warnings=self._pending_warnings,
+        )
+
+    def _arbitrate(self, result: CaseResult, ref: BaselineRef | None) -> str | None:
+        return fixture_pair.arbitrate(self._context(), result, ref)
+
+    def _finish(self, result: CaseResult, ref: BaselineRef | None, why_no_base: str | None) -> None:
+        fixture_evidence.finish_stored(self._context(), result, ref, why_no_base)
+
+    def _finish_pair(self, result: CaseResult) -> None:
+        fixture_evidence.finish_paired(self._context(), result)
+
+    def _judge_pair(self, result: CaseResult) -> None:
+        fixture_pair.judge_pair(self._context(), result)
+
+    def _other_machine(self, ref: BaselineRef | None) -> bool:
+        return fixture_pair.other_machine(self._run.machine_id, ref)

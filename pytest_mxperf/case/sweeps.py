@@ -1,0 +1,141 @@
+"""``mxperf.sweep``: the points of a sweep measured through the fixture's case path (the
+search itself is in `pytest_mxperf.measuring.sweep`)."""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from pytest_mxperf.case.path import CaseBench
+from pytest_mxperf.measuring import sweep as sweeps
+from pytest_mxperf.measuring import sweep_memory
+from pytest_mxperf.measuring.records import CaseResult, Status
+
+
+def sweep(
+    bench: CaseBench,
+    net: Any,
+    *,
+    batch_sizes: Sequence[int] | str,
+    mode: str,
+    dtypes: Sequence[str],
+    start: int,
+    max_batch: int,
+    model: str | None,
+    name: str | None,
+    ctx: Any,
+    **options: Any,
+) -> sweeps.Sweep:
+    """`MxPerf.sweep` (its docstring and defaults) with the object first."""
+    plan = sweeps.make_plan(batch_sizes, start, max_batch)
+    ctx = bench._default_ctx if ctx is None else ctx
+    kind, _ = bench._backend.describe(ctx)
+    label = bench._label(model)
+    build = net if callable(net) and not _is_model(net) else _constant(net)
+    out = sweeps.Sweep(label, mode, kind)
+    deadline = time.monotonic() + bench._settings.sweep_time
+    for dtype in dtypes:
+        why_not = bench._unsupported(dtype, kind, mode)
+        if why_not:
+            out.curves[dtype] = sweeps.Curve(dtype, skipped=why_not)
+            continue
+        first = len(bench.results)
+        budget = _memory_budget(bench) if kind == "cpu" else None
+
+        def point(batch: int, dtype: str = dtype) -> sweeps.Point:
+            return _point(
+                bench, build, mode, batch, model=label, name=name, ctx=ctx, dtype=dtype, **options
+            )
+
+        out.curves[dtype] = curve = sweeps.run_curve(
+            dtype,
+            plan,
+            point,
+            budget=budget,
+            time_left=lambda: time.monotonic() < deadline,
+            bisect_after_oom=kind != "cpu",
+        )
+        _close_curve(bench, curve, bench.results[first:], out)
+    skipped = {d: c.skipped for d, c in out.curves.items() if c.skipped}
+    for r in out.results:
+        r.sweep = {**(r.sweep or {}), "skipped": skipped}
+    if all(c.skipped for c in out.curves.values()):
+        pytest.skip("; ".join(str(c.skipped) for c in out.curves.values()))
+    for line in out.lines():
+        if any(what in line for what in ("not measured", "dropped", "no batch size fits")):
+            warnings.warn(f"mxperf: sweep {label}: {line}", pytest.PytestWarning, stacklevel=2)
+    return out
+
+
+def _memory_budget(bench: CaseBench) -> sweep_memory.MemoryBudget | None:
+    start = sweep_memory.read_status().get("VmRSS")
+    budget = bench._settings.memory_budget
+    if budget is None:
+        available = sweep_memory.available_memory()
+        if available is None or start is None:
+            return None
+        budget = start + available // 2
+    return sweep_memory.MemoryBudget(budget, start=start)
+
+
+def _point(bench: CaseBench, build: Any, mode: str, batch: int, **kwargs: Any) -> sweeps.Point:
+    meter = sweep_memory.PeakMeter()
+    with meter.measuring():
+        r = bench._case(build(), mode, batch, **kwargs)
+    point = sweeps.Point(batch, r.status.value, r.images_per_sec, r.rel_iqr, meter.peak)
+    if r.status == Status.OOM:
+        # Free what the failed allocation left (run_case dropped the model), then say how
+        # much the process still holds: MXNet's pool and the allocator may keep it.
+        gc.collect()
+        bench._backend.sync()
+        now = sweep_memory.read_status().get("VmRSS")
+        kept = None if now is None or meter.before is None else now - meter.before
+        point.note = r.error or "out of memory"
+        if kept is not None and kept > sweep_memory.RETAINED_REPORT:
+            point.note += (
+                f"; after freeing it the process still holds {sweep_memory.mib(kept)} more than "
+                "before (MXNet's memory pool or the allocator keeps it)"
+            )
+    return point
+
+
+def _close_curve(
+    bench: CaseBench, curve: sweeps.Curve, results: list[CaseResult], out: sweeps.Sweep
+) -> None:
+    drop = None
+    for r in results:
+        ref = bench._run.baseline_for(r.hardware, str(r.key))
+        if ref is not None and drop is None:
+            drop = sweeps.largest_fit_drop(curve.largest_fit, ref.case.record.get("sweep"))
+    curve.notes += [f"batch {p.batch_size}: {p.note}" for p in curve.points if p.note]
+    summary = curve.summary()
+    summary["notes"] = list(curve.notes)  # shown under the sweep's grid and in the JSON
+    if drop:
+        curve.notes.append(drop)
+        summary["largest_fit_drop"] = drop
+    for r in results:
+        r.sweep = summary
+    out.results += results
+
+
+def _constant(net: Any) -> Any:
+    def same() -> Any:
+        return net
+
+    return same
+
+
+def _is_model(net: Any) -> bool:
+    """A Gluon Block, a Symbol or an exported model's path (used as it is for every point),
+    as opposed to a function that builds one."""
+    return (
+        hasattr(net, "collect_params")
+        or hasattr(net, "list_arguments")
+        or isinstance(net, (str, os.PathLike))
+    )

@@ -1,0 +1,11 @@
+"""``mxperf``: look at stored baselines without running pytest (``list``, ``show``, ``report``).
+
+- ``commands``: the command line and the ``list``/``show``/``compare`` commands.
+- ``report``: ``mxperf report``, the history page and its Markdown summary.
+"""
+
+from __future__ import annotations
+
+from pytest_mxperf.cli.commands import main
+
+__all__ = ["main"]

@@ -1,0 +1,110 @@
+"""``mxperf report``: the history page (and optionally its Markdown summary) from the stored
+baselines and the git history of the repository that holds them."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_mxperf.config import floors
+from pytest_mxperf.config.options import DEFAULTS
+from pytest_mxperf.reporting import history, htmlchart, htmlreport, summary
+
+
+class ReportCommandError(Exception):
+    """A bad floors file or a missing plotly: ``mxperf`` prints it in one line, exit 2."""
+
+
+DEFAULT_OUT = "mxperf-report.html"
+
+
+def add_parser(sub: Any, parents: Sequence[argparse.ArgumentParser] = ()) -> None:
+    """Add the ``report`` subcommand to ``mxperf``'s subparsers (``parents``: the options
+    every subcommand also takes after its name, ``--dir`` and ``--hardware``)."""
+    report = sub.add_parser(
+        "report",
+        parents=list(parents),
+        help="one self-contained HTML page of images/sec over the commits",
+    )
+    report.add_argument("--out", default=DEFAULT_OUT, help=f"page to write (default {DEFAULT_OUT})")
+    report.add_argument(
+        "--expectations",
+        type=Path,
+        help="CSV or JSON of expectation floors (hardware glob, model, mode, dtype, batch_size, "
+        "images_per_sec), drawn as lines",
+    )
+    report.add_argument(
+        "--tolerance",
+        type=float,
+        default=DEFAULTS["unconfirmed_tolerance"],
+        help="smallest change marked as a regression or improvement, when larger than twice "
+        f"the stored noise (default {DEFAULTS['unconfirmed_tolerance']:.2f})",
+    )
+    report.add_argument("--markdown", type=Path, help="also write the summary table as Markdown")
+    add_cost_arguments(report)
+
+
+def positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text!r}")
+    return value
+
+
+def add_cost_arguments(parser: Any, epoch: bool = True) -> None:
+    """``--price-per-hour`` (and ``--epoch-images``), as the plugin's cost options."""
+    parser.add_argument(
+        "--price-per-hour",
+        type=positive_float,
+        metavar="USD",
+        help="price of the machine per hour: show dollars per million images",
+    )
+    if epoch:
+        parser.add_argument(
+            "--epoch-images",
+            type=positive_int,
+            metavar="N",
+            help="images in one epoch (e.g. 1281167 for ImageNet-1k): show time per epoch",
+        )
+
+
+def run(root: Path, args: argparse.Namespace) -> int:
+    """Build the page; print where it went and what it holds."""
+    try:
+        found = floors.load(args.expectations) if args.expectations else []
+        hist = history.load_history(root, tolerance=args.tolerance, floors=found)
+        if args.hardware:
+            kept = tuple(h for h in hist.hardware if h.hardware == args.hardware)
+            if not kept:
+                stored = ", ".join(h.hardware for h in hist.hardware) or "none"
+                raise ReportCommandError(
+                    f"no baselines for hardware {args.hardware!r} (stored: {stored})"
+                )
+            hist = dataclasses.replace(hist, hardware=kept)
+        out = htmlreport.write_report(
+            hist,
+            Path(args.out),
+            price_per_hour=args.price_per_hour,
+            epoch_images=args.epoch_images,
+        )
+    except (floors.FloorError, htmlchart.ReportError) as exc:
+        raise ReportCommandError(str(exc)) from None
+    rows = history.summary_rows(hist)
+    if args.markdown:
+        args.markdown.write_text(summary.to_markdown(rows), encoding="utf-8")
+    commits = sum(len(h.commits) for h in hist.hardware)
+    keys = len(hist.hardware)
+    print(f"{out}: {len(rows)} cases, {commits} stored commit(s), {keys} hardware key(s)")
+    for note in (*hist.notes, *hist.errors):
+        print(f"note: {note}")
+    return 0

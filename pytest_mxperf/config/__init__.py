@@ -1,0 +1,12 @@
+"""What the user declares: options, settings, markers, floors and the identity of a case.
+
+Imports only ``system``.
+
+- ``options``: every user-settable value described once (`SPECS`); the docs' options page is
+  generated from it.
+- ``parsers``: text of a flag, ini key or environment variable to a value, or a ValueError.
+- ``settings``: options resolved once into the frozen `Settings` (CLI > env > ini > default).
+- ``markers``: the ``mxperf`` marker parsed strictly into `MarkerSpec`.
+- ``floors``: expectation floors from a CSV/JSON file.
+- ``casekey``: `CaseKey`, a case's stable identity, and the modes and dtypes a case may name.
+"""

@@ -1,0 +1,319 @@
+"""Every user-settable value described once: its flag, ini key, environment variable, parser,
+default and help (`SPECS`, `FLAGS`), and the defaults read from there (`DEFAULTS`). Resolving
+them into a run's values is `pytest_mxperf.config.settings`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from pytest_mxperf.config import parsers
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One user-settable value: its flag, ini key, env variable, parser, default and help."""
+
+    name: str
+    parse: Callable[[str], Any]
+    default: Any
+    help: str
+    metavar: str
+
+    @property
+    def flag(self) -> str:
+        return "--mxperf-" + self.name.replace("_", "-")
+
+    @property
+    def ini(self) -> str:
+        return "mxperf_" + self.name
+
+    @property
+    def env(self) -> str:
+        return "PYTEST_MXPERF_" + self.name.upper()
+
+    @property
+    def full_help(self) -> str:
+        """The help text with the default written from the spec itself."""
+        default = self.default
+        if default in (None, ()):
+            return self.help
+        shown = ",".join(default) if isinstance(default, tuple) else default
+        if isinstance(default, bool):
+            shown = "on" if default else "off"
+        return f"{self.help} Default: {shown}."
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A boolean command-line switch (no ini/env: a run's mode is chosen per invocation)."""
+
+    name: str
+    help: str
+
+    @property
+    def flag(self) -> str:
+        return "--mxperf" if self.name == "enabled" else "--mxperf-" + self.name.replace("_", "-")
+
+
+FLAGS: tuple[Flag, ...] = (
+    Flag("enabled", "Run MXNet benchmarks, compare them with stored baselines, print a table."),
+    Flag("update", "Store this run's results as the baseline of HEAD for this hardware."),
+    Flag("allow_dirty", "Let --mxperf-update store results measured on a dirty working tree."),
+    Flag(
+        "strict",
+        "Fail cases that have no baseline or are too noisy to judge, and cases whose peak "
+        "memory grew beyond --mxperf-memory-tolerance.",
+    ),
+    Flag("memory", "Add each case's peak memory (MiB) as a column of the results table."),
+)
+
+
+SPECS: tuple[Spec, ...] = (
+    Spec(
+        "ctx",
+        parsers.parse_ctx,
+        (),
+        "Device kinds to benchmark on: cpu, gpu, cpu,gpu or auto "
+        "(GPU when MXNet sees one, else CPU). Default: auto.",
+        "KINDS",
+    ),
+    Spec(
+        "threads",
+        parsers.positive_int,
+        None,
+        "OpenMP threads for MXNet (sets OMP_NUM_THREADS and "
+        "MXNET_OMP_MAX_THREADS before MXNet is imported).",
+        "N",
+    ),
+    Spec("json", parsers.any_text, None, "Write every measured case to this JSON file.", "PATH"),
+    Spec(
+        "min_time",
+        parsers.positive_float,
+        1.0,
+        "Measure each case for at least this many seconds of timed blocks.",
+        "SECONDS",
+    ),
+    Spec(
+        "max_time",
+        parsers.positive_float,
+        5.0,
+        "Soft time budget for the timed blocks of one case "
+        "(at least 5 blocks are always measured).",
+        "SECONDS",
+    ),
+    Spec(
+        "warmup_time",
+        parsers.positive_float,
+        10.0,
+        "Longest warm-up of one case before measuring "
+        "anyway (warm-up stops earlier once throughput is steady).",
+        "SECONDS",
+    ),
+    Spec(
+        "tolerance",
+        parsers.fraction,
+        0.05,
+        "Smallest relative throughput drop against the stored baseline that can count as a "
+        "regression (twice the case's measured noise widens it); a paired run of the baseline "
+        "commit confirms it before the case fails, and judges a case that passed more than half "
+        "this below its stored figure (see --mxperf-arbitrate).",
+        "FRACTION",
+    ),
+    Spec(
+        "confirm",
+        parsers.nonneg_int,
+        2,
+        "Re-measure a case that looks regressed up to N more "
+        "times before calling it a regression (the best attempt is judged).",
+        "N",
+    ),
+    Spec(
+        "baseline_dir",
+        parsers.any_text,
+        "baselines",
+        "Directory of stored baselines, relative to the rootdir.",
+        "DIR",
+    ),
+    Spec(
+        "machine",
+        parsers.machine,
+        None,
+        "Use this hardware key instead of the detected one (for CI "
+        "fleets whose runners differ in name only).",
+        "NAME",
+    ),
+    Spec(
+        "compare",
+        parsers.any_text,
+        None,
+        "Compare with the baseline stored for this git revision "
+        "instead of the nearest ancestor of HEAD.",
+        "REV",
+    ),
+    Spec(
+        "ab",
+        parsers.any_text,
+        None,
+        "Paired mode: measure every selected case for the code at this git revision and for "
+        "the working tree, here, in alternating rounds, each side in its own process, and "
+        "judge the pair (no stored baseline involved).",
+        "REV",
+    ),
+    Spec(
+        "rounds",
+        parsers.rounds,
+        3,
+        "Rounds of a paired run (each round measures both sides once, order alternating); "
+        "more are added, up to --mxperf-max-rounds, while a case is undecided.",
+        "N",
+    ),
+    Spec(
+        "max_rounds",
+        parsers.rounds,
+        10,
+        "Most rounds a paired run may take for an undecided case.",
+        "N",
+    ),
+    Spec(
+        "pair_cpus",
+        parsers.cpu_list,
+        "auto",
+        "CPUs both sides of a paired run are pinned to, the same for both: auto (the upper "
+        "half of the CPUs this process may use, where MXNet's OpenMP thread count stays as it "
+        "is unpinned), off (not pinned), or a list such as 1 or 0-3.",
+        "auto|off|CPUS",
+    ),
+    Spec(
+        "pair_lockstep",
+        parsers.on_off,
+        True,
+        "on: both sides of a paired round run at once and take turns, timing a case's blocks "
+        "alternately (ABBA), so the machine's drift over seconds hits both alike; off: one side "
+        "after the other.",
+        "on|off",
+    ),
+    Spec(
+        "min_effect",
+        parsers.fraction,
+        0.05,
+        "Paired verdicts: a slowdown is a regression when it is certain (the 99% confidence "
+        "interval of the ratio lies below 1) and a drop of at least this much is not ruled out; "
+        "a case is the same when its 90% interval rules out a change this large either way.",
+        "FRACTION",
+    ),
+    Spec(
+        "arbitrate",
+        parsers.on_off,
+        True,
+        "on: a case that looks regressed against its stored baseline is measured again paired "
+        "with the baseline commit's code (in a git worktree) before it fails; off: the stored "
+        "figure alone decides.",
+        "on|off",
+    ),
+    Spec(
+        "unconfirmed_tolerance",
+        parsers.fraction,
+        0.20,
+        "Smallest drop that can fail a case when no paired run can confirm it (arbitration "
+        "off, or the baseline commit is not in this clone): sized for noisy shared runners.",
+        "FRACTION",
+    ),
+    Spec(
+        "memory_budget",
+        parsers.size,
+        None,
+        "CPU sweeps: the process's peak resident memory a batch size may need (2GiB, 512MiB); "
+        "a batch predicted to exceed it is not run and ends the doubling. Default: half the "
+        "memory available when the sweep starts.",
+        "SIZE",
+    ),
+    Spec(
+        "sweep_time",
+        parsers.positive_float,
+        600.0,
+        "Total time budget of one mxperf.sweep; points left when it runs out are listed as "
+        "not measured.",
+        "SECONDS",
+    ),
+    Spec(
+        "markdown",
+        parsers.any_text,
+        None,
+        "Write the verdict table as GitHub-flavoured Markdown to this file (also appended to "
+        "$GITHUB_STEP_SUMMARY when that is set).",
+        "PATH",
+    ),
+    Spec(
+        "benchmark_action",
+        parsers.any_text,
+        None,
+        "Write the results as github-action-benchmark's customBiggerIsBetter JSON to this file.",
+        "PATH",
+    ),
+    Spec(
+        "price_per_hour",
+        parsers.positive_float,
+        None,
+        "Price of this machine in dollars per hour: adds dollars per million images (and, with "
+        "--mxperf-epoch-images, time and dollars per epoch) to the table and the JSON report.",
+        "USD",
+    ),
+    Spec(
+        "epoch_images",
+        parsers.positive_int,
+        None,
+        "Images in one epoch for the cost figures (e.g. 1281167 for ImageNet-1k).",
+        "N",
+    ),
+    Spec(
+        "env_command",
+        parsers.any_text,
+        None,
+        "Build an environment per revision for paired runs: a command run in a new venv, "
+        "with {python}, {venv} and {wt} (the revision's worktree) substituted, e.g. "
+        "'{python} -m pip install -r {wt}/requirements.txt'. Without it both sides use this "
+        "environment, so a pair compares code only.",
+        "COMMAND",
+    ),
+    Spec(
+        "dist_timeout",
+        parsers.positive_float,
+        900.0,
+        "Longest a data-parallel case with launched ranks (dist kvstores) may run, per "
+        "launch; then every rank is ended and that case alone fails with their output.",
+        "SECONDS",
+    ),
+)
+SPECS += (
+    Spec(
+        "pipeline_timeout",
+        parsers.positive_float,
+        60.0,
+        "Longest wait for one batch of a data source (mxperf.pipeline, training with data=); "
+        "a source that delivers nothing in this time fails its case instead of hanging the run.",
+        "SECONDS",
+    ),
+)
+SPECS += (
+    Spec(
+        "profile",
+        parsers.any_text,
+        None,
+        "Write MXNet's Chrome trace (DIR/<case>.trace.json, for chrome://tracing or "
+        "ui.perfetto.dev) and aggregate table (DIR/<case>.table.txt) of every case, profiled "
+        "after it was measured; the JSON report links them.",
+        "DIR",
+    ),
+    Spec(
+        "memory_tolerance",
+        parsers.fraction,
+        0.10,
+        "Growth of a case's peak memory against its baseline that is reported (and fails "
+        "with --mxperf-strict); a change must also exceed 16 MiB.",
+        "FRACTION",
+    ),
+)
+SPECS_BY_NAME = {spec.name: spec for spec in SPECS}
+#: The one place defaults live; `Settings`, `MeasureConfig` and the help text read them here.
+DEFAULTS: dict[str, Any] = {spec.name: spec.default for spec in SPECS}

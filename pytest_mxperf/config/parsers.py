@@ -1,0 +1,119 @@
+"""Parsers of setting values: the text of a flag, ini key or environment variable to a number,
+fraction, on/off, device kinds, size or hardware key, or a `ValueError` saying why not."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pytest_mxperf.system import fingerprint
+
+DEVICE_KINDS = ("cpu", "gpu")
+
+
+def positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise ValueError("must be > 0")
+    return value
+
+
+def fraction(text: str) -> float:
+    value = float(text)
+    if not 0 <= value < 1:
+        raise ValueError("must be a fraction in [0, 1), e.g. 0.15 for 15%")
+    return value
+
+
+def nonneg_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise ValueError("must be >= 0")
+    return value
+
+
+def rounds(text: str) -> int:
+    value = int(text)
+    if value < 2:
+        raise ValueError("must be >= 2 (an interval needs two paired rounds)")
+    return value
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError("must be >= 1")
+    return value
+
+
+def parse_ctx(text: str) -> tuple[str, ...]:
+    """``"cpu,gpu"`` -> ``("cpu", "gpu")``; ``"auto"`` -> ``()`` (decided when MXNet loads)."""
+    text = text.strip().lower()
+    if text in ("", "auto"):
+        return ()
+    kinds: list[str] = []
+    for part in text.split(","):
+        part = part.strip()
+        if part not in DEVICE_KINDS:
+            raise ValueError(f"unknown device kind {part!r} (choose from cpu, gpu, auto)")
+        if part not in kinds:
+            kinds.append(part)
+    return tuple(kinds)
+
+
+_UNITS = {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+
+
+def size(text: str) -> int:
+    """``"2GiB"``, ``"2g"``, ``"512M"``, ``"1.5GB"`` or bytes -> bytes (binary units)."""
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kmgt]?)(i?b)?\s*", text.lower())
+    if not match:
+        raise ValueError("must be a size such as 2GiB, 512MiB or a number of bytes")
+    value = int(float(match.group(1)) * _UNITS[match.group(2)])
+    if value <= 0:
+        raise ValueError("must be > 0")
+    return value
+
+
+def cpu_list(text: str) -> str:
+    from pytest_mxperf.system.cpus import parse
+
+    return parse(text)
+
+
+def any_text(text: str) -> str:
+    return text
+
+
+def on_off(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("on", "true", "1", "yes"):
+        return True
+    if value in ("off", "false", "0", "no"):
+        return False
+    raise ValueError("must be on or off")
+
+
+def machine(text: str) -> str:
+    # Checked with the other options, naming where the value came from, before anything runs.
+    return fingerprint.check_hardware_key(text.strip())
+
+
+def parse_sweep(sweep: Any) -> tuple[str, tuple[Any, ...]] | None:
+    """``{"preprocess_threads": [1, 2, 4]}`` -> ``("preprocess_threads", (1, 2, 4))``."""
+    if sweep is None:
+        return None
+    if not isinstance(sweep, Mapping) or len(sweep) != 1:
+        raise ValueError(
+            f"sweep must map one setting to its values, e.g. {{'num_workers': [0, 2]}}; "
+            f"got {sweep!r}"
+        )
+    ((name, values),) = sweep.items()
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"sweep: the setting must be a keyword name, got {name!r}")
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
+        raise ValueError(f"sweep: {name} needs a non-empty list of values, got {values!r}")
+    if len(set(map(str, values))) != len(values):
+        raise ValueError(f"sweep: {name} lists a value twice: {list(values)!r}")
+    return name, tuple(values)

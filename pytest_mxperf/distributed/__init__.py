@@ -1,0 +1,10 @@
+"""Data-parallel training on MXNet's own kvstores: in process, or ranks launched locally.
+
+Imports ``system``, ``config`` and ``measuring``.
+
+- ``train``: build and time one process's training step.
+- ``local``: measure on this process's devices (``local``/``device``/``nccl`` kvstores).
+- ``launch``: scheduler, servers and workers on 127.0.0.1, bounded in time.
+- ``rank`` (``python -m pytest_mxperf.distributed.rank``) / ``rank_env``: one launched rank.
+- ``mxnet_races``: known MXNet failures of a rank that say nothing about speed.
+"""

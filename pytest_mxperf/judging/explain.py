@@ -1,0 +1,273 @@
+"""The message a user reads for a verdict: short at the top (case, change, threshold), the
+evidence below (attempts, what changed). Written from a decided `Verdict`, never deciding."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from pytest_mxperf.baselines.resolution import BaselineRef
+from pytest_mxperf.config.markers import Expectation
+from pytest_mxperf.judging import pairstats as paired
+from pytest_mxperf.judging.pairstats import PairedEstimate
+from pytest_mxperf.judging.verdict import Policy, decide, failed_expectation
+from pytest_mxperf.measuring.records import CaseResult, Outcome, Verdict
+
+
+def fmt_rate(rate: float | None) -> str:
+    return "OOM" if rate is None else f"{rate:.1f} img/s"
+
+
+def diff_stack(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """What changed between two software/environment records, as ``name: old -> new``."""
+    lines = []
+    for name in sorted(set(old) | set(new)):
+        a, b = old.get(name), new.get(name)
+        if a != b:
+            lines.append(f"{name}: {'unset' if a is None else a} -> {'unset' if b is None else b}")
+    return lines
+
+
+class _Stack(Protocol):
+    """What a stored case and a measured one both record of the software under them."""
+
+    @property
+    def software(self) -> dict[str, Any]: ...
+    @property
+    def environment(self) -> dict[str, Any]: ...
+    @property
+    def threads(self) -> dict[str, Any]: ...
+
+
+def changes_between(old: _Stack, new: _Stack) -> list[str]:
+    """Software, environment and thread differences between two records, ``name: old -> new``."""
+    changed = diff_stack(old.software, new.software) + diff_stack(old.environment, new.environment)
+    # The usable CPU count is part of the hardware key already, and a paired run's sides are
+    # pinned to fewer CPUs on purpose (`system.cpus`: never changing the thread count).
+    old_threads = {k: v for k, v in old.threads.items() if k != "usable_cpus"}
+    new_threads = {k: v for k, v in new.threads.items() if k != "usable_cpus"}
+    if old_threads != new_threads:
+        changed += diff_stack(old_threads, new_threads)
+    return changed
+
+
+def what_changed(result: CaseResult, ref: BaselineRef) -> list[str]:
+    """Software, environment and thread differences between the baseline and this run."""
+    return changes_between(ref.case, result)
+
+
+def sides_line(rev: _Stack, head: _Stack, rev_label: str) -> str | None:
+    """The line of a paired message naming what the two sides ran differently (with
+    ``--mxperf-env-command`` REV's side runs in its own environment); None when nothing did."""
+    changed = changes_between(rev, head)
+    if not changed:
+        return None
+    return f"the sides ran different software ({rev_label} -> HEAD): {', '.join(changed)}"
+
+
+def where(ref: BaselineRef, hardware: str) -> str:
+    """``baseline commit <sha> (<date>, N commit(s) before HEAD) on <hardware>``."""
+    commit = ref.commit
+    between = (
+        f"{ref.distance} commit(s) before HEAD"
+        if ref.distance is not None
+        else f"chosen as {ref.how or 'newest by date'}"
+    )
+    return (
+        f"baseline commit {str(commit.get('sha', '?'))[:10]} "
+        f"({commit.get('date', 'unknown date')}, {between}) on {hardware}"
+    )
+
+
+def explain(
+    result: CaseResult,
+    verdict: Verdict,
+    ref: BaselineRef | None,
+    expectations: Sequence[Expectation],
+    policy: Policy,
+    elsewhere: Sequence[str] = (),
+) -> str:
+    """The message of ``verdict`` for ``result``."""
+    key, rate, out = str(result.key), result.images_per_sec, verdict.outcome
+    if out in (Outcome.NAN, Outcome.ERROR):
+        return f"{key}: {result.error}"
+    if rate is None:  # out of memory
+        if out == Outcome.REGRESSED and ref is not None:
+            return (
+                f"{key}: out of memory at batch size {result.batch_size}, the baseline measured "
+                f"{fmt_rate(ref.case.images_per_sec)}; {where(ref, result.hardware)}"
+            )
+        return f"{key}: out of memory at batch size {result.batch_size}"
+    if out == Outcome.BELOW:
+        exp = failed_expectation(rate, expectations, policy)
+        assert exp is not None
+        tol = policy.floor_tolerance if exp.tolerance is None else exp.tolerance
+        return (
+            f"{key}: measured {fmt_rate(rate)} is below the expected "
+            f"{fmt_rate(exp.images_per_sec)} (tolerance {tol:.0%}, floor "
+            f"{fmt_rate(exp.floor(policy.floor_tolerance))}) on hardware {result.hardware} "
+            f"(marker hardware={exp.hardware!r})"
+        )
+    if ref is None:
+        msg = f"{key}: no baseline for hardware {result.hardware}"
+        if elsewhere:
+            msg += f" (stored for: {', '.join(sorted(elsewhere))}; see --mxperf-machine)"
+        return msg
+    if ref.case.images_per_sec is None:
+        return (
+            f"{key}: runs now ({fmt_rate(rate)}); the baseline ran out of memory; "
+            f"{where(ref, result.hardware)}"
+        )
+    assert verdict.change is not None and verdict.threshold is not None
+    head = (
+        f"{key}: {fmt_rate(rate)} vs baseline {fmt_rate(ref.case.images_per_sec)} "
+        f"({verdict.change:+.1%}), tolerance {verdict.threshold:.1%} "
+        f"(noise {verdict.noise or 0:.1%})"
+    )
+    if out == Outcome.UNSTABLE:
+        return (
+            f"{head}: too noisy to judge (block spread {result.rel_iqr:.1%}); "
+            f"{where(ref, result.hardware)}"
+        )
+    if out == Outcome.REGRESSED:
+        lines = [f"{head}; {where(ref, result.hardware)}"]
+        if len(result.attempts) > 1:
+            tries = ", ".join(f"{a:.1f}" for a in result.attempts)
+            lines.append(f"measured {len(result.attempts)} times (img/s: {tries}); judged the best")
+        lines.append(changed_line(result, ref))
+        return "\n".join(lines)
+    if out == Outcome.IMPROVED:
+        return f"{head}: faster than the baseline; run with --mxperf-update to store it"
+    return head
+
+
+def changed_line(result: CaseResult, ref: BaselineRef) -> str:
+    """The message line naming what changed in software, environment and threads."""
+    changed = what_changed(result, ref)
+    return "changed since the baseline: " + ("; ".join(changed) or "nothing recorded")
+
+
+def judge(
+    result: CaseResult,
+    ref: BaselineRef | None,
+    expectations: Sequence[Expectation],
+    policy: Policy,
+    elsewhere: Sequence[str] = (),
+) -> Verdict:
+    """Decide, then explain: the verdict with its message."""
+    verdict = decide(result, ref, expectations, policy)
+    return verdict.explained(explain(result, verdict, ref, expectations, policy, elsewhere))
+
+
+def pair_summary(estimate: PairedEstimate, rev_label: str, confidence: float) -> str:
+    """``HEAD vs REV: -8.1% (99% interval -10.2% .. -6.0%, 3 rounds)``; a pair decided "the
+    same" also gives the equivalence interval that decided it."""
+    same = same_interval(estimate) if estimate.decision is paired.Decision.SAME else ""
+    return (
+        f"HEAD vs {rev_label}: {estimate.ratio - 1:+.1%} ({confidence:.0%} interval "
+        f"{estimate.low - 1:+.1%} .. {estimate.high - 1:+.1%}, {estimate.n_rounds} round(s)"
+        f"{same})"
+    )
+
+
+def same_interval(estimate: PairedEstimate) -> str:
+    """``; 90% interval -2.0% .. +1.1%``: the narrower equivalence interval, or nothing when it
+    is not narrower."""
+    if estimate.same_high >= estimate.high:
+        return ""
+    level = min(paired.SAME_CONFIDENCE, estimate.confidence)
+    return f"; {level:.0%} interval {estimate.same_low - 1:+.1%} .. {estimate.same_high - 1:+.1%}"
+
+
+def explain_paired(
+    result: CaseResult,
+    verdict: Verdict,
+    estimate: PairedEstimate | None,
+    rev_label: str,
+    rounds_text: str,
+    min_effect: float,
+    failures: Sequence[str] = (),
+) -> str:
+    """The message of a paired verdict (``--mxperf-ab``)."""
+    key = str(result.key)
+    if estimate is None:
+        if failures:
+            return f"{key}: {rev_label}'s side could not measure it: " + "; ".join(failures)[:800]
+        return f"{key}: not measured at {rev_label} (the case does not exist there)"
+    head = f"{key}: {pair_summary(estimate, rev_label, paired.CONFIDENCE)}"
+    lines = [head, f"img/s per round ({rev_label}/HEAD): {rounds_text}"]
+    out = verdict.outcome
+    if out == Outcome.REGRESSED:
+        lines[0] += f": slower, and a drop of {min_effect:.0%} or more is not ruled out"
+    elif out == Outcome.PASS and estimate.same_low > 1 - min_effect and estimate.high < 1:
+        lines[0] += f": slower by {1 - estimate.ratio:.1%}, less than the minimum effect"
+    elif out == Outcome.PASS:
+        lines[0] += f": the same within the minimum effect ({min_effect:.0%})"
+    elif out == Outcome.UNSTABLE:
+        n = estimate.suggested_rounds
+        if estimate.ratio >= 1:
+            # No extra rounds go to a case that is not slower so far (unless --mxperf-strict):
+            # only more rounds for every case would decide it.
+            lines[0] += f": too noisy to decide, but not slower; about {n} rounds would "
+            lines[0] += f"(--mxperf-rounds {n})"
+        else:
+            lines[0] += f": too noisy to decide; about {n} rounds would (--mxperf-max-rounds {n})"
+    elif out == Outcome.IMPROVED:
+        lines[0] += ": faster"
+    return "\n".join(lines)
+
+
+def explain_arbitrated(
+    stored_message: str,
+    verdict: Verdict,
+    estimate: PairedEstimate | None,
+    rev_label: str,
+    rounds_text: str,
+    changed: Sequence[str],
+    other_machine: bool,
+    why_not: str | None = None,
+    what: str = "img/s",
+) -> str:
+    """The message of a stored-baseline verdict after a paired run of the baseline commit
+    (``what`` the pair compared: img/s, or a data-parallel case's scaling efficiency)."""
+    where = " (the baseline was measured on another machine)" if other_machine else ""
+    if estimate is None:
+        return (
+            f"{stored_message}\nnot confirmed by a paired run: {why_not or 'no pair measured'}"
+            f"{where}"
+        )
+    pair = pair_summary(estimate, f"baseline commit {rev_label}", paired.CONFIDENCE)
+    if what != "img/s":
+        pair = f"{what} {pair}"
+    rounds = f"{what} per round (baseline commit/HEAD): {rounds_text}"
+    if verdict.outcome == Outcome.MACHINE:
+        # Reached with changes only when the baseline side ran in the baseline's environment.
+        what = "the code is not slower"
+        if changed:
+            what = (
+                "the code and software are not slower (the baseline side ran in the baseline "
+                f"commit's own environment; changed since the baseline: {'; '.join(changed)})"
+            )
+        return (
+            f"{stored_message.splitlines()[0]}\nbut on this machine {pair}: {what}; the stored "
+            f"figure does not hold here{where}. Store a baseline for this machine with "
+            f"--mxperf-update (or name it with --mxperf-machine)\n{rounds}"
+        )
+    if verdict.outcome == Outcome.UNSTABLE:
+        return f"{stored_message}\na paired run could not confirm it: {pair}\n{rounds}"
+    if verdict.outcome in (Outcome.PASS, Outcome.IMPROVED):
+        return f"{stored_message}\na paired run on this machine found no loss: {pair}\n{rounds}"
+    if estimate.decision == paired.Decision.UNKNOWN:
+        return (
+            f"{stored_message}\na paired run without the baseline's software could not decide "
+            f"({pair}), and what changed since the baseline may explain the drop: "
+            f"{'; '.join(changed)} (see --mxperf-env-command to pair across environments)"
+            f"{where}\n{rounds}"
+        )
+    if estimate.decision != paired.Decision.REGRESSED:
+        return (
+            f"{stored_message}\na paired run in today's environment cleared the code ({pair}), "
+            f"so the drop comes from what changed since the baseline: {'; '.join(changed)} "
+            f"(see --mxperf-env-command to pair across environments){where}\n{rounds}"
+        )
+    return f"{stored_message}\nconfirmed by a paired run on this machine: {pair}{where}\n{rounds}"

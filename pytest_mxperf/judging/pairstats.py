@@ -1,0 +1,360 @@
+"""Statistics and the decision of a paired A/B run: is HEAD slower than REV on this machine?
+
+Each round measures one case once for REV's code and once for HEAD's, in separate processes,
+the order alternating between rounds. The unit of evidence is the per-round ratio
+``r_i = head_i / rev_i`` of the two medians (images/sec): the pairing cancels what both sides of
+a round share (the machine, its current load, its clock), which is what makes stored figures
+from other hosts useless as evidence.
+
+Estimate: the geometric mean of the ratios. Interval: a Student t interval on ``log r_i`` with
+``n - 1`` degrees of freedom, whose per-round standard deviation is floored by the noise within
+each process (from the block rates) and by a small fixed floor, so that a few rounds that agree
+by chance never produce a confidently narrow interval.
+
+Decision, with ``e = min_effect``:
+
+- REGRESSED: the whole interval is below 1 and it reaches ``1 - e`` or lower;
+- IMPROVED: the whole interval is above 1 and it reaches ``1 + e`` or higher;
+- SAME: the narrower equivalence interval (:data:`SAME_CONFIDENCE`, two one-sided tests at 5%
+  each) lies within ``(1 - e, 1 + e)``, including a real but confidently small change, which
+  :func:`explain` reports as "slower by x%, less than the minimum effect". Failing a case takes
+  the 99% interval; ruling out a change of ``e`` or more needs less certainty, so identical
+  code is called the same in about 4 rounds where it took more than 6 at 99%
+  (scripts/aa_check.py and ``tests/unit/test_paired.py`` give the figures);
+- UNKNOWN otherwise: more rounds may decide (:func:`need_more_rounds`); after the last round
+  the caller reports the case as unstable, with :attr:`PairedEstimate.suggested_rounds`.
+  Rounds stop early for a case that they could no longer fail (:func:`could_still_regress`).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pytest_mxperf.judging.tdist import t_quantile
+from pytest_mxperf.measuring.stats import median
+
+#: Default confidence level of the interval (two-sided).
+CONFIDENCE = 0.99
+#: Confidence of the equivalence interval that decides SAME (two-sided 90%: each one-sided test
+#: at 5%, the usual TOST level).
+SAME_CONFIDENCE = 0.90
+#: Default smallest change worth failing for (5%).
+MIN_EFFECT = 0.05
+#: Default floor of the per-round SD of log ratios (0.5%): no interval is ever zero-width.
+NOISE_FLOOR = 0.005
+#: Cap of :attr:`PairedEstimate.suggested_rounds`.
+MAX_SUGGESTED_ROUNDS = 1000
+
+# Normal-theory factors: SD from the median absolute deviation, and the standard error of a
+# median relative to that of a mean (sqrt(pi / 2)).
+_MAD_TO_SD = 1.4826
+_MEDIAN_SE_FACTOR = math.sqrt(math.pi / 2)
+
+
+# --- records ---------------------------------------------------------------------------------
+
+
+class Decision(enum.Enum):
+    """What the paired rounds say about HEAD relative to REV."""
+
+    SAME = "same"
+    REGRESSED = "regressed"
+    IMPROVED = "improved"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class PairedRound:
+    """One round of one case: each side's median images/sec and its block rates.
+
+    :param rev: REV's median images/sec in this round.
+    :param head: HEAD's median images/sec in this round.
+    :param rev_blocks: REV's per-block images/sec (the within-process noise); may be empty.
+    :param head_blocks: the same for HEAD.
+    :param pair_logs: ``log(head_i / rev_i)`` of blocks the two sides timed in turns (lock-step
+        sides, `pytest_mxperf.paired.turns`); when given, they make the round's ratio and its noise.
+    """
+
+    rev: float
+    head: float
+    rev_blocks: tuple[float, ...] = ()
+    head_blocks: tuple[float, ...] = ()
+    pair_logs: tuple[float, ...] = ()
+
+    @property
+    def ratio(self) -> float:
+        """HEAD/REV of this round: with block pairs, their trimmed mean (the highest and lowest
+        left out from 5 pairs on: a burst that hit one block moves it little); else the
+        ratio of the two medians."""
+        if len(self.pair_logs) >= 2:
+            return math.exp(_trimmed_mean(self.pair_logs))
+        return self.head / self.rev
+
+    @property
+    def within_noise(self) -> float:
+        """SD of this round's log ratio that the noise within the round explains: the standard
+        error of the block pairs' mean, or the two processes' own block noise."""
+        n = len(self.pair_logs)
+        if n >= 2:
+            return _mean_sd(self.pair_logs)[1] / math.sqrt(n)
+        return math.hypot(median_noise(self.rev_blocks), median_noise(self.head_blocks))
+
+
+def _mean_sd(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and sample SD (``n - 1``) of at least two values."""
+    n = len(values)
+    mean = math.fsum(values) / n
+    return mean, math.sqrt(math.fsum((x - mean) ** 2 for x in values) / (n - 1))
+
+
+def _trimmed_mean(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    if len(ordered) >= 5:
+        ordered = ordered[1:-1]
+    return math.fsum(ordered) / len(ordered)
+
+
+@dataclass(frozen=True)
+class PairedEstimate:
+    """HEAD/REV throughput ratio of one case over paired rounds, with its interval and decision.
+
+    :param ratio: geometric mean of the per-round ratios head/rev (< 1: HEAD is slower).
+    :param low: lower end of the interval on the ratio.
+    :param high: upper end.
+    :param n_rounds: rounds used.
+    :param ratios: the per-round ratios, in round order.
+    :param decision: see the module docstring.
+    :param suggested_rounds: for UNKNOWN, the rounds that would likely decide, assuming the
+        current estimate and noise hold (capped at MAX_SUGGESTED_ROUNDS); None otherwise.
+    :param same_low: lower end of the equivalence interval (:data:`SAME_CONFIDENCE`).
+    :param same_high: its upper end.
+    :param sd: the per-round SD of log ratios used (after the floors).
+    :param sd_between: the SD measured between rounds (0 for identical rounds).
+    :param sd_within: the RMS within-process noise of the rounds.
+    """
+
+    ratio: float
+    low: float
+    high: float
+    n_rounds: int
+    ratios: tuple[float, ...]
+    decision: Decision
+    suggested_rounds: int | None
+    confidence: float
+    min_effect: float
+    sd: float
+    sd_between: float
+    sd_within: float
+    same_low: float = 0.0
+    same_high: float = math.inf
+
+    @property
+    def change(self) -> float:
+        """Relative change of HEAD against REV: -0.08 is 8% slower."""
+        return self.ratio - 1.0
+
+    @property
+    def significant(self) -> bool:
+        """True when the interval excludes "no change"."""
+        return self.high < 1.0 or self.low > 1.0
+
+
+# --- estimation ------------------------------------------------------------------------------
+
+
+def median_noise(blocks: Sequence[float]) -> float:
+    """Relative standard error of the median of block rates (0 for fewer than two blocks).
+
+    From the MAD of the log rates, robust to the odd slow block that the median ignores too.
+    """
+    if len(blocks) < 2:
+        return 0.0
+    logs = [math.log(b) for b in blocks]
+    mid = median(logs)
+    sd = _MAD_TO_SD * median([abs(x - mid) for x in logs])
+    return _MEDIAN_SE_FACTOR * sd / math.sqrt(len(blocks))
+
+
+def decide(
+    low: float,
+    high: float,
+    min_effect: float,
+    same: tuple[float, float] | None = None,
+) -> Decision:
+    """The decision rule of the module docstring for an interval ``[low, high]`` on the ratio;
+    ``same`` is the equivalence interval that decides SAME (default: ``[low, high]`` itself)."""
+    if high < 1.0 and low <= 1.0 - min_effect:
+        return Decision.REGRESSED
+    if low > 1.0 and high >= 1.0 + min_effect:
+        return Decision.IMPROVED
+    same_low, same_high = same or (low, high)
+    if same_low > 1.0 - min_effect and same_high < 1.0 + min_effect:
+        return Decision.SAME
+    return Decision.UNKNOWN
+
+
+def _half_width(confidence: float, sd: float, n: int) -> float:
+    """Half-width, on the log scale, of the two-sided ``confidence`` t interval of the mean of
+    ``n`` rounds whose per-round SD is ``sd``."""
+    return t_quantile(0.5 + confidence / 2.0, n - 1) * sd / math.sqrt(n)
+
+
+def _check_round(i: int, rnd: PairedRound) -> None:
+    for side, value in (("rev", rnd.rev), ("head", rnd.head)):
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"round {i}: {side} images/sec must be a positive number, got {value}")
+    for side, blocks in (("rev", rnd.rev_blocks), ("head", rnd.head_blocks)):
+        bad = [b for b in blocks if not (math.isfinite(b) and b > 0)]
+        if bad:
+            raise ValueError(f"round {i}: {side} block rates must be positive, got {bad[0]}")
+    if not all(math.isfinite(x) for x in rnd.pair_logs):
+        raise ValueError(f"round {i}: block-pair log ratios must be finite numbers")
+
+
+def paired_estimate(
+    rounds: Sequence[PairedRound],
+    *,
+    confidence: float = CONFIDENCE,
+    min_effect: float = MIN_EFFECT,
+    noise_floor: float = NOISE_FLOOR,
+    same_confidence: float = SAME_CONFIDENCE,
+) -> PairedEstimate:
+    """Estimate HEAD/REV over ``rounds`` (at least two) and decide; see the module docstring.
+    ``same_confidence`` above ``confidence`` is capped at it.
+
+    :raises ValueError: fewer than two rounds, a rate that is not a positive number, or a
+        confidence, minimum effect or floor out of range.
+    """
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    if not 0.0 < same_confidence < 1.0:
+        raise ValueError(f"same_confidence must be in (0, 1), got {same_confidence}")
+    if not 0.0 < min_effect < 1.0:
+        raise ValueError(f"min_effect must be in (0, 1), got {min_effect}")
+    if not (math.isfinite(noise_floor) and noise_floor >= 0.0):
+        raise ValueError(f"noise_floor must be >= 0, got {noise_floor}")
+    n = len(rounds)
+    if n < 2:
+        # One ratio says nothing about the noise between processes.
+        raise ValueError(f"a paired estimate needs at least 2 rounds, got {n}")
+    for i, rnd in enumerate(rounds):
+        _check_round(i, rnd)
+
+    logs = [math.log(rnd.ratio) for rnd in rounds]
+    mean, sd_between = _mean_sd(logs)
+    sd_within = math.sqrt(math.fsum(rnd.within_noise**2 for rnd in rounds) / n)
+    sd = max(sd_between, sd_within, noise_floor)
+    half = _half_width(confidence, sd, n)
+    low, high = math.exp(mean - half), math.exp(mean + half)
+    same_level = min(same_confidence, confidence)
+    same_half = _half_width(same_level, sd, n)
+    same = (math.exp(mean - same_half), math.exp(mean + same_half))
+    decision = decide(low, high, min_effect, same)
+    suggested = (
+        _suggest_rounds(mean, sd, n, (confidence, same_level), min_effect)
+        if decision is Decision.UNKNOWN
+        else None
+    )
+    return PairedEstimate(
+        ratio=math.exp(mean),
+        low=low,
+        high=high,
+        n_rounds=n,
+        ratios=tuple(rnd.ratio for rnd in rounds),
+        decision=decision,
+        suggested_rounds=suggested,
+        confidence=confidence,
+        min_effect=min_effect,
+        sd=sd,
+        sd_between=sd_between,
+        sd_within=sd_within,
+        same_low=same[0],
+        same_high=same[1],
+    )
+
+
+def _suggest_rounds(
+    mean: float, sd: float, n: int, levels: tuple[float, float], min_effect: float
+) -> int:
+    # The 99% interval decides once its half-width drops below the distance from the estimate
+    # to 1 (REGRESSED/IMPROVED); the equivalence interval once its half-width drops below the
+    # distance to the nearer edge of the SAME band. Whichever happens first.
+    confidence, same_level = levels
+    band = min(mean - math.log(1.0 - min_effect), math.log(1.0 + min_effect) - mean)
+    for m in range(n + 1, MAX_SUGGESTED_ROUNDS + 1):
+        if _half_width(confidence, sd, m) < abs(mean):
+            return m
+        if _half_width(same_level, sd, m) < band:
+            return m
+    return MAX_SUGGESTED_ROUNDS
+
+
+def could_still_regress(estimate: PairedEstimate, more_rounds: int) -> bool:
+    """Could up to ``more_rounds`` more rounds still decide REGRESSED for an UNKNOWN estimate?
+
+    Futility, for :func:`pytest_mxperf.paired.pairdata.worth_more_rounds`: the interval at ``m``
+    rounds is projected with the per-round SD measured so far and the estimate moved one
+    standard error further down (in favour of a regression, so that a real loss that was only
+    unlucky in its first rounds keeps its rounds). False when no ``m`` up to
+    ``n_rounds + more_rounds`` would put the whole interval below 1 with its lower end at
+    ``1 - min_effect`` or lower: then more rounds would cost time and could not fail the case.
+    A batch-1 case whose rounds swing by 7% around -1% is such a case; a 5% loss at 1-2% per
+    round is not.
+    """
+    n = estimate.n_rounds
+    sd = estimate.sd
+    mean = math.log(estimate.ratio) - sd / math.sqrt(n)
+    floor = math.log(1.0 - estimate.min_effect)
+    for m in range(n + 1, n + more_rounds + 1):
+        half = _half_width(estimate.confidence, sd, m)
+        if mean + half < 0.0 and mean - half <= floor:
+            return True
+    return False
+
+
+def need_more_rounds(estimate: PairedEstimate, rounds_done: int, max_rounds: int) -> bool:
+    """True when the decision is UNKNOWN and rounds are left to run.
+
+    ``rounds_done`` counts rounds run, including ones a side failed in (those are not in the
+    estimate), so a flaky side cannot make the run go on for ever.
+    """
+    if max_rounds < 1:
+        raise ValueError(f"max_rounds must be >= 1, got {max_rounds}")
+    return estimate.decision is Decision.UNKNOWN and rounds_done < max_rounds
+
+
+# --- explanation -----------------------------------------------------------------------------
+
+
+def _pct(x: float) -> str:
+    return f"{abs(x) * 100:.1f}%"
+
+
+def explain(estimate: PairedEstimate, *, final: bool = True) -> str:
+    """One sentence for the user, written from the estimate (deciding is done already).
+
+    :param final: no more rounds will run; an UNKNOWN is then reported as unstable.
+    """
+    est = estimate
+    level = f"{est.confidence * 100:g}%"
+    interval = f"{level} interval {est.low:.3f}-{est.high:.3f}, {est.n_rounds} paired rounds"
+    direction = "slower" if est.ratio < 1 else "faster"
+    if est.decision is Decision.REGRESSED:
+        return f"slower by {_pct(est.change)} than the base revision ({interval})"
+    if est.decision is Decision.IMPROVED:
+        return f"faster by {_pct(est.change)} than the base revision ({interval})"
+    if est.decision is Decision.SAME:
+        if est.significant:
+            return (
+                f"{direction} by {_pct(est.change)}, less than the minimum effect of "
+                f"{_pct(est.min_effect)} ({interval})"
+            )
+        return f"no change beyond {_pct(est.min_effect)}: ratio {est.ratio:.3f} ({interval})"
+    state = "unstable" if final else "undecided"
+    return (
+        f"{state}: {direction} by {_pct(est.change)} but the rounds disagree (SD "
+        f"{_pct(est.sd)} per round; {interval}); about {est.suggested_rounds} rounds would decide"
+    )

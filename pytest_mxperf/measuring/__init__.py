@@ -1,0 +1,14 @@
+"""Measuring without pytest: the timing engine, the runner, the records it produces.
+
+Imports ``system`` and ``config``.
+
+- ``measure``: warm up until steady, then time blocks of steps that each end in a sync.
+- ``runner``: prepare, warm up, measure, check: one case (`run_case`), for every caller.
+- ``protocol``: the `Backend` protocol the MXNet and fake back ends implement.
+- ``records``: `CaseResult`, `Verdict`, statuses and outcomes.
+- ``stats``, ``memory``, ``startup``, ``flops``, ``dtype_support``: figures of a case.
+- ``sweep`` / ``sweep_memory``: the batch-size search of a sweep and its memory budget.
+- ``dataparallel`` / ``dp_result``: a data-parallel spec, its reports and scaling arithmetic.
+- ``diagnosis``, ``profiling``, ``profile_record``, ``profile_trace``, ``profile_diff``,
+  ``profile_render``: operator profiles and what got slower.
+"""

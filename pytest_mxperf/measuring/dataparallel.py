@@ -1,0 +1,286 @@
+"""A data-parallel case's spec, its workers' reports, and the scaling arithmetic over them.
+
+Data-parallel training throughput on MXNet's own kvstore (weak scaling):
+
+The same model is trained on N devices of one process (``local``/``device``/``nccl`` kvstore) or
+on N worker processes with S parameter servers (``dist_sync``, ``dist_device_sync``,
+``dist_async``), each device with the same batch. Reported: the aggregate images/sec, the figure
+of every worker, the scaling efficiency img/s(N) / (N x img/s(1)) with img/s(1) measured in the
+same run, and the share of a step spent on gradient exchange.
+
+The records and the arithmetic here are pure (no MXNet). The result of one run is in
+:mod:`pytest_mxperf.measuring.dp_result`, the training step in
+:mod:`pytest_mxperf.distributed.train`, measuring in this process in
+:mod:`pytest_mxperf.distributed.local`, and the process launcher in
+:mod:`pytest_mxperf.distributed.launch`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from pytest_mxperf.measuring.measure import MeasureConfig, Measurement
+
+IN_PROCESS_KVSTORES = ("local", "device", "nccl")
+DIST_KVSTORES = ("dist_sync", "dist_device_sync", "dist_async")
+_CONTEXT = re.compile(r"^\s*(cpu|gpu)\s*[(:]\s*(\d+)\s*\)?\s*$")
+
+
+class DataParallelError(RuntimeError):
+    """A data-parallel case could not be measured; the message says which part failed."""
+
+
+@dataclass(frozen=True)
+class DataParallelSpec:
+    """What to measure: one model, trained data-parallel with one kvstore.
+
+    ``factory`` is an importable ``"package.module:function"`` returning a fresh Gluon block
+    (ranks are separate processes: they import it, so it cannot be a lambda or a local).
+    ``contexts`` are the devices of one process, as ``"cpu(0)"``/``"gpu(1)"``: for an in-process
+    kvstore the N devices compared with the first one alone; for a dist kvstore the devices of
+    every worker (default one CPU). ``step_hook`` (optional, ``"module:function"``) is called
+    once per process as ``hook(kv, contexts)`` and may return a callable run after every timed
+    training step (not in the compute-only step), e.g. an extra exchange.
+    """
+
+    factory: str
+    batch_per_device: int
+    input_shape: tuple[int, ...] = (3, 32, 32)
+    kvstore: str = "dist_sync"
+    workers: int = 2
+    servers: int = 1
+    contexts: tuple[str, ...] = ()
+    num_classes: int | None = None
+    optimizer: str = "sgd"
+    learning_rate: float = 0.01
+    step_hook: str | None = None
+    threads_per_worker: int | None = None
+    timeout: float = 900.0
+    measure: MeasureConfig = field(default_factory=MeasureConfig)
+
+    def __post_init__(self) -> None:
+        if self.kvstore not in IN_PROCESS_KVSTORES + DIST_KVSTORES:
+            known = ", ".join(IN_PROCESS_KVSTORES + DIST_KVSTORES)
+            raise ValueError(f"unknown kvstore {self.kvstore!r}; choose from {known}")
+        if ":" not in self.factory and not is_symbol_file(self.factory):
+            raise ValueError(
+                "factory must be 'package.module:function' or an exported "
+                f"'PREFIX-symbol.json', got {self.factory!r}"
+            )
+        if self.batch_per_device < 1:
+            raise ValueError(f"batch_per_device must be >= 1, got {self.batch_per_device}")
+        if self.distributed and (self.workers < 1 or self.servers < 1):
+            raise ValueError(f"{self.kvstore} needs workers >= 1 and servers >= 1")
+        if not self.distributed and not self.contexts:
+            raise ValueError(f"kvstore {self.kvstore!r} runs in one process: give contexts=")
+        if self.timeout <= 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {self.timeout}")
+        for text in self.contexts:
+            parse_context(text)
+
+    @property
+    def distributed(self) -> bool:
+        """Whether the case runs as separate worker and server processes."""
+        return self.kvstore.startswith("dist")
+
+    @property
+    def world_size(self) -> int:
+        """N: worker processes for a dist kvstore, devices for an in-process one."""
+        return self.workers if self.distributed else len(self.contexts)
+
+    @property
+    def worker_contexts(self) -> tuple[str, ...]:
+        """The devices one process trains on."""
+        return self.contexts or ("cpu(0)",)
+
+    @property
+    def lockstep(self) -> bool:
+        """Sync kvstores keep workers in lock-step: they must all run the same number of steps."""
+        return self.distributed and "async" not in self.kvstore
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["input_shape"] = list(self.input_shape)
+        data["contexts"] = list(self.contexts)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> DataParallelSpec:
+        kwargs = dict(data)
+        kwargs["input_shape"] = tuple(kwargs["input_shape"])
+        kwargs["contexts"] = tuple(kwargs.get("contexts", ()))
+        kwargs["measure"] = MeasureConfig(**kwargs.get("measure", {}))
+        return cls(**kwargs)
+
+    def with_world(self, n: int) -> DataParallelSpec:
+        """The same case with n workers (dist) or the first n devices (in process)."""
+        if self.distributed:
+            return replace(self, workers=n)
+        return replace(self, contexts=self.contexts[:n])
+
+
+@dataclass(frozen=True)
+class WorkerReport:
+    """What one worker process measured, with the wall-clock span of every timed block."""
+
+    rank: int
+    contexts: tuple[str, ...]
+    full: Measurement
+    compute: Measurement | None
+    block_starts: tuple[float, ...]
+    block_ends: tuple[float, ...]
+    threads: int | None = None
+    update_on_kvstore: bool | None = None
+    pid: int = 0
+
+    @property
+    def images_per_sec(self) -> float:
+        """Median images/sec of the full training step (with gradient exchange)."""
+        return self.full.items_per_sec
+
+    @property
+    def items_per_block(self) -> int:
+        return self.full.items_per_step * self.full.steps_per_block
+
+    @property
+    def comm_share(self) -> float:
+        """Share of a step spent on exchange: 1 - compute-only time / full time (0 if none)."""
+        if self.compute is None:
+            return 0.0
+        return comm_share(self.images_per_sec, self.compute.items_per_sec)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "rank": self.rank,
+            "contexts": list(self.contexts),
+            "full": self.full.as_dict(),
+            "compute": None if self.compute is None else self.compute.as_dict(),
+            "block_starts": list(self.block_starts),
+            "block_ends": list(self.block_ends),
+            "threads": self.threads,
+            "update_on_kvstore": self.update_on_kvstore,
+            "pid": self.pid,
+            "images_per_sec": self.images_per_sec,
+            "comm_share": self.comm_share,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> WorkerReport:
+        compute = data.get("compute")
+        return cls(
+            rank=int(data["rank"]),
+            contexts=tuple(data["contexts"]),
+            full=Measurement.from_dict(data["full"]),
+            compute=None if compute is None else Measurement.from_dict(compute),
+            block_starts=tuple(float(x) for x in data["block_starts"]),
+            block_ends=tuple(float(x) for x in data["block_ends"]),
+            threads=data.get("threads"),
+            update_on_kvstore=data.get("update_on_kvstore"),
+            pid=int(data.get("pid", 0)),
+        )
+
+
+@dataclass(frozen=True)
+class ScalingCase:
+    """One world size of a data-parallel run: N workers (or devices) measured together."""
+
+    world_size: int
+    images_per_sec: float
+    window_seconds: float
+    workers: tuple[WorkerReport, ...]
+    wall_seconds: float
+
+    @property
+    def per_worker_images_per_sec(self) -> tuple[float, ...]:
+        return tuple(w.images_per_sec for w in self.workers)
+
+    @property
+    def comm_share(self) -> float:
+        """Mean exchange share over the workers."""
+        return sum(w.comm_share for w in self.workers) / len(self.workers)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "world_size": self.world_size,
+            "images_per_sec": self.images_per_sec,
+            "per_worker_images_per_sec": list(self.per_worker_images_per_sec),
+            "comm_share": self.comm_share,
+            "window_seconds": self.window_seconds,
+            "wall_seconds": self.wall_seconds,
+            "workers": [w.as_dict() for w in self.workers],
+        }
+
+
+# arithmetic -------------------------------------------------------------------------------------
+
+
+def efficiency(single: float, aggregate: float, n: int) -> float:
+    """Weak-scaling efficiency img/s(N) / (N x img/s(1))."""
+    if n < 1:
+        raise ValueError(f"the number of workers must be >= 1, got {n}")
+    if not single > 0:
+        raise ValueError(f"img/s(1) must be > 0, got {single}")
+    return aggregate / (n * single)
+
+
+def comm_share(full_rate: float, compute_rate: float) -> float:
+    """Share of a step's time not spent computing: 1 - t(compute) / t(full), within [0, 1].
+
+    Noise can make the full step look faster than the compute-only one; that is no negative
+    communication, so it is clamped to 0.
+    """
+    if not (full_rate > 0 and compute_rate > 0):
+        raise ValueError(f"rates must be > 0, got {full_rate} and {compute_rate}")
+    return min(1.0, max(0.0, 1.0 - full_rate / compute_rate))
+
+
+def common_window(workers: Sequence[WorkerReport]) -> tuple[float, float]:
+    """The wall-clock span in which every worker was inside its timed blocks."""
+    if not workers:
+        raise ValueError("no worker reports")
+    start = max(w.block_starts[0] for w in workers)
+    end = min(w.block_ends[-1] for w in workers)
+    if end <= start:
+        spans = ", ".join(
+            f"rank {w.rank}: {w.block_starts[0]:.3f}-{w.block_ends[-1]:.3f}" for w in workers
+        )
+        raise DataParallelError(f"the workers' timed blocks never overlapped ({spans})")
+    return start, end
+
+
+def items_in_window(worker: WorkerReport, start: float, end: float) -> float:
+    """Images one worker processed within [start, end], a block cut by an edge pro rata."""
+    per_block = worker.items_per_block
+    total = 0.0
+    for b_start, b_end in zip(worker.block_starts, worker.block_ends):
+        overlap = min(b_end, end) - max(b_start, start)
+        if overlap > 0:
+            total += per_block * overlap / (b_end - b_start)
+    return total
+
+
+def aggregate(workers: Sequence[WorkerReport], wall_seconds: float = 0.0) -> ScalingCase:
+    """Sum the workers' images over their common window: the aggregate images/sec at N."""
+    start, end = common_window(workers)
+    images = sum(items_in_window(w, start, end) for w in workers)
+    ordered = tuple(sorted(workers, key=lambda w: w.rank))
+    return ScalingCase(len(ordered), images / (end - start), end - start, ordered, wall_seconds)
+
+
+# devices ----------------------------------------------------------------------------------------
+
+
+def parse_context(text: str) -> tuple[str, int]:
+    """``"gpu(1)"`` or ``"gpu:1"`` -> ("gpu", 1)."""
+    found = _CONTEXT.match(text)
+    if not found:
+        raise ValueError(f"not a device: {text!r} (write cpu(0) or gpu(1))")
+    return found.group(1), int(found.group(2))
+
+
+def is_symbol_file(ref: str) -> bool:
+    """Whether a factory names an exported symbol file (``HybridBlock.export``'s JSON)."""
+    return ref.endswith(".json")

@@ -1,0 +1,310 @@
+"""Say what got slower: the operator profile, peak memory and start-up figures of a case, taken
+around (never inside) its timed blocks, and the evidence sections of a regression's message.
+
+`run_case` brackets a case with a memory probe (before ``prepare``, after the last timed
+block) and, when asked, profiles a few more steps of the already measured, warm step with
+MXNet's profiler. The fixture then judges memory and start-up against the baseline and, for a
+regression, appends the evidence in this order: paired evidence (already in the message), top
+operators, memory, what changed, commits between the baseline and HEAD.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+from pytest_mxperf.measuring import profiling
+from pytest_mxperf.measuring.measure import Measurement
+from pytest_mxperf.measuring.memory import MemoryProbe, MemoryRecord, MemoryTrend, memory_change
+from pytest_mxperf.measuring.profile_diff import diff_profiles, operator_label
+from pytest_mxperf.measuring.profile_record import (
+    OPERATOR_CATEGORIES,
+    OperatorProfile,
+    ProfileUnavailable,
+)
+from pytest_mxperf.measuring.profile_render import render_diff
+from pytest_mxperf.measuring.profile_trace import TraceFiles, table_path_for
+from pytest_mxperf.measuring.protocol import Backend, Prepared
+from pytest_mxperf.measuring.records import CaseResult, Outcome, Verdict
+from pytest_mxperf.measuring.startup import startup_change
+from pytest_mxperf.measuring.stats import median
+from pytest_mxperf.system import gitinfo
+
+#: A profile runs about this long (in steps of the measured per-step time), within the bounds.
+PROFILE_SECONDS = 0.5
+PROFILE_MIN_STEPS = 3
+PROFILE_MAX_STEPS = 20
+#: Lines of ``git log`` a message shows at most.
+MAX_COMMITS = 10
+#: The message line that says what changed since the baseline (moved below the operators).
+CHANGED_PREFIX = "changed since the baseline:"
+
+
+class Probe(Protocol):
+    def start(self) -> Any: ...
+
+    def stop(self) -> MemoryRecord: ...
+
+
+@dataclass(frozen=True)
+class DiagnoseSpec:
+    """What `run_case` takes besides the throughput: the Chrome trace file to write (profiles
+    every case), and when to profile without one (a suspected regression)."""
+
+    trace_path: Path | None = None
+    profile_if: Callable[[Measurement], bool] = lambda m: False
+
+
+@dataclass
+class Diagnosis:
+    """What was taken around a case's timed blocks."""
+
+    memory: MemoryRecord | None = None
+    profile: OperatorProfile | None = None
+    profile_error: str | None = None
+    trace: TraceFiles | None = None
+
+
+# taking the figures ---------------------------------------------------------------------------
+def profiler_module(backend: Backend) -> Any | None:
+    """The module whose ``profiler`` attribute is MXNet's profiler (``backend.mx``), if any."""
+    return getattr(backend, "mx", None)
+
+
+def start_memory(backend: Backend, ctx: Any) -> Probe | None:
+    """A started memory probe for ``ctx`` (the back end's own, else /proc or
+    ``gpu_memory_info``); None where memory cannot be read."""
+    try:
+        own = getattr(backend, "memory_probe", None)
+        if own is not None:
+            probe: Probe = own(ctx)
+        else:
+            kind, index = backend.describe(ctx)
+            if kind == "gpu":
+                probe = MemoryProbe("gpu", index, mx=profiler_module(backend))
+            else:
+                probe = MemoryProbe("cpu")
+        probe.start()
+        return probe
+    except Exception:
+        return None  # no memory figure rather than a lost case
+
+
+def stop_memory(probe: Probe | None) -> MemoryRecord | None:
+    if probe is None:
+        return None
+    try:
+        return probe.stop()
+    except Exception:
+        return None
+
+
+def profile_steps(m: Measurement) -> int:
+    """Steps to profile: about `PROFILE_SECONDS` at the measured speed, within the bounds."""
+    per_step = median(list(m.block_seconds)) / m.steps_per_block
+    wanted = math.ceil(PROFILE_SECONDS / per_step) if per_step > 0 else PROFILE_MAX_STEPS
+    return int(min(max(wanted, PROFILE_MIN_STEPS), PROFILE_MAX_STEPS))
+
+
+def profile_case(
+    backend: Backend, prepared: Prepared, m: Measurement, trace_path: Path | None
+) -> Diagnosis:
+    """Profile the measured, warm step (after its last timed block). Never raises: a failure
+    is ``profile_error`` ("profile unavailable: <reason>" in messages)."""
+    out = Diagnosis()
+    mx = profiler_module(backend)
+    if mx is None:
+        out.profile_error = "this back end has no MXNet profiler"
+        return out
+    try:
+        out.profile = profiling.profile_step(
+            prepared.step,
+            backend.sync,
+            profile_steps(m),
+            mx,
+            trace_path,
+            items_per_step=prepared.items_per_step,
+        )
+        if trace_path is not None:
+            out.trace = TraceFiles(trace_path, table_path_for(trace_path))
+    except ProfileUnavailable as exc:
+        out.profile_error = exc.reason
+    except Exception as exc:  # the profile explains a result; it must never lose one
+        out.profile_error = f"{type(exc).__name__}: {exc}"
+    return out
+
+
+def trace_path_for(directory: str | None, case_key: str) -> Path | None:
+    """``DIR/<safe case key>.trace.json`` for ``--mxperf-profile DIR``."""
+    if not directory:
+        return None
+    return Path(directory) / f"{profiling.safe_case_name(case_key)}.trace.json"
+
+
+def apply(result: CaseResult, found: Diagnosis) -> None:
+    """Copy what `run_case` took onto the case's result."""
+    result.memory = found.memory
+    if found.profile is not None:
+        result.profile = found.profile.as_dict()
+    result.profile_error = found.profile_error
+    if found.trace is not None:
+        result.profile_trace = str(found.trace.trace)
+        result.profile_table = str(found.trace.table)
+
+
+# judging memory and start-up ------------------------------------------------------------------
+def judge_memory(
+    verdict: Verdict,
+    result: CaseResult,
+    base_mb: float | None,
+    *,
+    tolerance: float,
+    strict: bool,
+    max_memory_mb: float | None,
+) -> tuple[Verdict, str | None]:
+    """The memory verdict: the trend against ``base_mb``; a failure only with ``strict`` (for
+    a growth) or above ``max_memory_mb``. Returns the verdict and a warning to show, if any."""
+    now = None if result.memory is None else result.memory.peak_mb
+    verdict = replace(verdict, baseline_memory_mb=base_mb, max_memory_mb=max_memory_mb)
+    if now is None:
+        return verdict, None
+    problem: str | None = None
+    warning: str | None = None
+    if base_mb is not None:
+        change = memory_change(base_mb, now, tolerance)
+        verdict = replace(verdict, memory_trend=change.trend.value)
+        if change.trend == MemoryTrend.GREW:
+            if strict:
+                problem = change.message
+            else:
+                warning = change.message
+    if max_memory_mb is not None and now > max_memory_mb:
+        problem = f"peak memory {now:.1f} MiB is above the marker's max_memory_mb={max_memory_mb:g}"
+    if problem is None:
+        return verdict, warning
+    if verdict.failed:
+        return verdict.explained(verdict.message + "\n" + problem), None
+    key = str(result.key)
+    rest = f"\n{verdict.message}" if verdict.message else ""
+    return replace(
+        verdict, outcome=Outcome.MEMORY, failed=True, message=f"{key}: {problem}{rest}"
+    ), None
+
+
+def judge_startup(
+    verdict: Verdict, m: Measurement | None, base_first: float | None, base_warmup: float | None
+) -> Verdict:
+    """Flag a first step or warm-up that grew by a large factor (a flag, never a failure)."""
+    if m is None or base_first is None or base_warmup is None:
+        return verdict
+    change = startup_change(base_first, m.first_step_seconds, base_warmup, m.warmup_seconds)
+    return replace(verdict, startup=tuple(change.messages))
+
+
+# the message ----------------------------------------------------------------------------------
+def operator_lines(
+    head: dict[str, Any] | None,
+    base: dict[str, Any] | None,
+    why_no_head: str | None,
+    why_no_base: str | None,
+) -> list[str]:
+    """The top operators: a diff of the two profiles, or HEAD's own profile, or why not."""
+    try:
+        now = None if head is None else OperatorProfile.from_dict(head)
+        before = None if base is None else OperatorProfile.from_dict(base)
+    except ValueError as exc:
+        return [f"top operators: profile unavailable: {exc}"]
+    if now is None:
+        return [f"top operators: profile unavailable: {why_no_head or 'not profiled'}"]
+    if before is None:
+        lines = [
+            "top operators now (profile of the baseline unavailable: "
+            f"{why_no_base or 'not profiled'}):"
+        ]
+        return lines + ["  " + line for line in own_profile_lines(now)]
+    diff = diff_profiles(before, now)
+    return ["top operators (baseline -> now):"] + ["  " + x for x in render_diff(diff)]
+
+
+def own_profile_lines(p: OperatorProfile, top: int = 5) -> list[str]:
+    """The operators that took most of one profile's time, per step."""
+    ops = [o for o in p.operators if o.category in OPERATOR_CATEGORIES]
+    total = sum(o.total_ms for o in ops) or 1.0
+    ops.sort(key=lambda o: (-o.total_ms, o.name))
+    return [
+        f"{operator_label(o.name)}: {o.count / p.steps:g} per step, "
+        f"{o.total_ms / p.steps:.2f} ms/step ({o.total_ms / total:.0%})"
+        for o in ops[:top]
+    ]
+
+
+def memory_line(result: CaseResult, base_mb: float | None) -> str | None:
+    """``peak memory: 120.0 -> 180.0 MiB (+50%, cpu, vmhwm)``."""
+    mem = result.memory
+    if mem is None:
+        return None
+    how = f"{mem.device}, {mem.method.value}"
+    if base_mb is None:
+        return f"peak memory: {mem.peak_mb:.1f} MiB ({how})"
+    pct = f"{mem.peak_mb / base_mb - 1:+.0%}, " if base_mb > 0 else ""
+    return f"peak memory: {base_mb:.1f} -> {mem.peak_mb:.1f} MiB ({pct}{how})"
+
+
+def commit_paths(repo_root: str, test_file: str) -> list[str]:
+    """What ``git log`` looks at: the test's folder (its file and the data beside it), the
+    conftest files above it, and the repository's Python packages (top-level folders with
+    ``__init__.py``, and ``src``)."""
+    root = Path(repo_root).resolve()
+    folder = Path(test_file).resolve().parent
+    paths: list[str] = []
+    if folder == root or root in folder.parents:
+        paths.append(str(folder.relative_to(root)))
+        above = folder.parent
+        while root in above.parents or above == root:
+            if (above / "conftest.py").exists():
+                paths.append(str((above / "conftest.py").relative_to(root)))
+            if above == root:
+                break
+            above = above.parent
+    for child in sorted(root.iterdir()) if root.is_dir() else []:
+        if child.is_dir() and ((child / "__init__.py").exists() or child.name == "src"):
+            paths.append(child.name)
+    return sorted(set(paths))
+
+
+def commit_lines(
+    repo_root: str | None, base: str | None, head: str | None, paths: list[str]
+) -> list[str]:
+    """``commits since the baseline (git log --oneline BASE..HEAD -- paths):`` and at most
+    `MAX_COMMITS` lines; nothing when git cannot answer."""
+    if not repo_root or not base or not head or not paths:
+        return []
+    found = gitinfo.log_oneline(repo_root, base, head, paths, MAX_COMMITS)
+    if found is None:
+        return []
+    lines, total = found
+    what = f"git log --oneline {base[:10]}..{head[:10]} -- {' '.join(paths)}"
+    if not lines:
+        return [f"commits since the baseline: none touch the test or the package ({what})"]
+    more = [f"  ... and {total - len(lines)} more"] if total > len(lines) else []
+    return [f"commits since the baseline ({what}):"] + ["  " + x for x in lines] + more
+
+
+def with_evidence(
+    message: str,
+    operators: Sequence[str],
+    memory: Sequence[str],
+    changed: Sequence[str],
+    commits: Sequence[str],
+) -> str:
+    """The message with the evidence in the order users read it: whatever it holds (top line,
+    attempts, paired evidence), then top operators, memory, what changed, commits."""
+    lines = message.splitlines()
+    said = [x for x in lines if x.startswith(CHANGED_PREFIX)]
+    kept = [x for x in lines if not x.startswith(CHANGED_PREFIX)]
+    out = kept + list(operators) + list(memory)
+    out += said or list(changed)
+    return "\n".join(out + list(commits))

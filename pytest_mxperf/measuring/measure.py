@@ -1,0 +1,240 @@
+"""The timing engine: warm up until steady, then time blocks of steps that each end in a sync.
+
+Pure Python: the step, the device sync and the clock are parameters, so the engine runs with
+MXNet (``sync=mx.nd.waitall``) and in tests with a fake clock.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Callable, Protocol
+
+from pytest_mxperf.config.options import DEFAULTS
+from pytest_mxperf.measuring.stats import median, quantile, rel_iqr
+
+Clock = Callable[[], float]
+Step = Callable[[], object]
+Sync = Callable[[], object]
+
+
+class Interleave(Protocol):
+    """Turns with another process measuring the same case (`pytest_mxperf.paired.turns`)."""
+
+    @property
+    def shared_warmup(self) -> bool:
+        """The warm-up may have run beside the other process's work (on another CPU)."""
+        ...
+
+    def ready(self) -> bool:
+        """Warm: True to time blocks in turns now, False to measure alone."""
+        ...
+
+    def next(self) -> bool:
+        """A block is done: True to time another."""
+        ...
+
+
+@dataclass(frozen=True)
+class MeasureConfig:
+    """How long and how carefully to measure one case."""
+
+    min_time: float = DEFAULTS["min_time"]
+    max_time: float = DEFAULTS["max_time"]
+    warmup_time: float = DEFAULTS["warmup_time"]
+    block_time: float = 0.2
+    min_blocks: int = 5
+    max_blocks: int = 60
+    warmup_min_steps: int = 3
+    warmup_min_time: float = 0.5
+    warmup_rel_tol: float = 0.05
+    stable_rel_iqr: float = 0.02
+    # A block is long enough that one sync costs less than this share of it.
+    max_sync_share: float = 0.01
+    max_steps_per_block: int = 100_000
+    #: Blocks of this many steps instead of sized from the warm-up: a paired run's later rounds
+    #: (`pairdata.block_plan`), so both sides time the same work and no side sizes alone again.
+    steps_per_block: int | None = None
+    #: Time the blocks in turns with another process (a paired run's lock-step sides).
+    interleave: Interleave | None = None
+
+
+def for_side(config: MeasureConfig) -> MeasureConfig:
+    """How a paired run's side measures: shorter blocks (3 of 0.1 s at least) and warm-up
+    (0.25 s at least). A pair's evidence is the spread between rounds, which is mostly between
+    processes (2-4% on a shared VM, against 1-2% between the blocks of one): longer blocks
+    within a process buy the pair little, and every side of every round pays for them."""
+    return replace(config, block_time=0.1, min_blocks=3, warmup_min_time=0.25)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What one case measured: items/s per timed block and how it got there (JSON-safe)."""
+
+    items_per_step: int
+    steps_per_block: int
+    block_seconds: tuple[float, ...]
+    warmup_steps: int
+    warmup_seconds: float
+    warmup_steady: bool
+    first_step_seconds: float
+    sync_seconds: float
+    started_at: float = 0.0
+    finished_at: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def block_rates(self) -> list[float]:
+        """Items per second of every timed block."""
+        n = self.items_per_step * self.steps_per_block
+        return [n / s for s in self.block_seconds]
+
+    @property
+    def items_per_sec(self) -> float:
+        """Median items (images) per second over the timed blocks."""
+        return median(self.block_rates)
+
+    @property
+    def iqr(self) -> float:
+        rates = self.block_rates
+        return quantile(rates, 0.75) - quantile(rates, 0.25)
+
+    @property
+    def rel_iqr(self) -> float:
+        return rel_iqr(self.block_rates)
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["block_seconds"] = list(self.block_seconds)
+        data["block_images_per_sec"] = self.block_rates
+        data["images_per_sec"] = self.items_per_sec
+        data["iqr"] = self.iqr
+        data["rel_iqr"] = self.rel_iqr
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Measurement:
+        names = {f for f in cls.__dataclass_fields__}
+        kwargs = {k: v for k, v in data.items() if k in names}
+        kwargs["block_seconds"] = tuple(kwargs["block_seconds"])
+        return cls(**kwargs)
+
+
+def _time_steps(step: Step, sync: Sync, clock: Clock, n: int) -> float:
+    start = clock()
+    for _ in range(n):
+        step()
+    sync()
+    return clock() - start
+
+
+def measure(
+    step: Step,
+    *,
+    items_per_step: int,
+    sync: Sync,
+    clock: Clock = time.perf_counter,
+    config: MeasureConfig | None = None,
+    wall_clock: Clock = time.time,
+) -> Measurement:
+    """Measure the throughput of ``step``, benchmark_score style but with a steady-state warm-up.
+
+    1. The first step runs alone (graph build, allocation, autotune) and is timed apart.
+    2. Warm-up windows of about ``block_time / 2`` run for at least ``warmup_min_time`` and
+       until two windows in a row agree within ``warmup_rel_tol`` (steady), or until
+       ``warmup_time`` runs out.
+    3. Timed blocks of a fixed number of steps, each ending in ``sync()``, run until at least
+       ``min_blocks`` blocks and ``min_time`` seconds are done and the blocks agree within
+       ``stable_rel_iqr``, or until ``max_time`` (a soft cap: ``min_blocks`` always run).
+       A block's steps come from the last warm-up window (or ``config.steps_per_block``).
+    """
+    cfg = config or MeasureConfig()
+    if items_per_step < 1:
+        raise ValueError(f"items_per_step must be >= 1, got {items_per_step}")
+    if cfg.steps_per_block is not None and cfg.steps_per_block < 1:
+        raise ValueError(f"steps_per_block must be >= 1, got {cfg.steps_per_block}")
+    started_at = wall_clock()
+
+    first = _time_steps(step, sync, clock, 1)
+    per_step = max(first, 1e-9)
+    warm_steps, warm_start = 1, clock()
+    previous: float | None = None
+    steady = False
+    while True:
+        n = _steps_for(cfg.block_time / 2, per_step, cfg)
+        window = _time_steps(step, sync, clock, n)
+        per_step = max(window / n, 1e-9)
+        warm_steps += n
+        if (
+            previous is not None
+            and warm_steps >= cfg.warmup_min_steps
+            and clock() - warm_start >= min(cfg.warmup_min_time, cfg.warmup_time)
+            and abs(per_step / previous - 1) <= cfg.warmup_rel_tol
+        ):
+            steady = True
+            break
+        previous = per_step
+        if clock() - warm_start >= cfg.warmup_time:
+            break
+    interleaved = cfg.interleave is not None and cfg.interleave.ready()
+    if cfg.steps_per_block is None and cfg.interleave is not None and cfg.interleave.shared_warmup:
+        # The warm-up ran beside the other side's setup; its turn (in turns or alone) has come:
+        # size the blocks from a window run alone, as they are timed (or they come out short).
+        window = _time_steps(step, sync, clock, n)
+        per_step = max(window / n, 1e-9)
+        warm_steps += n
+    warmup_seconds = first + (clock() - warm_start)
+
+    # Cost of one sync on an idle engine; blocks are made long enough to dwarf it.
+    sync_cost = min(_time_steps(lambda: None, sync, clock, 0) for _ in range(5))
+    # The last warm-up window paid one sync too: leave it out of the per-step time, or a block
+    # sized to dwarf the sync comes out too short (at most halving the estimate, against noise).
+    per_step = max((window - sync_cost) / n, per_step / 2, 1e-9)
+    block_target = max(cfg.block_time, sync_cost / cfg.max_sync_share)
+    steps_per_block = cfg.steps_per_block or _steps_for(block_target, per_step, cfg)
+
+    def timed_block() -> float:
+        seconds = _time_steps(step, sync, clock, steps_per_block)
+        if seconds <= 0:
+            raise ValueError("the clock did not advance over a timed block")
+        blocks.append(seconds)
+        return seconds
+
+    blocks: list[float] = []
+    spent = 0.0
+    extra: dict[str, Any] = {}
+    if interleaved and cfg.interleave is not None:
+        # As many blocks as the other side is given, each timed in its turn.
+        extra["interleaved"] = True
+        timed_block()
+        while cfg.interleave.next():
+            timed_block()
+    while not extra and len(blocks) < cfg.max_blocks:
+        seconds = timed_block()
+        spent += seconds
+        if len(blocks) < cfg.min_blocks:
+            continue
+        if spent >= cfg.max_time:
+            break
+        if spent >= cfg.min_time:
+            rates = [1 / s for s in blocks]
+            if rel_iqr(rates) <= cfg.stable_rel_iqr:
+                break
+    return Measurement(
+        items_per_step=items_per_step,
+        steps_per_block=steps_per_block,
+        block_seconds=tuple(blocks),
+        warmup_steps=warm_steps,
+        warmup_seconds=warmup_seconds,
+        warmup_steady=steady,
+        first_step_seconds=first,
+        sync_seconds=sync_cost,
+        started_at=started_at,
+        finished_at=wall_clock(),
+        extra=extra,
+    )
+
+
+def _steps_for(seconds: float, per_step: float, cfg: MeasureConfig) -> int:
+    return int(min(max(1, math.ceil(seconds / per_step)), cfg.max_steps_per_block))

@@ -1,0 +1,264 @@
+"""The typed records of a run: statuses, verdicts and case results (the case key is in `casekey`).
+
+Dicts appear only where data leaves the process (``user_properties``, JSON, baseline files,
+``workerinput``): every record here has ``as_dict``/``from_dict`` for that edge and is typed
+everywhere else.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from pytest_mxperf.config.casekey import CaseKey
+from pytest_mxperf.measuring import flops
+from pytest_mxperf.measuring.measure import Measurement
+from pytest_mxperf.measuring.memory import MemoryRecord
+
+
+class Status(str, enum.Enum):
+    """How a case's measurement ended."""
+
+    OK = "ok"
+    OOM = "oom"
+    NAN = "nan"
+    ERROR = "error"
+
+
+class Outcome(str, enum.Enum):
+    """The verdict on a case (the ``verdict`` column)."""
+
+    PASS = "pass"
+    IMPROVED = "improved"
+    REGRESSED = "regressed"
+    UNSTABLE = "unstable"
+    NEW = "new"
+    BELOW = "below expectation"
+    #: Looked regressed against a stored figure, but a paired run of the baseline commit's code
+    #: on this machine measured the same: the stored figure does not hold here.
+    MACHINE = "machine"
+    #: End-to-end training below the model alone on synthetic data by more than the noise:
+    #: a diagnosis, not a failure (never failed by ``--mxperf-strict`` on its own).
+    INPUT_BOUND = "input-bound"
+    #: Throughput held, but the case's peak memory grew beyond the tolerance with
+    #: ``--mxperf-strict``, or is above the marker's ``max_memory_mb``.
+    MEMORY = "memory"
+    OOM = "oom"
+    NAN = "nan"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The decision on a case (numbers) and, once explained, the message a user reads."""
+
+    outcome: Outcome
+    failed: bool
+    message: str = ""
+    change: float | None = None
+    threshold: float | None = None
+    noise: float | None = None
+    baseline_images_per_sec: float | None = None
+    baseline_commit: str | None = None
+    expected: float | None = None
+    #: Paired evidence: the confidence interval of HEAD/REV img/s, and the rounds it rests on.
+    interval: tuple[float, float] | None = None
+    rounds: int | None = None
+    #: Data-parallel cases: the stored efficiency at this world size, the relative change of
+    #: the efficiency and its threshold, the marker's floor; ``scaling`` says the efficiency
+    #: (not the aggregate img/s) decided the outcome.
+    baseline_efficiency: float | None = None
+    efficiency_change: float | None = None
+    efficiency_threshold: float | None = None
+    efficiency_floor: float | None = None
+    baseline_comm_share: float | None = None
+    scaling: bool = False
+    #: Peak memory against the baseline: ``grew``/``same``/``shrank`` (None: not compared),
+    #: the stored peak (MiB), and the marker's ceiling when one applies.
+    memory_trend: str | None = None
+    baseline_memory_mb: float | None = None
+    max_memory_mb: float | None = None
+    #: First step / warm-up figures that grew by a large factor since the baseline.
+    startup: tuple[str, ...] = ()
+    #: A pass that no paired run could check, below its stored figure beyond this machine's
+    #: noise but within the floor for unconfirmed drops: what is said of it (`fixture_pair`).
+    unconfirmed: str | None = None
+
+    @property
+    def status(self) -> str:
+        """The outcome's text, as shown in tables and JSON."""
+        return self.outcome.value
+
+    def explained(self, message: str) -> Verdict:
+        return replace(self, message=message)
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["outcome"] = self.outcome.value
+        data["status"] = self.outcome.value  # the field name JSON readers know
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Verdict:
+        names = set(cls.__dataclass_fields__)
+        kwargs = {k: v for k, v in data.items() if k in names}
+        kwargs["outcome"] = Outcome(data.get("outcome", data.get("status")))
+        if kwargs.get("interval") is not None:
+            low, high = kwargs["interval"]
+            kwargs["interval"] = (float(low), float(high))
+        kwargs["startup"] = tuple(str(x) for x in kwargs.get("startup") or ())
+        return cls(**kwargs)
+
+
+@dataclass(frozen=True)
+class Scaling:
+    """What a data-parallel case adds to its result (``mxperf.data_parallel``): the aggregate
+    images/sec of N workers (the case's measurement) over N x img/s(1) of one worker with the
+    same per-device batch, measured in the same run (weak scaling), and where the time went."""
+
+    kvstore: str
+    world_size: int
+    #: img/s(1): one worker (or device) alone, same per-device batch, same threads.
+    single_images_per_sec: float
+    per_worker_images_per_sec: tuple[float, ...]
+    #: img/s(N) / (N x img/s(1)).
+    efficiency: float
+    #: Share of a step spent exchanging gradients at N and at 1 (1 - compute-only / full time).
+    comm_share: float
+    single_comm_share: float = 0.0
+    #: Relative IQR of the img/s(1) blocks (its noise enters the efficiency's).
+    single_rel_iqr: float = 0.0
+    threads_per_worker: int | None = None
+    #: Devices of one worker (in-process kvstores: all N devices).
+    contexts: tuple[str, ...] = ()
+    #: Wall time of the whole case: both launches (or both in-process runs), start-up included.
+    wall_seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["per_worker_images_per_sec"] = list(self.per_worker_images_per_sec)
+        data["contexts"] = list(self.contexts)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Scaling:
+        names = set(cls.__dataclass_fields__)
+        kwargs = {k: v for k, v in data.items() if k in names}
+        kwargs["per_worker_images_per_sec"] = tuple(kwargs.get("per_worker_images_per_sec", ()))
+        kwargs["contexts"] = tuple(kwargs.get("contexts", ()))
+        return cls(**kwargs)
+
+
+@dataclass
+class CaseResult:
+    """One measured case, as it travels on ``user_properties`` and into JSON and baselines."""
+
+    key: CaseKey
+    device: str
+    hardware: str
+    status: Status = Status.OK
+    measurement: Measurement | None = None
+    attempts: list[float] = field(default_factory=list)
+    threads: dict[str, Any] = field(default_factory=dict)
+    software: dict[str, Any] = field(default_factory=dict)
+    environment: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    nodeid: str = ""
+    #: Wall-clock (start, end) of the time this case held its device: build, warm-up, blocks.
+    window: list[float] = field(default_factory=list)
+    #: The xdist worker that measured the case (None in a serial run).
+    worker: str | None = None
+    #: Why the figure may not mean what it says (e.g. a callable that computed nothing).
+    warnings: list[str] = field(default_factory=list)
+    verdict: Verdict | None = None
+    #: Set on the points of a sweep: the curve's summary (largest fit, best, plateau, ...).
+    sweep: dict[str, Any] | None = None
+    #: Data-parallel cases only: per-worker figures, efficiency and communication share.
+    scaling: Scaling | None = None
+    #: Multiply-accumulates per image counted from the model's graph (None: no graph, e.g. a
+    #: plain callable), and the matrix-multiply peak of this device and dtype in GFLOP/s.
+    macs_per_image: int | None = None
+    peak_gflops: float | None = None
+    #: The peak memory the case's steps needed (prepare, first step, warm-up and blocks).
+    memory: MemoryRecord | None = None
+    #: MXNet operator profiles (`pytest_mxperf.measuring.profiling.OperatorProfile.as_dict`) of this
+    #: code and, for a regression, of the baseline's code; why a profile is missing.
+    profile: dict[str, Any] | None = None
+    baseline_profile: dict[str, Any] | None = None
+    profile_error: str | None = None
+    #: ``--mxperf-profile DIR``: the case's Chrome trace and aggregate table.
+    profile_trace: str | None = None
+    profile_table: str | None = None
+
+    # the key's parts, as the tables and grids read them
+    @property
+    def model(self) -> str:
+        return self.key.model
+
+    @property
+    def mode(self) -> str:
+        return self.key.mode
+
+    @property
+    def dtype(self) -> str:
+        return self.key.dtype
+
+    @property
+    def batch_size(self) -> int:
+        return self.key.batch_size
+
+    @property
+    def device_kind(self) -> str:
+        return self.key.device_kind
+
+    @property
+    def images_per_sec(self) -> float | None:
+        """Median images/sec over the timed blocks (None for OOM/NaN/error)."""
+        return None if self.measurement is None else self.measurement.items_per_sec
+
+    @property
+    def rel_iqr(self) -> float:
+        return 0.0 if self.measurement is None else self.measurement.rel_iqr
+
+    @property
+    def percent_of_peak(self) -> float | None:
+        """Achieved FLOP/s (2 per MAC; training and forward+backward count the forward
+        arithmetic three times) as a percentage of the measured peak, when both known."""
+        rate = self.images_per_sec
+        if rate is None or not self.macs_per_image or not self.peak_gflops:
+            return None
+        return flops.percent_of_peak(
+            rate, self.macs_per_image, self.peak_gflops, flops.passes(self.mode)
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["percent_of_peak"] = self.percent_of_peak
+        data["key"] = str(self.key)
+        data["status"] = self.status.value
+        data["model"], data["mode"], data["dtype"] = self.model, self.mode, self.dtype
+        data["batch_size"], data["device_kind"] = self.batch_size, self.device_kind
+        data["name"] = self.key.name
+        data["measurement"] = None if self.measurement is None else self.measurement.as_dict()
+        data["verdict"] = None if self.verdict is None else self.verdict.as_dict()
+        data["scaling"] = None if self.scaling is None else self.scaling.as_dict()
+        data["memory"] = None if self.memory is None else self.memory.as_dict()
+        data["peak_memory_mb"] = None if self.memory is None else self.memory.peak_mb
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CaseResult:
+        names = set(cls.__dataclass_fields__)
+        kwargs = {k: v for k, v in data.items() if k in names}
+        kwargs["key"] = CaseKey.parse(str(data["key"]))
+        kwargs["status"] = Status(data.get("status", "ok"))
+        m = data.get("measurement")
+        kwargs["measurement"] = None if m is None else Measurement.from_dict(m)
+        v = data.get("verdict")
+        kwargs["verdict"] = None if v is None else Verdict.from_dict(v)
+        s = data.get("scaling")
+        kwargs["scaling"] = None if s is None else Scaling.from_dict(s)
+        mem = data.get("memory")
+        kwargs["memory"] = None if mem is None else MemoryRecord.from_dict(mem)
+        return cls(**kwargs)

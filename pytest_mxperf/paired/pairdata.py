@@ -1,0 +1,243 @@
+"""The rounds of a paired run (REV's and HEAD's results in each) and what is read from them:
+pairs, paired estimates, cases still undecided, the rounds' JSON record."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_mxperf.judging import pairstats as paired
+from pytest_mxperf.measuring.records import CaseResult
+
+REV, HEAD = "rev", "head"
+
+
+@dataclass
+class SideResult:
+    """What one side measured in one round, or why it failed."""
+
+    cases: dict[str, CaseResult] = field(default_factory=dict)
+    collect_errors: list[tuple[str, str]] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass
+class PairedData:
+    """Every round of a paired run: per round, REV's and HEAD's results."""
+
+    rev_label: str
+    rev_sha: str
+    #: The CPUs both sides ran pinned to (`pytest_mxperf.system.cpus.describe`; "": not pinned).
+    cpus: str = ""
+    rounds: list[dict[str, SideResult]] = field(default_factory=list)
+    #: Rounds run only to profile the cases found regressed (their figures are no evidence:
+    #: adding them would move a decision already taken); see `pairing.Pairer.run`.
+    profile_rounds: list[dict[str, SideResult]] = field(default_factory=list)
+
+    def pairs(self, key: str) -> list[tuple[CaseResult, CaseResult]]:
+        """``(REV, HEAD)`` results of ``key`` in the rounds where both sides measured it."""
+        out = []
+        for r in self.rounds:
+            a, b = r[REV].cases.get(key), r[HEAD].cases.get(key)
+            if a is not None and b is not None and a.images_per_sec and b.images_per_sec:
+                out.append((a, b))
+        return out
+
+    def side_failures(self, side: str, nodeid: str | None = None) -> list[str]:
+        """Why a side measured nothing: whole-process failures, and collection errors (of the
+        file of ``nodeid`` when given)."""
+        failures = sorted({e for r in self.rounds if (e := r[side].error)})
+        path = None if nodeid is None else nodeid.split("::")[0]
+        errors = {
+            f"{n}: {t}"
+            for r in self.rounds
+            for n, t in r[side].collect_errors
+            if path is None or n.split("::")[0] == path
+        }
+        return failures + sorted(errors)
+
+    def side_label(self, side: str) -> str:
+        """``rev (HEAD~1)`` or ``head (HEAD)``, for progress lines."""
+        return f"{side} ({self.rev_label if side == REV else 'HEAD'})"
+
+    def measured(self, side: str, key: str) -> bool:
+        return any(key in r[side].cases for r in self.rounds)
+
+    def estimate(self, key: str, min_effect: float) -> paired.PairedEstimate | None:
+        """The paired estimate of ``key``; None with fewer than two rounds measuring both."""
+        pairs = self.pairs(key)
+        if len(pairs) < 2:
+            return None
+        rounds = [
+            paired.PairedRound(
+                rev=a.images_per_sec or 0.0,
+                head=b.images_per_sec or 0.0,
+                rev_blocks=tuple(a.measurement.block_rates) if a.measurement else (),
+                head_blocks=tuple(b.measurement.block_rates) if b.measurement else (),
+                pair_logs=block_pairs(a, b),
+            )
+            for a, b in pairs
+        ]
+        return paired.paired_estimate(rounds, min_effect=min_effect)
+
+    def scaling_pairs(self, key: str) -> list[tuple[CaseResult, CaseResult]]:
+        """The rounds of a data-parallel ``key`` where both sides measured an efficiency."""
+        return [
+            (a, b)
+            for a, b in self.pairs(key)
+            if a.scaling is not None
+            and b.scaling is not None
+            and a.scaling.efficiency > 0
+            and b.scaling.efficiency > 0
+        ]
+
+    def efficiency_estimate(self, key: str, min_effect: float) -> paired.PairedEstimate | None:
+        """The paired estimate of a data-parallel case's scaling efficiency (HEAD/REV), as
+        `estimate` does for img/s; the within-round noise is the aggregate's block spread."""
+        pairs = self.scaling_pairs(key)
+        if len(pairs) < 2:
+            return None
+        rounds = []
+        for a, b in pairs:
+            assert a.scaling is not None and b.scaling is not None
+            rounds.append(
+                paired.PairedRound(
+                    rev=a.scaling.efficiency,
+                    head=b.scaling.efficiency,
+                    rev_blocks=tuple(a.measurement.block_rates) if a.measurement else (),
+                    head_blocks=tuple(b.measurement.block_rates) if b.measurement else (),
+                )
+            )
+        return paired.paired_estimate(rounds, min_effect=min_effect)
+
+
+def block_pairs(rev: CaseResult, head: CaseResult) -> tuple[float, ...]:
+    """``log(head_i / rev_i)`` of the blocks both sides timed in turns (lock-step); () when
+    either measured alone."""
+    a, b = rev.measurement, head.measurement
+    if a is None or b is None or not (a.extra.get("interleaved") and b.extra.get("interleaved")):
+        return ()
+    ra, rb = a.block_rates, b.block_rates
+    if len(ra) != len(rb) or len(ra) < 2:
+        return ()
+    return tuple(math.log(y / x) for x, y in zip(ra, rb))
+
+
+def undecided(data: PairedData, keys: Sequence[str], min_effect: float) -> list[str]:
+    """Keys whose paired estimate cannot decide yet (more rounds may settle them)."""
+    return _decided_as(data, keys, min_effect, paired.Decision.UNKNOWN)
+
+
+def worth_more_rounds(
+    data: PairedData, keys: Sequence[str], min_effect: float, strict: bool, max_rounds: int
+) -> list[str]:
+    """Undecided keys whose outcome more rounds could change: those HEAD measured slower so
+    far that rounds up to ``max_rounds`` in all (``data.rounds`` counts those run, a failed
+    side's too) could still fail (`paired.could_still_regress`), and with ``strict`` every
+    undecided one (an undecided case fails there). An undecided case that measured no slower,
+    or whose rounds disagree too much to ever fail it in time, passes either way, as pass or
+    unstable."""
+    left = max_rounds - len(data.rounds)
+    if left < 1:
+        return []
+    out = []
+    for key in keys:
+        est = data.estimate(key, min_effect)
+        if est is None or est.decision != paired.Decision.UNKNOWN:
+            continue
+        if strict or (est.ratio < 1.0 and paired.could_still_regress(est, left)):
+            out.append(key)
+    return out
+
+
+def regressed(data: PairedData, keys: Sequence[str], min_effect: float) -> list[str]:
+    """Keys whose paired estimate says HEAD is slower (worth an operator profile)."""
+    return _decided_as(data, keys, min_effect, paired.Decision.REGRESSED)
+
+
+def _decided_as(
+    data: PairedData, keys: Sequence[str], min_effect: float, decision: paired.Decision
+) -> list[str]:
+    out = []
+    for key in keys:
+        est = data.estimate(key, min_effect)
+        if est is not None and est.decision == decision:
+            out.append(key)
+    return out
+
+
+def block_plan(data: PairedData) -> dict[str, int]:
+    """Steps per timed block for the later rounds of every case both sides have measured: the
+    larger of the two sides' in the first round that measured both. Both sides then time the
+    same work per block, and neither sizes its blocks again (`measure.MeasureConfig`)."""
+    plan: dict[str, int] = {}
+    for key in case_keys(data):
+        for a, b in data.pairs(key):
+            if a.measurement is not None and b.measurement is not None:
+                plan[key] = max(a.measurement.steps_per_block, b.measurement.steps_per_block)
+                break
+    return plan
+
+
+def case_keys(data: PairedData) -> list[str]:
+    return sorted({k for r in data.rounds for side in r.values() for k in side.cases})
+
+
+def nodeids_of(data: PairedData, keys: Sequence[str]) -> list[str]:
+    wanted = set(keys)
+    return sorted(
+        {
+            c.nodeid
+            for r in data.rounds
+            for side in r.values()
+            for k, c in side.cases.items()
+            if k in wanted
+        }
+    )
+
+
+def describe_round(pair: tuple[CaseResult, CaseResult]) -> str:
+    a, b = pair
+    return f"{a.images_per_sec or 0:.1f}/{b.images_per_sec or 0:.1f}"
+
+
+def describe_efficiency_round(pair: tuple[CaseResult, CaseResult]) -> str:
+    a, b = pair
+    assert a.scaling is not None and b.scaling is not None
+    return f"{a.scaling.efficiency:.1%}/{b.scaling.efficiency:.1%}"
+
+
+def as_dict(data: PairedData) -> dict[str, Any]:
+    """Every round of a paired run, for the JSON report."""
+    return {
+        "rev": data.rev_label,
+        "rev_sha": data.rev_sha,
+        "cpus": data.cpus or None,
+        "rounds": [_round_dict(r) for r in data.rounds],
+        "profile_rounds": [_round_dict(r) for r in data.profile_rounds],
+    }
+
+
+def _round_dict(r: dict[str, SideResult]) -> dict[str, Any]:
+    return {
+        side: {
+            "error": res.error,
+            "collect_errors": [list(e) for e in res.collect_errors],
+            "images_per_sec": {k: c.images_per_sec for k, c in res.cases.items()},
+            # Each block's img/s; "interleaved": timed in turns with the other side (lock-step),
+            # block i of one side paired with block i of the other; "steps_per_block": the
+            # same on both sides after the first round (`block_plan`).
+            "blocks": {
+                k: {
+                    "images_per_sec": c.measurement.block_rates,
+                    "interleaved": bool(c.measurement.extra.get("interleaved")),
+                    "steps_per_block": c.measurement.steps_per_block,
+                }
+                for k, c in res.cases.items()
+                if c.measurement is not None
+            },
+        }
+        for side, res in r.items()
+    }

@@ -1,0 +1,226 @@
+"""Lock-step sides: both sides of a paired round are alive at once and take turns, so the two
+measurements of a case are interleaved 0.1 s block by block instead of seconds apart.
+
+Why: on a shared VM the speed wanders over seconds (0.1 s blocks correlate 0.7 with the next,
+still 0.46 a second later), so REV measured now and HEAD measured a few seconds later differ by
+whatever the machine did in between. Alternating single blocks ABBA cancels most of it: per
+round, the spread of A/A ratios of one case fell from 4.0% (sequential sides, pinned) to 1.7%
+(lock-step, pinned) and from 11.6% to 2.8% unpinned (24 alternating rounds, 2-vCPU VM).
+
+Nothing runs beside a timed block: a side holds the *baton* for everything it does and hands it
+back at fixed points, over a Unix socket in the round's temporary directory, one JSON object per
+line. What it does between those points is either timed (a block, a case measured alone), which
+the other side only ever waits through, or untimed (collection, building a model, its first step
+and warm-up), which on CPU-only rounds (``overlap``) both sides may do at once, each on a CPU of
+its own: the setups that made up half of a round's time then cost about half as much on two
+CPUs. GPU rounds keep them apart (cuDNN's autotune times its algorithms in the first steps).
+The messages:
+
+- side -> controller ``{"hello": side}`` on connecting; the answer ``go`` gives it the baton;
+- ``{"ready": key, "nodeid": id}`` after a case's warm-up: ``block`` (time one block, then
+  report ``{"done": 1}``; the answer is ``block`` again or ``end``) or ``solo`` (the other
+  side has no such case now: measure it alone, as a side does without lock-step);
+- a side that exits (its socket closes) frees the other.
+
+A side pinned to the timing CPUs (``cpus.for_sides``) may be given wider ones for its untimed
+work: `Baton` moves all its threads to those on ``go`` and ``end`` and back on ``block`` and
+``solo``.
+
+The controller's decisions are `Conductor` (pure: events in, replies out); `Baton` is a side's
+end of the socket.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_mxperf.system import cpus as cpu_sets
+
+#: Block pairs per case per round in lock-step (each side times this many 0.1 s blocks).
+PAIRS = 5
+
+GO, BLOCK, END, SOLO = "go", "block", "end", "solo"
+
+
+class BatonLost(RuntimeError):
+    """The controller is gone (it was interrupted or timed the round out)."""
+
+
+class Baton:
+    """A side's end of the lock-step socket: connects and waits for its first turn.
+
+    ``spread``: the CPUs for its untimed work (None: where it is pinned now, for everything);
+    it times on the CPUs it was pinned to when made."""
+
+    def __init__(self, spec: str, spread: frozenset[int] | None = None) -> None:
+        name, _, path = spec.partition("=")
+        if not (name and path):
+            raise ValueError(f"--mxperf-side-turns wants NAME=PATH, got {spec!r}")
+        self._timing = cpu_sets.available() if spread else None
+        self._spread = spread if self._timing is not None and spread != self._timing else None
+        #: Where the side's threads are now: True on ``spread``.
+        self._spread_now = False
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock.connect(path)
+        self._file = self._sock.makefile("rwb")
+        self._ask({"hello": name})
+
+    @property
+    def shared_warmup(self) -> bool:
+        """Untimed work may run beside the other side's (the round overlaps setups)."""
+        return self._spread is not None
+
+    def _ask(self, message: dict[str, Any]) -> str:
+        try:
+            self._file.write((json.dumps(message) + "\n").encode())
+            self._file.flush()
+            line = self._file.readline()
+        except OSError as exc:
+            raise BatonLost(f"the paired run's controller is gone ({exc})") from None
+        if not line:
+            raise BatonLost("the paired run's controller is gone")
+        reply = str(json.loads(line))
+        self._place(spread=reply in (GO, END))
+        return reply
+
+    def _place(self, spread: bool) -> None:
+        if self._spread is None or self._timing is None or spread == self._spread_now:
+            return
+        cpu_sets.pin_threads(self._spread if spread else self._timing)
+        self._spread_now = spread
+
+    def ready(self, nodeid: str, key: str) -> bool:
+        """Warm and ready to time ``key``: True to time it in turns (`next_block`), False to
+        measure it alone."""
+        return self._ask({"ready": key, "nodeid": nodeid}) == BLOCK
+
+    def next_block(self) -> bool:
+        """A block is done: True to time another."""
+        return self._ask({"done": 1}) == BLOCK
+
+    def close(self) -> None:
+        for closer in (self._file.close, self._sock.close):
+            with contextlib.suppress(OSError):
+                closer()
+
+
+@dataclass(frozen=True)
+class CaseTurns:
+    """`measure.Interleave` for one case of a side: the baton, bound to the case."""
+
+    baton: Baton
+    nodeid: str
+    key: str
+
+    @property
+    def shared_warmup(self) -> bool:
+        return self.baton.shared_warmup
+
+    def ready(self) -> bool:
+        return self.baton.ready(self.nodeid, self.key)
+
+    def next(self) -> bool:
+        return self.baton.next_block()
+
+
+# --- the controller's side ---------------------------------------------------------------------
+
+
+@dataclass
+class _Side:
+    # starting | hello | busy (untimed work) | ready | timing (a block or a case alone) | done
+    # | gone
+    state: str = "starting"
+    key: str = ""
+    index: int = 0
+
+
+@dataclass
+class Conductor:
+    """Who runs next, from what the two sides said: `event` takes a side's message (None: the
+    side is gone) and returns the replies to send, ``[(side, reply)]``. Nothing runs beside a
+    timed block or case; with ``overlap`` both sides may do untimed work at once, without it
+    at most one side runs at a time. ``order`` is the round's order (its first side starts and
+    leads each ABBA)."""
+
+    order: tuple[str, str]
+    nodeids: Sequence[str] = ()
+    pairs: int = PAIRS
+    overlap: bool = False
+    sides: dict[str, _Side] = field(default_factory=dict)
+    #: The sides' turns left for the case in lock-step now (empty: none).
+    sequence: list[str] = field(default_factory=list)
+    #: Cases timed in lock-step, for the record.
+    locked: list[str] = field(default_factory=list)
+    #: Node id -> its place in the selection (which side is behind when their cases differ).
+    _index: dict[str, int] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.sides = {name: _Side() for name in self.order}
+        self._index = {nodeid: i for i, nodeid in enumerate(self.nodeids)}
+
+    def event(self, side: str, message: dict[str, Any] | None) -> list[tuple[str, str]]:
+        s = self.sides[side]
+        if message is None:
+            s.state = "gone"
+        elif "hello" in message:
+            s.state = "hello"
+        elif "ready" in message:
+            s.state, s.key = "ready", str(message["ready"])
+            s.index = self._index.get(str(message.get("nodeid", "")), len(self.nodeids))
+        elif "done" in message:
+            s.state = "done"
+        else:
+            raise ValueError(f"side {side}: unexpected message {message!r}")
+        return self._next()
+
+    def done(self) -> bool:
+        return all(s.state == "gone" for s in self.sides.values())
+
+    def _wake(self, *replies: tuple[str, str]) -> list[tuple[str, str]]:
+        for side, reply in replies:
+            self.sides[side].state = "busy" if reply in (GO, END) else "timing"
+        return list(replies)
+
+    def _next(self) -> list[tuple[str, str]]:
+        sides = self.sides
+        states = {s.state for s in sides.values()}
+        if "timing" in states or ("busy" in states and not self.overlap):
+            return []
+        if self.sequence:
+            nxt = self.sequence.pop(0)
+            if sides[nxt].state in ("ready", "done"):
+                return self._wake((nxt, BLOCK))
+            self.sequence.clear()  # the other side is gone mid-case: the lock-step ends
+        first, second = self.order
+        if "starting" in states:
+            return []  # both start in the round's order: wait for the other's hello (or end)
+        untimed = [(name, GO) for name in self.order if sides[name].state == "hello"]
+        untimed += [(name, END) for name in self.order if sides[name].state == "done"]
+        if untimed:
+            return self._wake(*(untimed if self.overlap else untimed[:1]))
+        if "busy" in states:
+            return []  # nothing is timed beside a side's untimed work
+        a, b = sides[first], sides[second]
+        if a.state == "ready" and b.state == "ready":
+            if a.key == b.key:
+                self.locked.append(a.key)
+                self.sequence = [
+                    name
+                    for i in range(self.pairs)
+                    for name in ((first, second) if i % 2 == 0 else (second, first))
+                ]
+                return self._wake((self.sequence.pop(0), BLOCK))
+            # Different cases: the one the other side has passed already (or never has) goes
+            # alone; the selection's order says which.
+            alone = first if (a.index, 0) <= (b.index, 1) else second
+            return self._wake((alone, SOLO))
+        for name, other in ((first, b), (second, a)):
+            if sides[name].state == "ready" and other.state == "gone":
+                return self._wake((name, SOLO))
+        return []  # both gone: the round is over

@@ -1,0 +1,181 @@
+"""The hook classes the plugin registers: an enabled run's hooks (each delegates to the
+`MxperfSession` in ``config.stash``), the ``-v`` progress lines, and pytest-xdist's hooks; and
+the stash keys they share with `pytest_mxperf.plugin`."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_mxperf.config.markers import MarkerSpec
+from pytest_mxperf.paired.pairing import PairSetupError
+from pytest_mxperf.reporting.progress import Progress
+from pytest_mxperf.run.session import PROPERTY, MxperfSession
+
+if TYPE_CHECKING:
+    from pytest_mxperf.case.fixture import MxPerf  # noqa: F401 (the BENCH_KEY annotation)
+
+
+class SessionHooks:
+    """Hooks of an enabled run; each delegates to the `MxperfSession` in ``config.stash``."""
+
+    def __init__(self, config: pytest.Config, session: MxperfSession) -> None:
+        self.config = config
+        self.session = session
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
+        """Put each case on the report, then fail the test for a regression (after its body)."""
+        bench = item.stash.get(BENCH_KEY, None)
+        results = [] if bench is None else bench.results
+        try:
+            outcome = yield
+        except BaseException:
+            self.session.failures(results, item.user_properties)
+            raise
+        failures = self.session.failures(results, item.user_properties)
+        if failures:
+            pytest.fail("\n".join(failures), pytrace=False)
+        return outcome
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        # Runs on the controller for worker reports too: one code path with and without xdist.
+        if report.when == "call" and not self.session.is_worker:
+            self.session.collect(report.user_properties)
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """``--mxperf-ab``: the sides' fork servers import MXNet while the tests are collected."""
+        if self.session.settings.ab and not self.session.is_worker:  # as collection_finish
+            self.session.pairer.start_servers()
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """``--mxperf-ab``: measure both sides of every selected benchmark before the tests
+        run; each test then judges its cases from the pairs."""
+        if not self.session.settings.ab or self.session.is_worker:
+            return
+        nodeids = [item.nodeid for item in session.items if is_benchmark(item)]
+        if not nodeids:
+            return
+        tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        s = self.session.settings
+        # Each round runs two side processes; more rounds may follow for undecided cases.
+        meter = Progress(2 * s.rounds)
+
+        def progress(text: str) -> None:
+            if meter.total is not None and meter.done >= meter.total:
+                meter.total = None
+            more = (
+                ""
+                if meter.total
+                else f" (undecided cases: up to {s.max_rounds} rounds; slower ones: a profile)"
+            )
+            if tr is not None:
+                tr.write_line(
+                    f"mxperf: paired run vs {s.ab}: {text}; sides {meter.describe()}{more}"
+                )
+            meter.advance()
+
+        try:
+            self.session.run_ab(nodeids, progress)
+        except PairSetupError as exc:
+            # REV's worktree or environment cannot be made: nothing can be paired.
+            raise pytest.UsageError(f"mxperf: --mxperf-ab {s.ab}: {exc}") from None
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.session.collect_error(report.nodeid, report.longreprtext)
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        return self.session.header(numprocesses(config))
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Write the JSON report and baselines: on the controller only, once."""
+        if self.session.is_worker:
+            # Tells the controller this worker finished (a crashed one sends nothing).
+            session.config.workeroutput["mxperf"] = {"finished": True}  # type: ignore[attr-defined]
+            return
+        interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
+        if self.session.finish(interrupted) and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> None:
+        if self.session.is_worker:
+            return
+        width = config.get_terminal_writer().fullwidth
+        quiet = config.get_verbosity() < -1  # -qq: errors only, never nothing
+        for kind, text, markup in self.session.summary(width, errors_only=quiet):
+            if kind == "sep":
+                terminalreporter.write_sep("=" if markup else "-", text, **markup)
+            else:
+                terminalreporter.write_line(text, **markup)
+
+
+class ProgressHooks:
+    """``-v`` runs: after each benchmark test, a line naming its cases with the count, the
+    elapsed and the expected time (controller only, after pytest's own line for the test)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.meter = Progress()
+        #: Node ids of the benchmarks (unknown on an xdist controller, which collects nothing).
+        self.benchmarks: set[str] = set()
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.benchmarks = {item.nodeid for item in session.items if is_benchmark(item)}
+        self.meter.total = len(self.benchmarks) or None
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        keys = [
+            str(value.get("key"))
+            for name, value in report.user_properties
+            if name == PROPERTY and isinstance(value, dict)
+        ]
+        if report.when == "call" and keys:
+            self.meter.advance()
+            tr = self.config.pluginmanager.get_plugin("terminalreporter")
+            if tr is not None:
+                tr.write_line(f"mxperf: measured {', '.join(keys)} ({self.meter.describe()})")
+        elif report.nodeid in self.benchmarks and report.skipped:
+            self.meter.advance()  # skipped (e.g. no GPU): no line, but one fewer to wait for
+
+
+def numprocesses(config: pytest.Config) -> int:
+    value = getattr(config.option, "numprocesses", None)
+    return value if isinstance(value, int) else 0
+
+
+STATE_KEY = pytest.StashKey[MxperfSession]()
+MARKER_KEY = pytest.StashKey[MarkerSpec]()
+BENCH_KEY = pytest.StashKey["MxPerf"]()
+
+
+class XdistHooks:
+    """Registered only when pytest-xdist is present: run facts to workers, crash notes back."""
+
+    def pytest_configure_node(self, node: Any) -> None:
+        state = node.config.stash.get(STATE_KEY, None)
+        if state is not None:
+            node.workerinput["mxperf"] = {
+                "settings": state.settings.as_dict(),
+                "run": state.run.as_dict(),
+            }
+
+    def pytest_testnodedown(self, node: Any, error: object | None) -> None:
+        state = node.config.stash.get(STATE_KEY, None)
+        if state is None:
+            return
+        out = getattr(node, "workeroutput", None) or {}  # absent when the worker crashed
+        if error is not None or "mxperf" not in out:
+            wid = getattr(getattr(node, "gateway", None), "id", "?")
+            state.collected.crashed.append(f"{wid}: {error or 'no results sent'}")
+
+
+def is_benchmark(item: pytest.Item) -> bool:
+    return (
+        "mxperf" in getattr(item, "fixturenames", ())
+        or item.get_closest_marker("mxperf") is not None
+    )

@@ -1,0 +1,8 @@
+"""What a run shows and writes: terminal tables, JSON, CI summaries, the history page.
+
+- ``report_sections`` / ``tables``: the header lines, the table and benchmark_score grids.
+- ``report``: the JSON report; ``summary``: Markdown and github-action-benchmark output.
+- ``history``, ``historygit``, ``historytypes``, ``htmlchart``, ``htmlreport``: the page of
+  stored history (``mxperf report``).
+- ``progress``: elapsed and expected time lines; ``cost``: dollars per million images.
+"""

@@ -1,0 +1,96 @@
+"""The machine-readable report: every case as JSON with its cost and the run's peaks, and a
+case as the CI summaries show it (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from pytest_mxperf.baselines.runinfo import RunInfo
+from pytest_mxperf.measuring.records import CaseResult
+from pytest_mxperf.reporting import cost, summary
+
+REPORT_SCHEMA = 1
+
+
+def summary_row(result: CaseResult) -> summary.Row:
+    """A case as the CI summaries (Markdown, github-action-benchmark) show it."""
+    v = result.verdict
+    m = result.measurement
+    return summary.Row(
+        case=str(result.key),
+        model=result.model,
+        mode=result.mode,
+        dtype=result.dtype,
+        batch_size=result.batch_size,
+        device=result.device,
+        images_per_sec=result.images_per_sec,
+        spread=None if m is None else m.iqr,
+        baseline_images_per_sec=None if v is None else v.baseline_images_per_sec,
+        change=None if v is None else v.change,
+        verdict="-" if v is None else v.status,
+        hardware=result.hardware,
+    )
+
+
+def to_json(
+    results: Sequence[CaseResult],
+    run: RunInfo,
+    settings: Mapping[str, Any],
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The machine-readable report: every case with its samples, verdict and run facts; with
+    ``price_per_hour``/``epoch_images`` in ``settings``, each case's ``cost``; the matrix-multiply
+    peaks measured for the run under ``peaks``."""
+    price, epoch = settings.get("price_per_hour"), settings.get("epoch_images")
+    cases = []
+    for r in sorted(results, key=lambda r: str(r.key)):
+        data = r.as_dict()
+        if price is not None or epoch is not None:
+            data["cost"] = case_cost(r, price, epoch)
+        cases.append(data)
+    return {
+        "schema": REPORT_SCHEMA,
+        "run": {
+            "commit": run.commit.as_dict(),
+            "cpu_hardware": run.machine or run.cpu_key,
+            "gpus": run.gpus,
+            "started": run.started,
+            "baseline_root": run.baseline_root,
+        },
+        "settings": dict(settings),
+        "cases": cases,
+        "peaks": peaks(results),
+        **(dict(extra) if extra else {}),
+    }
+
+
+def case_cost(
+    result: CaseResult, price_per_hour: float | None, epoch_images: int | None
+) -> dict[str, Any] | None:
+    """The cost figures of a case for JSON (None for a case without a figure)."""
+    rate = result.images_per_sec
+    if rate is None or rate <= 0:
+        return None
+    data: dict[str, Any] = {"price_per_hour": price_per_hour, "epoch_images": epoch_images}
+    data["dollars_per_million_images"] = (
+        None if price_per_hour is None else cost.dollars_per_million_images(rate, price_per_hour)
+    )
+    data["epoch_seconds"] = None if epoch_images is None else cost.epoch_seconds(rate, epoch_images)
+    data["epoch_dollars"] = (
+        None
+        if epoch_images is None or price_per_hour is None
+        else cost.epoch_dollars(rate, price_per_hour, epoch_images)
+    )
+    return data
+
+
+def peaks(results: Iterable[CaseResult]) -> list[dict[str, Any]]:
+    """The matrix-multiply peak of every (hardware, device, dtype) the cases were measured on."""
+    found = {
+        (r.hardware, r.device, r.dtype): r.peak_gflops for r in results if r.peak_gflops is not None
+    }
+    return [
+        {"hardware": hw, "device": device, "dtype": dtype, "peak_gflops": gflops}
+        for (hw, device, dtype), gflops in sorted(found.items())
+    ]

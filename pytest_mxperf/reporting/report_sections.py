@@ -1,0 +1,241 @@
+"""What the terminal shows of a run: the ``mxperf:`` header lines, and the summary's sections
+(the table and grids of `tables`, one grid per sweep, the data-parallel scaling table, verdict
+counts, cost, peaks and missing baselines). Pure functions of the results and the width."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from tabulate import tabulate
+
+from pytest_mxperf.baselines.runinfo import RunInfo
+from pytest_mxperf.config.settings import Settings
+from pytest_mxperf.measuring.records import CaseResult, Outcome
+from pytest_mxperf.reporting.report import peaks
+from pytest_mxperf.reporting.tables import (
+    MODE_SHORT,
+    fit_table,
+    rate_cell,
+    rate_text,
+    render_grids,
+    render_table,
+)
+from pytest_mxperf.system import cpus, fingerprint
+
+#: A sweep note under its grid is cut to its first line and this many characters (JSON has it
+#: whole).
+NOTE_WIDTH = 300
+
+
+def render_sweeps(results: Iterable[CaseResult], width: int = 120) -> list[tuple[str, list[str]]]:
+    """One grid per sweep (model, mode, device): batch sizes x dtypes in img/s, like the
+    published fp32/fp16 tables, then each dtype's largest fit, best batch and plateau."""
+    groups: dict[tuple[str, str, str, str], list[CaseResult]] = {}
+    for r in results:
+        if r.sweep is not None:
+            groups.setdefault((r.key.label, r.mode, r.device_kind, r.hardware), []).append(r)
+    out = []
+    for (label, mode, kind, hardware), members in sorted(groups.items()):
+        summaries = {r.dtype: r.sweep for r in members if r.sweep is not None}
+        skipped: dict[str, str] = {}
+        for curve in summaries.values():
+            skipped.update(curve.get("skipped") or {})
+        dtypes = sorted(set(summaries) | set(skipped), key=_dtype_order)
+        table = {(r.dtype, r.batch_size): r for r in members}
+        rows = []
+        for batch in sorted({r.batch_size for r in members}):
+            found = [table.get((d, batch)) for d in dtypes]
+            rows.append(
+                [str(batch)] + ["" if f is None else rate_cell(f).split(" ±")[0] for f in found]
+            )
+        lines = tabulate(
+            rows, ["batch", *dtypes], tablefmt="simple", stralign="right", disable_numparse=True
+        ).splitlines()
+        for dtype in dtypes:
+            if dtype in skipped and dtype not in summaries:
+                lines.append(f"{dtype}: skipped ({skipped[dtype]})")
+                continue
+            sm = summaries[dtype]
+            line = (
+                f"{dtype}: largest batch that fits {sm.get('largest_fit') or 'none'} "
+                f"(limit: {sm.get('limit')}), best {sm.get('best') or '-'}, "
+                f"plateau from {sm.get('plateau') or '-'}"
+            )
+            if sm.get("not_measured"):
+                line += "; not measured (time budget): " + ", ".join(map(str, sm["not_measured"]))
+            lines.append(line)
+            for note in sm.get("notes") or []:
+                first = str(note).splitlines()[0] if str(note).strip() else ""
+                lines.append(f"{dtype}: {first[:NOTE_WIDTH]}")
+            if sm.get("largest_fit_drop"):
+                lines.append(f"{dtype}: {sm['largest_fit_drop']}")
+        out.append(
+            (f"{label}, {MODE_SHORT.get(mode, mode)}, {kind} ({hardware}), images/sec", lines)
+        )
+    return out
+
+
+def _dtype_order(dtype: str) -> int:
+    order = ("float32", "float16", "amp", "bfloat16")
+    return order.index(dtype) if dtype in order else len(order)
+
+
+def render_scaling(results: Iterable[CaseResult], width: int = 120) -> list[str]:
+    """Data-parallel cases as the published scaling tables show them: per model, kvstore and
+    per-device batch, devices (world size) -> aggregate img/s -> efficiency, with img/s(1),
+    the per-worker figures, the kvstore share of a step and the stored efficiency."""
+    rows = []
+    scaled = [r for r in results if r.scaling is not None]
+    for r in sorted(scaled, key=lambda r: (r.model, r.device_kind, r.batch_size, str(r.key))):
+        s = r.scaling
+        assert s is not None
+        v = r.verdict
+        base = None if v is None else v.baseline_efficiency
+        rows.append(
+            [
+                r.key.label,
+                r.batch_size,
+                s.world_size,
+                rate_text(r.images_per_sec),
+                f"{s.efficiency:.1%}",
+                "-" if base is None else f"{base:.1%}",
+                rate_text(s.single_images_per_sec),
+                " ".join(rate_text(x) for x in s.per_worker_images_per_sec),
+                f"{s.comm_share:.0%}",
+                "-" if s.threads_per_worker is None else str(s.threads_per_worker),
+            ]
+        )
+    if not rows:
+        return []
+    headers = [
+        "case",
+        "bs/dev",
+        "devices",
+        "img/s",
+        "efficiency",
+        "baseline",
+        "img/s(1)",
+        "per worker",
+        "kv share",
+        "threads",
+    ]
+    return fit_table(rows, headers, ("threads", "bs/dev", "baseline", "img/s(1)"), width)
+
+
+def verdict_counts(results: Iterable[CaseResult]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for r in results:
+        status = "-" if r.verdict is None else r.verdict.status
+        counts[status] = counts.get(status, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def header_lines(
+    run: RunInfo, settings: Settings, threads: Mapping[str, Any], workers: int
+) -> list[str]:
+    """The ``mxperf:`` lines of pytest's report header: hardware, commit, baselines, threads."""
+    commit = run.commit
+    state = "dirty" if commit.dirty else "clean" if commit.dirty is False else "?"
+    lines = [
+        f"mxperf: hardware {run.machine or run.cpu_key} (cpu)"
+        + "".join(
+            f", gpu {i}: {g['name']}"
+            + (f" (nvidia-smi index {g['index']})" if g["index"] != str(i) else "")
+            for i, g in enumerate(run.gpus)
+        ),
+        f"mxperf: commit {commit.short} "
+        f"({commit.branch or 'detached'}, {state}, from {commit.source})",
+        f"mxperf: baselines {run.baseline_root} "
+        f"({run.baselines.count()} case(s) resolved"
+        + (f", compared with {settings.compare}" if settings.compare else "")
+        + ")",
+        *(
+            [
+                f"mxperf: paired mode: {settings.ab} vs the working tree, {settings.rounds}"
+                f"-{settings.max_rounds} rounds, minimum effect {settings.min_effect:.0%}, "
+                + _pinned(settings.pair_cpus)
+            ]
+            if settings.ab
+            else []
+        ),
+        f"mxperf: threads {threads['omp_threads']} OpenMP thread(s) ({threads['source']})",
+    ]
+    if workers and run.gpus:
+        mapping = ", ".join(
+            f"gw{i} -> GPU {fingerprint.gpu_for_worker(f'gw{i}', len(run.gpus))}"
+            for i in range(workers)
+        )
+        lines.append(f"mxperf: xdist GPU mapping {mapping}")
+    if workers:
+        lines.append("mxperf: xdist: CPU benchmarks take turns (one cross-process lock)")
+    lines += [f"mxperf: warning: {w}" for w in run.baselines.warnings]
+    lines += [f"mxperf: error: {e}" for e in run.baselines.errors]
+    return lines
+
+
+def results_sections(
+    results: Sequence[CaseResult],
+    stored_keys: Sequence[str],
+    width: int,
+    *,
+    price_per_hour: float | None = None,
+    epoch_images: int | None = None,
+    memory: bool = False,
+) -> list[tuple[str | None, list[str]]]:
+    """The summary's result sections as ``(separator title or None, lines)``: the table, the
+    grids, the verdict counts and hardware keys that have no baselines here."""
+    if not results:
+        return []
+    table = render_table(
+        results, width, price_per_hour=price_per_hour, epoch_images=epoch_images, memory=memory
+    )
+    sections: list[tuple[str | None, list[str]]] = [
+        ("mxperf: throughput (images/sec, median ± half IQR)", table)
+    ]
+    sections += [(f"mxperf grid: {title}", lines) for title, lines in render_grids(results, width)]
+    sections += [(f"mxperf sweep: {t}", lines) for t, lines in render_sweeps(results, width)]
+    scaling = render_scaling(results, width)
+    if scaling:
+        sections.append(("mxperf: data-parallel scaling (weak: same batch per device)", scaling))
+    counts = ", ".join(f"{n} {status}" for status, n in verdict_counts(results).items())
+    tail = [f"mxperf verdicts: {counts}"]
+    machine = sum(1 for r in results if r.verdict and r.verdict.outcome == Outcome.MACHINE)
+    if machine:
+        tail.append(
+            f"mxperf: {machine} case(s) below their stored figures run as fast as the baseline "
+            "commit on this machine: the baselines do not hold here; store a baseline for this "
+            "machine with --mxperf-update (or name its hardware key with --mxperf-machine)"
+        )
+    unchecked = [r for r in results if r.verdict and r.verdict.unconfirmed]
+    if unchecked:
+        tail.append(
+            f"mxperf: {len(unchecked)} case(s) passed below their stored figures by more than "
+            "this machine's noise, with no paired run to check them (see each verdict): "
+            + ", ".join(f"{r.key} ({r.verdict.change:+.1%})" for r in unchecked if r.verdict)
+        )
+    if price_per_hour is not None or epoch_images is not None:
+        parts = [] if price_per_hour is None else [f"${price_per_hour:g} per hour"]
+        parts += [] if epoch_images is None else [f"epoch = {epoch_images:,} images"]
+        tail.append(f"mxperf cost: {', '.join(parts)}")
+    found = peaks(results)
+    if found:
+        tail.append(
+            "mxperf peak (matrix multiply): "
+            + ", ".join(f"{p['device']} {p['dtype']} {p['peak_gflops']:.1f} GFLOP/s" for p in found)
+        )
+    for hardware in sorted({r.hardware for r in results} - set(stored_keys)):
+        if stored_keys:
+            tail.append(
+                f"mxperf: no baselines for hardware {hardware}; stored for: "
+                f"{', '.join(stored_keys)} (see --mxperf-machine)"
+            )
+    sections.append((None, tail))
+    return sections
+
+
+def _pinned(setting: str) -> str:
+    chosen = cpus.for_sides(setting)
+    if chosen is None:
+        return "sides not pinned to CPUs"
+    return f"both sides pinned to CPU {cpus.describe(chosen)} (--mxperf-pair-cpus {setting})"

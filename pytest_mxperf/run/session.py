@@ -1,0 +1,277 @@
+"""The run's state while pytest runs: settings, run facts, results collected from every test
+report (with or without xdist), and what happens at the end (store, JSON, summary)."""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_mxperf.baselines import store as baselines
+from pytest_mxperf.baselines.runinfo import RunInfo
+from pytest_mxperf.config.settings import Settings
+from pytest_mxperf.measuring.protocol import Backend
+from pytest_mxperf.measuring.records import CaseResult
+from pytest_mxperf.paired import pairdata
+from pytest_mxperf.paired.pairdata import PairedData
+from pytest_mxperf.paired.pairing import Pairer, read_plan
+from pytest_mxperf.paired.turns import Baton
+from pytest_mxperf.reporting import report, report_sections, summary
+from pytest_mxperf.run import outputs
+from pytest_mxperf.run.updating import StoreReport, store_results
+from pytest_mxperf.system import cpus, fingerprint, gitinfo, locks
+
+#: The name results travel under on ``report.user_properties``.
+PROPERTY = "mxperf"
+
+
+@dataclass
+class Collected:
+    """Results gathered on the controller from every test report (with or without xdist)."""
+
+    results: list[CaseResult] = field(default_factory=list)
+    duplicates: list[str] = field(default_factory=list)
+    crashed: list[str] = field(default_factory=list)
+
+    def add(self, data: dict[str, Any]) -> CaseResult:
+        result = CaseResult.from_dict(data)
+        for other in self.results:
+            if other.key == result.key:
+                self.duplicates.append(
+                    f"case key {str(result.key)!r} measured twice: {other.nodeid} and "
+                    f"{result.nodeid}"
+                )
+        self.results.append(result)
+        return result
+
+
+def _by_key(result: CaseResult) -> str:
+    return str(result.key)
+
+
+class MxperfSession:
+    """One per run, in ``config.stash``; the plugin's hooks delegate to it."""
+
+    def __init__(self, settings: Settings, run: RunInfo, *, is_worker: bool) -> None:
+        self.settings = settings
+        self.run = run
+        self.is_worker = is_worker
+        self.collected = Collected()
+        #: case key -> node id of the test that measured it (duplicate keys are an error).
+        self.seen: dict[str, str] = {}
+        self.errors: list[str] = []
+        #: A lock-step side's end of the controller's socket (`turns`); it holds the baton
+        #: from here on, so nothing this process does runs beside the other side's timed work.
+        self.baton: Baton | None = None
+        if settings.side_turns:
+            spread = settings.side_spread
+            self.baton = Baton(settings.side_turns, cpus.members(spread) if spread else None)
+        #: A paired run's side after its first round: steps per block by case key.
+        self.block_plan: dict[str, int] = {}
+        if settings.side_plan:
+            try:
+                self.block_plan = read_plan(Path(settings.side_plan))
+            except ValueError as exc:
+                raise pytest.UsageError(f"mxperf: {exc}") from None
+        self.stored = StoreReport()
+        #: Where the JSON report was written (None: not written).
+        self.report_path: Path | None = None
+        #: The CI summaries written (``--mxperf-markdown``, ``--mxperf-benchmark-action``).
+        self.summaries: list[str] = []
+        #: ``(node id, last lines of the error)`` of files or tests that could not be collected.
+        self.collect_errors: list[tuple[str, str]] = []
+        #: The rounds of ``--mxperf-ab``, run once the tests are collected.
+        self.paired: PairedData | None = None
+        self._pairer: Pairer | None = None
+        #: Matrix-multiply peak per (device kind, index, dtype), probed once per process.
+        self.peaks: dict[tuple[str, int, str], float | None] = {}
+
+    @property
+    def pairer(self) -> Pairer:
+        """Paired runs of this session (worktrees made on first use, removed by `close`)."""
+        if self._pairer is None:
+            root = Path(self.run.commit.repo_root or self.run.rootdir)
+            self._pairer = Pairer(
+                self.settings,
+                root,
+                Path(self.run.rootdir),
+                hold=functools.partial(
+                    locks.all_devices, self.run.lock_dir, self.run.device_lock_names()
+                ),
+                # Not on a GPU: cuDNN's autotune times algorithms in a side's first steps.
+                overlap=self.run.device_lock_names() == ["cpu"],
+            )
+        return self._pairer
+
+    def peak_gflops(
+        self, backend: Backend, ctx: Any, device: tuple[str, int], dtype: str
+    ) -> float | None:
+        """The device's peak for ``dtype``, probed on first use in this process (the one that
+        measures: a worker or the controller) and kept for the run."""
+        if self.settings.side_out:
+            return None  # a side of a paired run: only its img/s is compared, save the probe
+        key = (*device, dtype)
+        if key not in self.peaks:
+            try:
+                self.peaks[key] = backend.peak_gflops(ctx, dtype)
+            except Exception:
+                self.peaks[key] = None  # no % of peak rather than a lost case
+        return self.peaks[key]
+
+    def why_no_pair(self, sha: str | None) -> str | None:
+        """None when a case may be arbitrated against commit ``sha``; else why not."""
+        if not self.settings.arbitrate:
+            return "--mxperf-arbitrate is off"
+        if self.settings.update:
+            return "not in update mode"
+        if not sha:
+            return "the baseline names no commit"
+        if not self.run.commit.repo_root:
+            return "no git repository here"
+        if gitinfo.rev_parse(self.run.commit.repo_root, sha) is None:
+            return f"the baseline commit {sha[:10]} is not in this clone (shallow clone?)"
+        return None
+
+    def run_ab(self, nodeids: list[str], progress: Callable[[str], None]) -> None:
+        """Measure ``--mxperf-ab``'s revision and the working tree, paired, before the tests."""
+        rev = self.settings.ab
+        assert rev is not None and self.run.commit.repo_root
+        sha = gitinfo.rev_parse(self.run.commit.repo_root, rev)
+        assert sha is not None  # checked when the run was configured
+        self.paired = self.pairer.run(rev, sha, nodeids, progress)
+
+    def close(self) -> None:
+        if self._pairer is not None:
+            self._pairer.close()
+        if self.baton is not None:
+            self.baton.close()
+
+    def collect_error(self, nodeid: str, text: str) -> None:
+        self.collect_errors.append((nodeid, "\n".join(text.strip().splitlines()[-15:])))
+
+    def failures(
+        self, results: list[CaseResult], properties: list[tuple[str, object]]
+    ) -> list[str]:
+        """Put each case on the test's ``user_properties``; return the failure messages."""
+        failures = []
+        for result in results:
+            properties.append((PROPERTY, result.as_dict()))
+            if result.verdict is not None and result.verdict.failed:
+                failures.append("mxperf: " + result.verdict.message)
+        return failures
+
+    def collect(self, properties: list[tuple[str, object]]) -> None:
+        for name, value in properties:
+            if name == PROPERTY and isinstance(value, dict):
+                self.collected.add(value)
+
+    def header(self, workers: int) -> list[str]:
+        threads = fingerprint.threads_in_force(os.environ)
+        return report_sections.header_lines(self.run, self.settings, threads, workers)
+
+    def finish(self, interrupted: bool) -> bool:
+        """Store baselines and write the JSON report; True when the run must fail."""
+        s = self.settings
+        if s.side_out:
+            side = {
+                "schema": 1,
+                "cases": [r.as_dict() for r in self.collected.results],
+                "collect_errors": [list(e) for e in self.collect_errors],
+            }
+            baselines.write_json_atomic(Path(s.side_out), side)
+            return False
+        self.errors += self.collected.duplicates
+        if s.strict:
+            self.errors += self.run.baselines.errors
+        if s.update and interrupted:
+            self.errors.append("run interrupted: baselines not updated (stored files unchanged)")
+        elif s.update:
+            self.stored = store_results(
+                self.collected.results,
+                self.run.commit,
+                Path(self.run.baseline_root),
+                self.run.machine_id,
+            )
+            self.errors += self.stored.errors
+        if s.json or self.stored.write_failed:
+            # A file that could not be written never loses the measured results: the report
+            # then goes to a temporary file, named in the errors.
+            extra: dict[str, Any] = {
+                "errors": self.errors,
+                "crashed": self.collected.crashed,
+                "baseline_errors": self.run.baselines.errors,
+                "baseline_warnings": self.run.baselines.warnings,
+            }
+            if self.paired is not None:
+                extra["paired"] = pairdata.as_dict(self.paired)
+            data = report.to_json(self.collected.results, self.run, s.as_dict(), extra)
+            wanted = Path(s.json) if s.json else None
+            self.report_path, problem = outputs.write_report(wanted, data, self.run.run_id)
+            if problem:
+                self.errors.append(problem)
+        self.summaries, problems = self.write_summaries(os.environ.get("GITHUB_STEP_SUMMARY"))
+        self.errors += problems
+        return bool(self.errors)
+
+    def write_summaries(self, step_summary: str | None) -> tuple[list[str], list[str]]:
+        """``--mxperf-markdown`` (also appended to GitHub's job summary file when one is set)
+        and ``--mxperf-benchmark-action``: ``(what was written, errors of writes that failed)``."""
+        s = self.settings
+        if not s.markdown and not s.benchmark_action:
+            return [], []
+        rows = [report.summary_row(r) for r in sorted(self.collected.results, key=_by_key)]
+        return outputs.write_summaries(
+            s.markdown,
+            s.benchmark_action,
+            summary.to_markdown(rows),
+            summary.to_benchmark_action(rows),
+            step_summary,
+        )
+
+    def summary(
+        self, width: int, errors_only: bool = False
+    ) -> list[tuple[str, str | None, dict[str, bool]]]:
+        """What the terminal summary prints: ``(kind, text, markup)`` with kind ``sep`` (a
+        separator line titled ``text``) or ``line``; ``errors_only`` for ``-qq``."""
+        red = {"red": True}
+        alerts: list[tuple[str, str | None, dict[str, bool]]] = [
+            ("line", f"mxperf: worker crashed: {c}", red) for c in self.collected.crashed
+        ]
+        # Unreadable baseline files are in the header too, which -q hides: repeat them here.
+        alerts += [
+            ("line", f"mxperf: error: {e}", red)
+            for e in self.run.baselines.errors
+            if e not in self.errors
+        ]
+        if self.errors:
+            alerts.append(
+                ("sep", f"mxperf: {len(self.errors)} error(s)", {"red": True, "bold": True})
+            )
+            alerts += [("line", e, red) for e in self.errors]
+        if errors_only:
+            return alerts
+        out: list[tuple[str, str | None, dict[str, bool]]] = []
+        stored = self.run.baselines.stored_keys()
+        sections = report_sections.results_sections(
+            self.collected.results,
+            stored,
+            width,
+            price_per_hour=self.settings.price_per_hour,
+            epoch_images=self.settings.epoch_images,
+            memory=self.settings.memory,
+        )
+        for title, lines in sections:
+            if title is not None:
+                out.append(("sep", title, {}))
+            out += [("line", line, {}) for line in lines]
+        out += [("line", f"mxperf: baseline written: {w}", {}) for w in self.stored.written]
+        out += [("line", f"mxperf: not stored as baseline: {w}", {}) for w in self.stored.skipped]
+        if self.settings.json and self.report_path == Path(self.settings.json):
+            out.append(("line", f"mxperf: JSON report written to {self.settings.json}", {}))
+        out += [("line", f"mxperf: summary written to {w}", {}) for w in self.summaries]
+        return out + alerts

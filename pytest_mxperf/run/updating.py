@@ -1,0 +1,110 @@
+"""``--mxperf-update``: which results may become baselines, and storing them per hardware key."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_mxperf.baselines import store as baselines
+from pytest_mxperf.judging.verdict import MAX_REL_IQR
+from pytest_mxperf.measuring.records import CaseResult, Status
+from pytest_mxperf.system.gitinfo import CommitInfo
+
+
+@dataclass
+class StoreReport:
+    """What an update wrote, what it left out and why, and what failed."""
+
+    written: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    #: A file could not be written (not a bad stored file): the results must be kept elsewhere.
+    write_failed: bool = False
+
+
+def why_not_stored(result: CaseResult) -> str | None:
+    """None when the result may be stored; else the reason it is left out (an error, NaN, or
+    blocks too noisy to be anybody's baseline)."""
+    if result.status not in (Status.OK, Status.OOM):
+        return str(result.status.value)
+    if result.rel_iqr > MAX_REL_IQR:
+        return f"block spread {result.rel_iqr:.0%}, too noisy"
+    return None
+
+
+def baseline_record(
+    result: CaseResult, commit: CommitInfo, machine_id: str | None = None
+) -> dict[str, Any]:
+    """What a baseline file keeps of a case: summary, samples, and the stack it ran on."""
+    m = result.measurement
+    record: dict[str, Any] = {
+        "model": result.model,
+        "mode": result.mode,
+        "dtype": result.dtype,
+        "batch_size": result.batch_size,
+        "device_kind": result.device_kind,
+        "status": result.status.value,
+        "images_per_sec": result.images_per_sec,
+        "iqr": None if m is None else m.iqr,
+        "rel_iqr": result.rel_iqr,
+        "block_images_per_sec": [] if m is None else m.block_rates,
+        "warmup_steps": None if m is None else m.warmup_steps,
+        "first_step_seconds": None if m is None else m.first_step_seconds,
+        "warmup_seconds": None if m is None else m.warmup_seconds,
+        "peak_memory_mb": None if result.memory is None else result.memory.peak_mb,
+        "threads": result.threads,
+        "software": result.software,
+        "environment": result.environment,
+        "dirty": bool(commit.dirty),
+        "machine_id": machine_id,
+        **({"sweep": result.sweep} if result.sweep else {}),
+    }
+    if result.scaling is not None:
+        record.update(scaling_record(result))
+    return record
+
+
+def scaling_record(result: CaseResult) -> dict[str, Any]:
+    """What a baseline keeps of a data-parallel case besides the aggregate img/s (stored as
+    ``images_per_sec``): the efficiency at its world size and where the time went."""
+    s = result.scaling
+    assert s is not None
+    return {
+        "kvstore": s.kvstore,
+        "world_size": s.world_size,
+        "efficiency": s.efficiency,
+        "comm_share": s.comm_share,
+        "single_images_per_sec": s.single_images_per_sec,
+        "single_rel_iqr": s.single_rel_iqr,
+        "per_worker_images_per_sec": list(s.per_worker_images_per_sec),
+        "threads_per_worker": s.threads_per_worker,
+    }
+
+
+def store_results(
+    results: Sequence[CaseResult], commit: CommitInfo, root: Path, machine_id: str | None = None
+) -> StoreReport:
+    """Store every storable result as the baseline of ``commit``, one file per hardware key."""
+    report = StoreReport()
+    by_hw: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in results:
+        why = why_not_stored(r)
+        if why is not None:
+            report.skipped.append(f"{r.key} ({why})")
+            continue
+        by_hw.setdefault(r.hardware, {})[str(r.key)] = baseline_record(r, commit, machine_id)
+    for hardware, cases in sorted(by_hw.items()):
+        try:
+            path = baselines.store(root, hardware, commit.as_dict(), cases)
+        except baselines.BaselineError as exc:
+            report.errors.append(f"baseline not written: {exc}")
+            continue
+        except OSError as exc:
+            where = exc.filename or root / hardware
+            report.errors.append(f"baseline not written: cannot write {where}: {exc.strerror}")
+            report.write_failed = True
+            continue
+        report.written.append(f"{path} ({len(cases)} case(s))")
+    return report

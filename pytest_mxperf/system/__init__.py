@@ -1,0 +1,13 @@
+"""The machine, its software and its repository: facts and process plumbing, no pytest.
+
+Lowest wing: every other wing may import it; it imports none of them.
+
+- ``fingerprint``: hardware keys, the thread setting in force, the performance environment.
+- ``cpus``: which CPUs the sides of a paired run may use (pinning, parsing CPU lists).
+- ``locks``: cross-process ``flock`` locks for device turns and baseline writes.
+- ``procgroup``: a command in its own process group, bounded in time, nothing left behind.
+- ``gitinfo``: commit facts and ancestry from git, CI variables first.
+- ``nvml``: GPU facts from NVML (no MXNet import).
+- ``cudalibs`` / ``cuda``: where ``mxnet-cu112``'s CUDA libraries are, and loading them.
+- ``mxnet_import``: the one place that imports mxnet.
+"""
