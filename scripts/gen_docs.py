@@ -48,7 +48,13 @@ def cell(text: str) -> str:
 
 
 def code(text: str) -> str:
-    return f"`{cell(text)}`"
+    """Inline code; a pipe is written outside the code spans, escaped, as both GitHub's and
+    MkDocs' table parsers read it (inside a code span one keeps the backslash)."""
+    return " \\| ".join(f"`{part}`" for part in text.split("|"))
+
+
+def flag_cell(flag: str, metavar: str) -> str:
+    return f"{code(flag)} {code(metavar)}"
 
 
 def shown_default(default: Any) -> str:
@@ -66,7 +72,7 @@ def render() -> str:
     """The whole options page."""
     rows = [f"| {code(flag.flag)} | - | - | `off` | {cell(flag.help)} |" for flag in FLAGS]
     rows += [
-        f"| {code(spec.flag + ' ' + spec.metavar)} | {code(spec.ini)} | {code(spec.env)} "
+        f"| {flag_cell(spec.flag, spec.metavar)} | {code(spec.ini)} | {code(spec.env)} "
         f"| {shown_default(spec.default)} | {cell(spec.help)} |"
         for spec in SPECS
     ]
