@@ -89,6 +89,16 @@ def slug(heading: str) -> str:
     return re.sub(r"[-\s]+", "-", text)
 
 
+def test_readme_options_exist() -> None:
+    """The README's short options table names only options the plugin has."""
+    generator = load_generator()
+    known = {option.flag for option in (*generator.FLAGS, *generator.SPECS)}
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"^\| `(--mxperf[a-z-]*)", readme, re.M))
+    assert len(named) >= 10
+    assert named <= known
+
+
 @pytest.mark.parametrize(
     ("markdown", "expected"),
     [
