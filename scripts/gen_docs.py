@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 # The one import of the option specs: when the module moves, only this line changes.
-from pytest_mxperf.options import FLAGS, SPECS
+from pytest_mxperf.config.options import FLAGS, SPECS
 
 ROOT = Path(__file__).resolve().parent.parent
 OPTIONS_PAGE = ROOT / "docs" / "options.md"
