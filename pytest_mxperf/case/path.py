@@ -237,7 +237,7 @@ class CaseBench:
 
         def suspect(best: Measurement) -> bool:
             # Profile a case judged regressed (or, in a paired run's side asked to profile, every
-            # case: `pairing.run_rounds`):
+            # case: `paired.rounds.run_rounds`):
             # after its timed blocks, with the step still warm.
             if settings.side_out:
                 return settings.side_profile

@@ -64,7 +64,7 @@ class Settings:
     #: Set on lock-step sides whose untimed work may spread wider than the CPUs they time on.
     side_spread: str | None = None
     #: Set on a paired run's sides after its first round: the steps per block of each case
-    #: (`pairing.write_plan`).
+    #: (`paired.sides.write_plan`).
     side_plan: str | None = None
 
     def as_dict(self) -> dict[str, Any]:

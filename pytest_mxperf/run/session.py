@@ -19,7 +19,8 @@ from pytest_mxperf.measuring.protocol import Backend
 from pytest_mxperf.measuring.records import CaseResult
 from pytest_mxperf.paired import pairdata
 from pytest_mxperf.paired.pairdata import PairedData
-from pytest_mxperf.paired.pairing import Pairer, read_plan
+from pytest_mxperf.paired.pairing import Pairer
+from pytest_mxperf.paired.sides import read_plan
 from pytest_mxperf.paired.turns import Baton
 from pytest_mxperf.reporting import report, report_sections, summary
 from pytest_mxperf.run import outputs

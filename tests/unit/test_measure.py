@@ -319,7 +319,7 @@ def test_a_paired_side_stops_at_its_time_even_when_its_blocks_disagree() -> None
             fake.step, items_per_step=8, sync=fake.sync, clock=fake, config=config, wall_clock=fake
         )
 
-    # A side's max time is its min time (pairing.side_args): 3 blocks, however they disagree.
+    # A side's max time is its min time (paired.sides.side_args): 3 blocks, however they disagree.
     side = noisy_blocks(for_side(MeasureConfig(min_time=0.3, max_time=0.3)))
     assert side.rel_iqr > 0.02 and len(side.block_seconds) == 3
     # With room to go on, the same blocks keep running until the soft cap.

@@ -13,7 +13,7 @@ from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.settings import Settings
 from pytest_mxperf.judging.pairstats import Decision
 from pytest_mxperf.measuring.records import CaseResult
-from pytest_mxperf.paired import pairdata, pairing
+from pytest_mxperf.paired import pairdata, pairing, sides
 from pytest_mxperf.system import cpus
 from pytest_mxperf.testing import measurement_of
 
@@ -61,12 +61,12 @@ def test_block_plan_takes_the_larger_count_of_the_first_round_both_sides_measure
 
 def test_block_plan_is_written_and_read_back(tmp_path: Path) -> None:
     path = tmp_path / "plan.json"
-    pairing.write_plan(path, {KEY: 3, "other/inference/float32/bs1/cpu": 12})
-    assert pairing.read_plan(path) == {KEY: 3, "other/inference/float32/bs1/cpu": 12}
+    sides.write_plan(path, {KEY: 3, "other/inference/float32/bs1/cpu": 12})
+    assert sides.read_plan(path) == {KEY: 3, "other/inference/float32/bs1/cpu": 12}
     for bad in ('{"k": true}', '{"k": 2.0}', "{", '{"k": -1}'):
         path.write_text(bad)
         with pytest.raises(ValueError, match=str(path)):
-            pairing.read_plan(path)
+            sides.read_plan(path)
 
 
 def test_estimate_needs_two_paired_rounds() -> None:
@@ -106,11 +106,11 @@ def test_more_rounds_go_only_where_they_can_fail_a_case() -> None:
 
 
 def test_side_command_runs_this_plugin_on_the_side_tree(tmp_path: Path) -> None:
-    side = pairing.SideSpec(pairdata.REV, tmp_path / "wt")
-    args = pairing.side_args(
+    side = sides.SideSpec(pairdata.REV, tmp_path / "wt")
+    args = sides.side_args(
         side, Settings(min_time=1.0, max_time=5.0), ["t.py"], tmp_path / "o", tmp_path / "s"
     )
-    argv = pairing.side_command(side, args)
+    argv = sides.side_command(side, args)
     assert argv[:2] == [side.python, "-c"]
     assert "sys.path.insert(0" in argv[2] and "pytest_mxperf.plugin" in argv[2]
     assert argv[argv.index("--rootdir") + 1] == str(tmp_path / "wt")
@@ -123,21 +123,21 @@ def test_side_environment_cannot_pair_again(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("PYTEST_MXPERF_AB", "main")
     monkeypatch.setenv("PYTEST_ADDOPTS", "-n 2")
     monkeypatch.setenv("PYTEST_MXPERF_THREADS", "1")
-    env = pairing.side_env()
+    env = sides.side_env()
     assert "PYTEST_MXPERF_AB" not in env and "PYTEST_ADDOPTS" not in env
     assert env["PYTEST_MXPERF_THREADS"] == "1"
 
 
 def test_read_side_reports_missing_or_garbled_output(tmp_path: Path) -> None:
-    assert "no results" in (pairing.read_side(tmp_path / "none.json").error or "")
+    assert "no results" in (sides.read_side(tmp_path / "none.json").error or "")
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
-    assert "no results" in (pairing.read_side(bad).error or "")
+    assert "no results" in (sides.read_side(bad).error or "")
     good = tmp_path / "good.json"
     good.write_text(
         json.dumps({"cases": [result(50.0).as_dict()], "collect_errors": [["t.py", "boom"]]})
     )
-    side = pairing.read_side(good)
+    side = sides.read_side(good)
     assert side.error is None and side.cases[KEY].images_per_sec == pytest.approx(50.0)
     assert side.collect_errors == [("t.py", "boom")]
 

@@ -1,0 +1,128 @@
+"""A side of a paired run: the pytest process that measures one revision's code, its command
+line, its environment and the files it reads (the block plan) and writes (its results).
+
+The side processes run the same node ids with ``--mxperf-side-out``; they import this installed
+plugin (put first on ``sys.path``), not a copy from REV's tree, so both sides measure the same
+way and only the repository's code differs (or, with ``--mxperf-env-command``, also REV's
+environment).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest_mxperf
+from pytest_mxperf.config.settings import Settings
+from pytest_mxperf.measuring.records import CaseResult
+from pytest_mxperf.paired.pairdata import (
+    SideResult,
+)
+
+#: Runs pytest in a side process with this installed plugin importable first.
+BOOTSTRAP = (
+    "import sys; sys.path.insert(0, {root!r}); import pytest_mxperf.plugin, pytest; "
+    "sys.exit(pytest.main(sys.argv[1:]))"
+)
+#: Per-side timed-block time as a share of a plain run's ``--mxperf-min-time``: every case is
+#: measured 2 x rounds times, and the rounds' spread is mostly between processes (2-4% here),
+#: which longer blocks within one process do not shrink. A side also stops there when its
+#: blocks disagree (a plain run goes on up to ``--mxperf-max-time``): the pair's interval
+#: takes the blocks' spread into account.
+SIDE_TIME_SHARE = 0.3
+
+
+@dataclass(frozen=True)
+class SideSpec:
+    """Where a side's code lives and which Python runs it."""
+
+    name: str
+    rootdir: Path
+    python: str = sys.executable
+    #: The whole environment of the side's processes (None: this one, see `side_env`).
+    env: dict[str, str] | None = None
+    #: The CPUs its processes are pinned to (None: not pinned); the same for both sides.
+    cpus: frozenset[int] | None = None
+    #: Wider CPUs for its untimed work where lock-step sides set up at once (None: ``cpus``).
+    spread: frozenset[int] | None = None
+
+
+def side_command(side: SideSpec, args: Sequence[str]) -> list[str]:
+    """A fresh process of ``side.python`` running ``pytest args`` with this plugin first."""
+    plugin_root = str(Path(pytest_mxperf.__file__).resolve().parent.parent)
+    return [side.python, "-c", BOOTSTRAP.format(root=plugin_root), *args]
+
+
+def side_args(
+    side: SideSpec, settings: Settings, files: Sequence[str], out: Path, select: Path
+) -> list[str]:
+    """The pytest arguments of one side: ``files`` under ``side.rootdir``, measured the side's
+    way and written to ``out``."""
+    min_time = settings.min_time * SIDE_TIME_SHARE
+    return [
+        "--rootdir",
+        str(side.rootdir),
+        "-p",
+        "no:cacheprovider",
+        "-o",
+        "addopts=",
+        "-q",
+        "--continue-on-collection-errors",
+        "--mxperf-side-out",
+        str(out),
+        "--mxperf-side-select",
+        str(select),
+        "--mxperf-min-time",
+        str(min_time),
+        "--mxperf-max-time",
+        str(min_time),
+        "--mxperf-warmup-time",
+        str(settings.warmup_time),
+        *files,
+    ]
+
+
+def side_env() -> dict[str, str]:
+    """The environment of a side: this one, without what would make it pair again or write."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    for name in ("AB", "JSON", "ARBITRATE", "COMPARE", "ENV_COMMAND", "PROFILE"):
+        env.pop(f"PYTEST_MXPERF_{name}", None)
+    env.pop("PYTEST_XDIST_WORKER", None)
+    return env
+
+
+def write_plan(path: Path, plan: dict[str, int]) -> None:
+    """The block plan of a round's sides (`pairdata.block_plan`), read by `read_plan`."""
+    path.write_text(json.dumps(plan, sort_keys=True), encoding="utf-8")
+
+
+def read_plan(path: Path) -> dict[str, int]:
+    """Case key -> steps per timed block, as `write_plan` wrote it.
+
+    :raises ValueError: the file is missing or is not such a mapping (the message names it).
+    """
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"cannot read the paired run's block plan {path}: {exc}") from None
+    if not isinstance(data, dict) or not all(
+        isinstance(k, str) and type(v) is int and v >= 1 for k, v in data.items()
+    ):
+        raise ValueError(
+            f"the paired run's block plan {path} is not a mapping of case keys to steps >= 1"
+        )
+    return data
+
+
+def read_side(path: Path) -> SideResult:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        cases = {str(c["key"]): CaseResult.from_dict(c) for c in data["cases"]}
+        errors = [(str(n), str(t)) for n, t in data.get("collect_errors", [])]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return SideResult(error=f"no results from the side process ({exc})")
+    return SideResult(cases, errors)
