@@ -10,9 +10,11 @@ library (rather than trusting a table) keeps the check right for any build a use
 
 Where nvcc puts the code: in an ELF section ``.nv_fatbin`` (code the CUDA runtime registers at
 load time) and, for relocatable device code, ``__nv_relfatbin``. Each holds fat binaries one
-after another, little-endian, laid out as NVIDIA's ``fatbinary.h`` (the public part of the
-CUDA toolkit's headers) and the open readers of it describe (ZLUDA's ``zluda_dump``,
-n-eiling/cuda-fatbin-decompression) and as ``cuobjdump --list-elf`` agrees on the real wheels:
+after another, little-endian. The container header and the code kinds are those of the CUDA
+toolkit's ``fatbinary.h``; the entry layout is not in a public header and is read as the open
+readers decode it (vosen/ZLUDA ``dark_api/src/fatbin.rs``, n-eiling/cuda-fatbin-decompression),
+checked on all six MXNet 1.9.1 CUDA wheels: every container's entries end exactly where its
+header says, and ``cuobjdump --list-elf`` lists the same cubins.
 
 - container header, 16 bytes: ``u32 magic`` (``0xBA55ED50``), ``u16 version`` (1),
   ``u16 header_size`` (16), ``u64 fat_size`` (bytes of entries that follow the header);
