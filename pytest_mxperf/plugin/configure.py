@@ -16,7 +16,7 @@ from pytest_mxperf.config import options, parsers
 from pytest_mxperf.config.settings import OptionError, Settings, environ, resolve
 from pytest_mxperf.plugin.hooks import STATE_KEY, numprocesses
 from pytest_mxperf.run import outputs
-from pytest_mxperf.system import fingerprint, gitinfo
+from pytest_mxperf.system import fingerprint, gitinfo, gpuarch
 
 
 def dest(name: str) -> str:
@@ -58,7 +58,8 @@ def settings_from(config: pytest.Config) -> Settings:
 def detect_run(config: pytest.Config, settings: Settings) -> RunInfo:
     """The run facts on the controller (hardware key from the option or the
     ``pytest_mxperf_hardware_key`` hook), after the checks that refuse a run: a bad hardware key,
-    an unusable ``--mxperf-compare``, outputs that cannot be written, update/ab preconditions."""
+    an unusable ``--mxperf-compare``, outputs that cannot be written, update/ab preconditions,
+    a visible GPU the installed MXNet build has no kernels for (when GPU cases would run)."""
     machine = settings.machine or config.hook.pytest_mxperf_hardware_key(
         config=config, detected=fingerprint.cpu_key()
     )
@@ -80,6 +81,9 @@ def detect_run(config: pytest.Config, settings: Settings) -> RunInfo:
         check_update_allowed(settings, run)
     if settings.ab:
         check_ab_allowed(config, settings, run)
+    refusal = gpuarch.check(settings.ctx, run.gpus)
+    if refusal is not None:
+        raise pytest.UsageError(refusal.message)
     return run
 
 

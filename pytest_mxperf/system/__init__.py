@@ -9,5 +9,7 @@ Lowest wing: every other wing may import it; it imports none of them.
 - ``gitinfo``: commit facts and ancestry from git, CI variables first.
 - ``nvml``: GPU facts from NVML (no MXNet import).
 - ``cudalibs`` / ``cuda``: where ``mxnet-cu112``'s CUDA libraries are, and loading them.
+- ``fatbin``: the GPU architectures a ``libmxnet.so`` has code for, read from its ELF.
+- ``gpuarch``: whether the visible GPUs can run that code; the refusal when they cannot.
 - ``mxnet_import``: the one place that imports mxnet.
 """
