@@ -203,15 +203,15 @@ def explain_paired(
         lines[0] += f": slower by {1 - estimate.ratio:.1%}, less than the minimum effect"
     elif out == Outcome.PASS:
         lines[0] += f": the same within the minimum effect ({min_effect:.0%})"
-    elif out == Outcome.UNSTABLE:
+    elif out == Outcome.INCONCLUSIVE:
         n = estimate.suggested_rounds
         if estimate.ratio >= 1:
             # No extra rounds go to a case that is not slower so far (unless --mxperf-strict):
             # only more rounds for every case would decide it.
-            lines[0] += f": too noisy to decide, but not slower; about {n} rounds would "
+            lines[0] += f": inconclusive, but not slower; about {n} rounds would decide "
             lines[0] += f"(--mxperf-rounds {n})"
         else:
-            lines[0] += f": too noisy to decide; about {n} rounds would (--mxperf-max-rounds {n})"
+            lines[0] += f": inconclusive; about {n} rounds would decide (--mxperf-max-rounds {n})"
     elif out == Outcome.IMPROVED:
         lines[0] += ": faster"
     return "\n".join(lines)
@@ -253,7 +253,7 @@ def explain_arbitrated(
             f"figure does not hold here{where}. Store a baseline for this machine with "
             f"--mxperf-update (or name it with --mxperf-machine)\n{rounds}"
         )
-    if verdict.outcome == Outcome.UNSTABLE:
+    if verdict.outcome == Outcome.INCONCLUSIVE:
         return f"{stored_message}\na paired run could not confirm it: {pair}\n{rounds}"
     if verdict.outcome in (Outcome.PASS, Outcome.IMPROVED):
         return f"{stored_message}\na paired run on this machine found no loss: {pair}\n{rounds}"

@@ -22,7 +22,7 @@ Decision, with ``e = min_effect``:
   code is called the same in about 4 rounds where it took more than 6 at 99%
   (scripts/aa_check.py and ``tests/unit/test_paired.py`` give the figures);
 - UNKNOWN otherwise: more rounds may decide (:func:`need_more_rounds`); after the last round
-  the caller reports the case as unstable, with :attr:`PairedEstimate.suggested_rounds`.
+  the caller reports the case as inconclusive, with :attr:`PairedEstimate.suggested_rounds`.
   Rounds stop early for a case that they could no longer fail (:func:`could_still_regress`).
 """
 
@@ -336,7 +336,7 @@ def _pct(x: float) -> str:
 def explain(estimate: PairedEstimate, *, final: bool = True) -> str:
     """One sentence for the user, written from the estimate (deciding is done already).
 
-    :param final: no more rounds will run; an UNKNOWN is then reported as unstable.
+    :param final: no more rounds will run; an UNKNOWN is then reported as inconclusive.
     """
     est = estimate
     level = f"{est.confidence * 100:g}%"
@@ -353,7 +353,7 @@ def explain(estimate: PairedEstimate, *, final: bool = True) -> str:
                 f"{_pct(est.min_effect)} ({interval})"
             )
         return f"no change beyond {_pct(est.min_effect)}: ratio {est.ratio:.3f} ({interval})"
-    state = "unstable" if final else "undecided"
+    state = "inconclusive" if final else "undecided"
     return (
         f"{state}: {direction} by {_pct(est.change)} but the rounds disagree (SD "
         f"{_pct(est.sd)} per round; {interval}); about {est.suggested_rounds} rounds would decide"

@@ -32,7 +32,11 @@ class Outcome(str, enum.Enum):
     PASS = "pass"
     IMPROVED = "improved"
     REGRESSED = "regressed"
+    #: The case's own measurements spread too much to judge against a stored figure.
     UNSTABLE = "unstable"
+    #: A paired comparison that its rounds could not decide either way (the message says how
+    #: many rounds would); it passes, and fails only with ``--mxperf-strict``.
+    INCONCLUSIVE = "inconclusive"
     NEW = "new"
     BELOW = "below expectation"
     #: Looked regressed against a stored figure, but a paired run of the baseline commit's code

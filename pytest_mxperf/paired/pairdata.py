@@ -138,7 +138,7 @@ def worth_more_rounds(
     side's too) could still fail (`paired.could_still_regress`), and with ``strict`` every
     undecided one (an undecided case fails there). An undecided case that measured no slower,
     or whose rounds disagree too much to ever fail it in time, passes either way, as pass or
-    unstable."""
+    inconclusive."""
     left = max_rounds - len(data.rounds)
     if left < 1:
         return []

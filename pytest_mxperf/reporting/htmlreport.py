@@ -30,7 +30,7 @@ table{border-collapse:collapse;font-size:.85rem}
 th,td{padding:.25rem .6rem;border-bottom:1px solid #eee;text-align:left}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
 .regressed,.oom{color:#d62728;font-weight:600}.improved{color:#2ca02c}
-.below-expectation{color:#ff7f0e;font-weight:600}.unstable{color:#8c8c8c}
+.below-expectation{color:#ff7f0e;font-weight:600}.unstable{color:#8c8c8c}.inconclusive{color:#8c8c8c}
 .meta,.notes{color:#555;font-size:.85rem}#filters{margin:1rem 0;display:flex;gap:1rem}
 #filters label{font-size:.85rem}.key span{margin-right:1rem}
 """

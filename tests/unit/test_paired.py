@@ -350,7 +350,9 @@ def test_unknown_suggests_rounds_and_asks_for_more() -> None:
     assert need_more_rounds(est, rounds_done=3, max_rounds=5)
     assert not need_more_rounds(est, rounds_done=5, max_rounds=5)
     text = explain(est, final=True)
-    assert text.startswith("unstable: slower by 0.8% but the rounds disagree (SD 7.1% per round;")
+    assert text.startswith(
+        "inconclusive: slower by 0.8% but the rounds disagree (SD 7.1% per round;"
+    )
     assert text.endswith(f"about {est.suggested_rounds} rounds would decide")
     assert explain(est, final=False).startswith("undecided:")
 
