@@ -38,6 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_mxperf.system import files
 from pytest_mxperf.system.procgroup import run_bounded
 
 #: Files whose content decides what an install command installs (top level of the worktree).
@@ -251,6 +252,4 @@ def _write_marker(venv: Path, key: str, revision: str, commands: list[str], wt: 
         "dependency_files": [p.as_posix() for p in dependency_files(wt)],
         "built": _dt.datetime.now(_dt.timezone.utc).isoformat(),
     }
-    tmp = venv / (MARKER + ".tmp")
-    tmp.write_text(json.dumps(info, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, venv / MARKER)  # atomic: the marker is whole or absent
+    files.write_json_atomic(venv / MARKER, info, indent=1)  # the marker is whole or absent

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from pytest_mxperf.baselines import store as baselines
 from pytest_mxperf.baselines.runinfo import RunInfo
 from pytest_mxperf.config.settings import Settings
 from pytest_mxperf.measuring.protocol import Backend
@@ -25,7 +24,7 @@ from pytest_mxperf.paired.turns import Baton
 from pytest_mxperf.reporting import report, report_sections, summary
 from pytest_mxperf.run import outputs
 from pytest_mxperf.run.updating import StoreReport, store_results
-from pytest_mxperf.system import cpus, fingerprint, gitinfo, locks
+from pytest_mxperf.system import cpus, files, fingerprint, gitinfo, locks
 
 #: The name results travel under on ``report.user_properties``.
 PROPERTY = "mxperf"
@@ -184,7 +183,7 @@ class MxperfSession:
                 "cases": [r.as_dict() for r in self.collected.results],
                 "collect_errors": [list(e) for e in self.collect_errors],
             }
-            baselines.write_json_atomic(Path(s.side_out), side)
+            files.write_json_atomic(Path(s.side_out), side)
             return False
         self.errors += self.collected.duplicates
         if s.strict:
