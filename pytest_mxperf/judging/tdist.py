@@ -3,6 +3,7 @@ form (no scipy needed)."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 
@@ -33,8 +34,10 @@ def t_cdf(t: float, df: int) -> float:
     return 0.5 + half if t >= 0 else 0.5 - half
 
 
+@functools.lru_cache(maxsize=4096)
 def t_quantile(p: float, df: int) -> float:
-    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (bisection on the CDF)."""
+    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (bisection on the CDF;
+    kept per ``(p, df)``: a suggestion of rounds asks for the same few quantiles many times)."""
     if not 0.0 < p < 1.0:
         raise ValueError(f"quantile level must be in (0, 1), got {p}")
     if df < 1:

@@ -1,11 +1,19 @@
 """Git repositories for tests and scripts that need a commit history: git with a fixed identity
-(`git`, `GIT_ENV`) and a small real-MXNet suite to commit into one (`REAL_SUITE`)."""
+(`git`, `GIT_ENV`), suites to commit into one (`PAIR_SUITE` and `SPEEDS_SUITE` on the fake back
+end, `REAL_SUITE` on MXNet), and what tests do to such a repository (`write_speeds`,
+`store_speeds`, `stored_files`, `spoil_baseline`, `inflate_baselines`, `worktrees`,
+`read_report`)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pytest
 
 #: A fixed identity, so tests and scripts commit anywhere (no global git config needed).
 GIT_ENV = {
@@ -25,6 +33,93 @@ def git(path: Path, *args: str) -> str:
         ["git", *args], cwd=path, env=env, capture_output=True, text=True, check=True
     )
     return done.stdout.strip()
+
+
+def worktrees(path: Path) -> list[str]:
+    """The lines of ``git worktree list`` in ``path`` (1: no paired run's worktree is left)."""
+    return [line for line in git(path, "worktree", "list").splitlines() if line.strip()]
+
+
+def inflate_baselines(path: Path, factor: float, machine: str | None = None) -> None:
+    """Scale every stored figure under ``path/baselines`` by ``factor``, as if the baselines had
+    been stored on a faster machine (with the anonymous id ``machine``, when given)."""
+    for file in (path / "baselines").rglob("*.json"):
+        data = json.loads(file.read_text())
+        for case in data["cases"].values():
+            case["images_per_sec"] *= factor
+            case["runs"] = [r * factor for r in case["runs"]]
+            if machine is not None:
+                case["machine_ids"] = [machine] * len(case["runs"])
+        file.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def read_report(path: Path, name: str = "report.json") -> dict[str, Any]:
+    """The JSON report ``path/name`` a run wrote (``--mxperf-json``)."""
+    data: dict[str, Any] = json.loads((path / name).read_text())
+    return data
+
+
+#: A fake-back-end suite whose speeds are data: one case per ``model=img/s`` pair of the
+#: ``speed.txt`` beside it (`write_speeds`), so a commit can change one model's speed alone.
+SPEEDS_SUITE = """
+import pathlib
+import pytest
+from pytest_mxperf.testing import FakeModel
+
+SPEED = {k: float(v) for k, v in (
+    line.split("=") for line in pathlib.Path(__file__).with_name("speed.txt").read_text().split()
+)}
+
+@pytest.mark.parametrize("model", sorted(SPEED))
+def test_model(mxperf, model):
+    mxperf.inference(FakeModel(images_per_sec=SPEED[model]), batch_size=8, model=model)
+"""
+
+
+def write_speeds(path: Path, **speeds: float) -> None:
+    """The ``speed.txt`` of `SPEEDS_SUITE` in ``path``: ``write_speeds(path, alpha=400)``."""
+    (path / "speed.txt").write_text(" ".join(f"{k}={v}" for k, v in speeds.items()))
+
+
+def stored_files(path: Path) -> list[Path]:
+    """The baseline files under ``path/baselines``, sorted."""
+    return sorted((path / "baselines").glob("*/*.json"))
+
+
+def store_speeds(pytester: pytest.Pytester, **speeds: float) -> None:
+    """Commit `SPEEDS_SUITE` at ``speeds`` and then its baselines, stored by
+    ``pytest --mxperf --mxperf-update`` at the first commit (HEAD~1 afterwards)."""
+    write_speeds(pytester.path, **speeds)
+    git(pytester.path, "commit", "-q", "--allow-empty", "-am", "speeds")
+    pytester.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=len(speeds))
+    git(pytester.path, "add", "-A")
+    git(pytester.path, "commit", "-qm", "store baseline")
+
+
+def spoil_baseline(path: Path, field: str, value: object) -> str:
+    """Give the first case of the baseline file ``path`` a wrongly typed field; -> its text."""
+    data = json.loads(path.read_text())
+    first = sorted(data["cases"])[0]
+    data["cases"][first][field] = value
+    text = json.dumps(data)
+    path.write_text(text)
+    return text
+
+
+#: A fake-back-end suite of two cases for paired runs and arbitration: ``fast`` at ``{speed}``
+#: img/s (``PAIR_SUITE.format(speed=80.0)`` makes it slower) and ``steady`` at 50 img/s.
+PAIR_SUITE = """
+import pytest
+from pytest_mxperf.testing import FakeModel
+
+SPEED = {speed}
+
+def test_fast(mxperf):
+    mxperf.inference(FakeModel(SPEED), batch_size=8, model="fast")
+
+def test_steady(mxperf):
+    mxperf.inference(FakeModel(50.0), batch_size=8, model="steady")
+"""
 
 
 #: A real-MXNet benchmark suite for regression tests and scripts/aa_check.py: a tiny model-zoo

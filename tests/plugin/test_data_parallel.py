@@ -272,11 +272,9 @@ def test_paired_mode_passes_a_data_parallel_case_that_did_not_change(
 
 
 def test_arbitration_of_a_scaling_regression_pairs_the_efficiency(
-    fake_pytester: pytest.Pytester, commit: Any
+    fake_pytester: pytest.Pytester, store_baseline: Any, commit: Any
 ) -> None:
-    fake_pytester.makepyfile(test_suite=EFFICIENCY_ONLY.format(**BASE_SCALING))
-    commit("base")
-    fake_pytester.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=1)
+    store_baseline(EFFICIENCY_ONLY.format(**BASE_SCALING), passed=1, message="base")
     fake_pytester.makepyfile(test_suite=EFFICIENCY_ONLY.format(**WORSE_SCALING))
     commit("faster device, more exchange")
     result = fake_pytester.runpytest("--mxperf", "--mxperf-json", "report.json")

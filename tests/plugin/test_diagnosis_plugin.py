@@ -82,11 +82,9 @@ def test_paired_regression_names_the_added_operator_first(
 
 
 def test_stored_regression_without_a_pair_reports_heads_profile_and_why(
-    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+    fake_pytester: pytest.Pytester, store_baseline: Callable[..., str], commit: Callable[[str], str]
 ) -> None:
-    fake_pytester.makepyfile(test_suite=SUITE.format(**BASE))
-    commit("base")
-    fake_pytester.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
+    store_baseline(SUITE.format(**BASE), message="base")
     commit("baseline")
     grown = dict(GROWN, speed=60.0)  # beyond the 20% floor of an unconfirmed drop
     fake_pytester.makepyfile(test_suite=SUITE.format(**grown))
@@ -127,11 +125,9 @@ def mxperf_backend():
 
 
 def test_failing_profiler_still_reports_the_regression(
-    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+    fake_pytester: pytest.Pytester, store_baseline: Callable[..., str]
 ) -> None:
-    fake_pytester.makepyfile(test_suite=SUITE.format(**BASE))
-    commit("base")
-    fake_pytester.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
+    store_baseline(SUITE.format(**BASE), message="base")
     (fake_pytester.path / "conftest.py").write_text(
         (fake_pytester.path / "conftest.py").read_text() + FAILING_PROFILER
     )
@@ -192,11 +188,9 @@ def test_profile_dir_writes_one_trace_per_case_and_changes_no_figure(
 
 
 def test_strict_fails_memory_growth_and_marker_caps_memory(
-    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+    fake_pytester: pytest.Pytester, store_baseline: Callable[..., str], commit: Callable[[str], str]
 ) -> None:
-    fake_pytester.makepyfile(test_suite=SUITE.format(**BASE))
-    commit("base")
-    fake_pytester.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
+    store_baseline(SUITE.format(**BASE), message="base")
     commit("baseline")
     fake_pytester.makepyfile(test_suite=SUITE.format(**dict(BASE, memory=200.0)))
     commit("more memory")
@@ -229,11 +223,9 @@ def test_strict_fails_memory_growth_and_marker_caps_memory(
 
 
 def test_a_stored_peak_is_judged_against_the_range_of_the_stored_runs(
-    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+    fake_pytester: pytest.Pytester, store_baseline: Callable[..., str], commit: Callable[[str], str]
 ) -> None:
-    fake_pytester.makepyfile(test_suite=SUITE.format(**BASE))
-    commit("base")
-    fake_pytester.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
+    store_baseline(SUITE.format(**BASE), message="base")
     # Two stored runs of the same code peaked at 64 and 100 MiB (identical processes differ).
     (path,) = (fake_pytester.path / "baselines").rglob("*.json")
     data = json.loads(path.read_text())
@@ -260,11 +252,9 @@ def test_a_stored_peak_is_judged_against_the_range_of_the_stored_runs(
 
 
 def test_startup_growth_is_flagged(
-    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+    fake_pytester: pytest.Pytester, store_baseline: Callable[..., str]
 ) -> None:
-    fake_pytester.makepyfile(test_suite=SUITE.format(**BASE))
-    commit("base")
-    fake_pytester.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
+    store_baseline(SUITE.format(**BASE), message="base")
     stored = next((fake_pytester.path / "baselines").rglob("*.json"))
     case = json.loads(stored.read_text())["cases"]["net/inference/float32/bs8/cpu"]
     assert case["first_step_seconds"] == pytest.approx(0.5)  # the cold first attempt's

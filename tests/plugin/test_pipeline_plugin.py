@@ -45,11 +45,9 @@ def _cases(pytester: pytest.Pytester) -> dict[str, Any]:
 
 
 def test_sweep_points_and_a_slower_pipeline_caught_by_baseline_and_pair(
-    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+    fake_pytester: pytest.Pytester, store_baseline: Callable[..., str], commit: Callable[[str], str]
 ) -> None:
-    fake_pytester.makepyfile(test_suite=PIPE_SUITE.format(seconds=0.01))
-    commit("pipeline")
-    fake_pytester.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
+    store_baseline(PIPE_SUITE.format(seconds=0.01), message="pipeline")
     stored = fake_pytester.runpytest("--mxperf", "--mxperf-json", "report.json")
     stored.assert_outcomes(passed=2)
     cases = _cases(fake_pytester)

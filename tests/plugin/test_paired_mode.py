@@ -1,0 +1,260 @@
+"""Paired mode (``--mxperf-ab``): verdicts of the pair, a revision that cannot be measured, the
+rounds an undecided case gets, and Ctrl-C in the middle of a round."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from pytest_mxperf.testing.repos import PAIR_SUITE, read_report, worktrees
+
+
+def test_paired_run_fails_only_the_slower_case(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    fake_pytester.makepyfile(test_suite=PAIR_SUITE.format(speed=100.0))
+    commit("base")
+    fake_pytester.makepyfile(test_suite=PAIR_SUITE.format(speed=80.0))
+    commit("slower")
+    result = fake_pytester.runpytest(
+        "--mxperf", "--mxperf-ab", "HEAD~1", "--mxperf-json", "report.json"
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*mxperf: paired run vs HEAD~1: round 1, rev (HEAD~1); sides 0/6, elapsed *",
+            "*mxperf: paired run vs HEAD~1: round 2, head (HEAD); sides 2/6, elapsed *, about * left",
+            "*fast/inference/float32/bs8/cpu: HEAD vs HEAD~1: -20.0% (99% interval -2*% .. -1*%, "
+            "3 round(s)): slower, and a drop of 5% or more is not ruled out*",
+            "*img/s per round (HEAD~1/HEAD): 100.0/80.0, 100.0/80.0, 100.0/80.0*",
+        ]
+    )
+    cases = {c["key"]: c for c in read_report(fake_pytester.path)["cases"]}
+    fast = cases["fast/inference/float32/bs8/cpu"]
+    assert fast["verdict"]["status"] == "regressed"
+    assert fast["verdict"]["baseline_images_per_sec"] == pytest.approx(100.0)
+    assert fast["measurement"]["images_per_sec"] == pytest.approx(80.0)
+    assert cases["steady/inference/float32/bs8/cpu"]["verdict"]["status"] == "pass"
+    rounds = read_report(fake_pytester.path)["paired"]["rounds"]
+    assert len(rounds) == 3 and set(rounds[0]) == {"rev", "head"}
+    # Only the slower case is profiled: one more process per side, after the rounds.
+    (profiled,) = read_report(fake_pytester.path)["paired"]["profile_rounds"]
+    assert {side: list(r["images_per_sec"]) for side, r in profiled.items()} == {
+        "rev": ["fast/inference/float32/bs8/cpu"],
+        "head": ["fast/inference/float32/bs8/cpu"],
+    }
+    result.stdout.fnmatch_lines(
+        [
+            "*paired run vs HEAD~1: profile, head (HEAD); sides 6, *",
+            "*paired run vs HEAD~1: profile, rev (HEAD~1); sides 7, *",
+        ]
+    )
+    assert fast["baseline_profile"] is not None and fast["profile"] is not None
+    assert cases["steady/inference/float32/bs8/cpu"]["baseline_profile"] is None
+    assert len(worktrees(fake_pytester.path)) == 1  # REV's worktree is gone
+    assert not (fake_pytester.path / "baselines").exists()
+
+
+def test_paired_run_case_missing_at_rev_and_rev_failing_to_import(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    fake_pytester.makepyfile(test_other="import no_such_module\n")
+    commit("broken file at REV")
+    fake_pytester.makepyfile(
+        test_suite=PAIR_SUITE.format(speed=100.0),
+        test_other="""
+            from pytest_mxperf.testing import FakeModel
+            def test_other(mxperf):
+                mxperf.inference(FakeModel(10.0), batch_size=1, model="other")
+        """,
+    )
+    commit("HEAD")
+    result = fake_pytester.runpytest(
+        "--mxperf", "--mxperf-ab", "HEAD~1", "--mxperf-json", "report.json"
+    )
+    # REV's trouble is not HEAD's: those cases are "new", with the reason, and the run goes on.
+    result.assert_outcomes(passed=3)
+    verdicts = {c["model"]: c["verdict"] for c in read_report(fake_pytester.path)["cases"]}
+    assert {m: v["status"] for m, v in verdicts.items()} == {
+        "fast": "new",
+        "other": "new",
+        "steady": "new",
+    }
+    assert verdicts["fast"]["message"] == (
+        "fast/inference/float32/bs8/cpu: not measured at HEAD~1 (the case does not exist there)"
+    )
+    other = verdicts["other"]["message"]
+    assert other.startswith("other/inference/float32/bs1/cpu: HEAD~1's side could not measure")
+    assert "test_other.py: " in other and "no_such_module" in other
+    assert "test_suite" not in other
+
+
+def test_paired_run_refuses_unknown_revision_and_xdist(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    fake_pytester.makepyfile(test_suite=PAIR_SUITE.format(speed=100.0))
+    commit("base")
+    bad = fake_pytester.runpytest("--mxperf", "--mxperf-ab", "no-such-rev")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*--mxperf-ab: unknown revision 'no-such-rev'*"])
+    both = fake_pytester.runpytest("--mxperf", "--mxperf-ab", "HEAD", "--mxperf-update")
+    assert both.ret == pytest.ExitCode.USAGE_ERROR
+    # An option's existing path outside the repository becomes pytest's rootdir: named.
+    outside = fake_pytester.path.parent / f"{fake_pytester.path.name}-elsewhere"
+    outside.mkdir()
+    (outside / "r.json").write_text("{}")
+    moved = fake_pytester.runpytest(
+        "--mxperf", "--mxperf-ab", "HEAD", "--mxperf-json", str(outside / "r.json")
+    )
+    assert moved.ret == pytest.ExitCode.USAGE_ERROR
+    moved.stderr.fnmatch_lines(
+        [
+            # (the common ancestor of the repository and that path)
+            f"*--mxperf-ab HEAD: no git repository at pytest's rootdir {outside.parent} (pytest "
+            "picks it from the paths on the command line, option values included: write options "
+            "as --mxperf-json=PATH, or give --rootdir)*"
+        ]
+    )
+
+
+SLOW_SUITE = """
+import time
+from pytest_mxperf.testing import FakeModel
+
+def test_slow(mxperf):
+    # Real seconds per call, so the controller can be interrupted while a side runs.
+    mxperf.callable(lambda: time.sleep(0.05), items_per_call=1, model="slow")
+"""
+
+
+def test_ctrl_c_mid_round_leaves_no_worktree_process_or_file(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    fake_pytester.makepyfile(test_suite=SLOW_SUITE)
+    commit("A")
+    fake_pytester.makepyfile(test_suite=SLOW_SUITE + "\n# B\n")
+    commit("B")
+    before = sorted(p.name for p in fake_pytester.path.rglob("*") if ".git" not in p.parts)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--mxperf",
+            "--mxperf-ab",
+            "HEAD~1",
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=fake_pytester.path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        # A runner started in the background of a shell ignores SIGINT, and children inherit
+        # that: give the controller Python's own Ctrl-C handling whatever this process has.
+        preexec_fn=_default_sigint,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while len(worktrees(fake_pytester.path)) < 2:  # REV's worktree exists: a side runs
+            assert time.monotonic() < deadline and proc.poll() is None, "no worktree appeared"
+            time.sleep(0.1)
+        time.sleep(1.0)
+        sides = _children(proc.pid)
+        assert sides, "no side process was running"
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)  # never leave a Popen for the garbage collector to warn about
+        if proc.stdout is not None:
+            proc.stdout.close()
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, out.decode()[-2000:]
+    assert len(worktrees(fake_pytester.path)) == 1
+    assert not [pid for pid in sides if Path(f"/proc/{pid}").exists()], "a side outlived it"
+    after = sorted(p.name for p in fake_pytester.path.rglob("*") if ".git" not in p.parts)
+    assert [p for p in after if p not in before and "__pycache__" not in p] == []
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _children(pid: int) -> list[int]:
+    """Every descendant of ``pid`` now (from /proc)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(stat.parent.name)] = int(fields[1])
+    found, frontier = [], [pid]
+    while frontier:
+        current = frontier.pop()
+        kids = [p for p, parent in parents.items() if parent == current]
+        found += kids
+        frontier += kids
+    return found
+
+
+WOBBLY_SUITE = """
+import pathlib
+from pytest_mxperf.testing import FakeModel
+
+# REV runs at 100 img/s; HEAD's processes (the controller's collection included) at 108, 96,
+# 106, ... img/s in turn: no slower on average, too spread for 3 rounds to decide.
+HERE = pathlib.Path(__file__).resolve().parent
+COUNTER = pathlib.Path({counter!r})
+if HERE == pathlib.Path({head!r}).resolve():
+    n = int(COUNTER.read_text()) if COUNTER.exists() else 0
+    COUNTER.write_text(str(n + 1))
+    SPEED = (108.0, 96.0, 106.0)[n % 3]
+else:
+    SPEED = 100.0
+
+def test_wobbly(mxperf):
+    mxperf.inference(FakeModel(SPEED), batch_size=8, model="wobbly")
+"""
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_an_undecided_case_that_is_not_slower_gets_no_more_rounds_unless_strict(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str], strict: bool
+) -> None:
+    counter = fake_pytester.path.parent / f"{fake_pytester.path.name}.count"
+    suite = WOBBLY_SUITE.format(counter=str(counter), head=str(fake_pytester.path))
+    fake_pytester.makepyfile(test_suite=suite)
+    commit("A")
+    fake_pytester.makepyfile(test_suite=suite + "\n# B\n")
+    commit("B")
+    flags = ["--mxperf-strict"] if strict else []
+    result = fake_pytester.runpytest(
+        "--mxperf", "--mxperf-ab", "HEAD~1", "--mxperf-max-rounds", "5", "--mxperf-json",
+        "report.json", *flags,
+    )  # fmt: skip
+    report = read_report(fake_pytester.path)
+    verdict = report["cases"][0]["verdict"]
+    assert verdict["status"] == "inconclusive" and verdict["change"] > 0
+    assert report["paired"]["profile_rounds"] == []  # nothing slower to profile
+    if strict:  # inconclusive fails here: every round up to the cap is worth running
+        result.assert_outcomes(failed=1)
+        assert len(report["paired"]["rounds"]) == 5 and verdict["rounds"] == 5
+        assert "inconclusive, but not slower" in verdict["message"]
+    else:  # it passes either way: no round beyond the first 3
+        result.assert_outcomes(passed=1)
+        assert len(report["paired"]["rounds"]) == 3 and verdict["rounds"] == 3
+        first = verdict["message"].splitlines()[0]
+        suggested = re.search(r": inconclusive, but not slower; about (\d+) rounds", first)
+        assert suggested and first.endswith(f" would decide (--mxperf-rounds {suggested[1]})")

@@ -1,0 +1,10 @@
+"""Paired rounds for the unit tests of the paired statistics (`pytest_mxperf.judging.pairstats`)."""
+
+from __future__ import annotations
+
+from pytest_mxperf.judging.pairstats import PairedRound
+
+
+def rounds_from(ratios: list[float], rev: float = 1000.0) -> list[PairedRound]:
+    """Rounds whose HEAD/REV ratios are ``ratios`` (REV at ``rev`` img/s)."""
+    return [PairedRound(rev, rev * r) for r in ratios]
