@@ -1,0 +1,98 @@
+"""Issue 29 (reliability, round 3) through pytester with the fake back end: an errored case fails
+its test at the call, usage errors refused before anything is measured, sweeps that fit no batch,
+and the other items a new user broke."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+
+def _cases(pytester: pytest.Pytester) -> dict[str, Any]:
+    data = json.loads((pytester.path / "report.json").read_text())
+    return {c["key"]: c for c in data["cases"]}
+
+
+# Item 2 and 16: the docs' pattern ``assert result.images_per_sec > 0`` never meets a None figure.
+ERRORED = """
+import pytest
+from pytest_mxperf.testing import FakeModel
+
+
+def broken():
+    raise RuntimeError("engine type bogus is not known")
+
+
+def test_callable(mxperf):
+    r = mxperf.callable(broken, items_per_call=8, model="broken")
+    assert r.images_per_sec > 0
+
+
+def test_nan(mxperf):
+    r = mxperf.inference(FakeModel(400.0, nan=True), batch_size=8, model="nan")
+    assert r.images_per_sec > 0
+
+
+def test_dead_rank(mxperf):
+    r = mxperf.data_parallel(
+        FakeModel(300.0, rank_failure="ps-lite: kv_app.h:624 Check failed"),
+        batch_size=8, kvstore="local", contexts=["cpu(0)", "cpu(1)"], model="dead",
+    )
+    assert r.images_per_sec > 0
+
+
+def test_after(mxperf):
+    r = mxperf.inference(FakeModel(400.0), batch_size=8, model="after")
+    assert r.images_per_sec > 0
+"""
+
+
+def test_an_errored_case_fails_at_the_call_with_its_message(
+    fake_pytester: pytest.Pytester,
+) -> None:
+    fake_pytester.makepyfile(ERRORED)
+    result = fake_pytester.runpytest("--mxperf", "--mxperf-json", "report.json")
+    result.assert_outcomes(passed=1, failed=3)
+    out = result.stdout.str()
+    # The user's assertion after the call never ran: no TypeError hides the cause.
+    assert "TypeError" not in out
+    assert "images_per_sec > 0" not in out  # pytrace=False: the message, not the frame
+    result.stdout.fnmatch_lines(
+        [
+            "*_ test_callable _*",
+            "mxperf: broken/inference/float32/bs8/cpu: RuntimeError: engine type bogus is not known",
+            "*_ test_nan _*",
+            "mxperf: nan/inference/float32/bs8/cpu: model output contains NaN/inf*",
+            "*_ test_dead_rank _*",
+            "mxperf: dead/training/float32/bs8/cpu/x2/local: worker 1*SIGKILL*",
+            "ps-lite: kv_app.h:624 Check failed",
+        ]
+    )
+    cases = _cases(fake_pytester)
+    # Still recorded: the table and the JSON show the errored cases.
+    assert cases["broken/inference/float32/bs8/cpu"]["status"] == "error"
+    assert cases["nan/inference/float32/bs8/cpu"]["status"] == "nan"
+    assert cases["dead/training/float32/bs8/cpu/x2/local"]["status"] == "error"
+    assert cases["after/inference/float32/bs8/cpu"]["status"] == "ok"
+
+
+# Item 14: MXNet aborts the whole session (exit 134, no table, no JSON) on OMP_NUM_THREADS=abc.
+def test_an_unreadable_omp_num_threads_is_a_usage_error(
+    fake_pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_pytester.makepyfile(
+        "from pytest_mxperf.testing import FakeModel\n"
+        "def test_toy(mxperf):\n"
+        "    mxperf.inference(FakeModel(400.0), batch_size=8, model='toy')\n"
+    )
+    monkeypatch.setenv("OMP_NUM_THREADS", "abc")
+    result = fake_pytester.runpytest("--mxperf")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*OMP_NUM_THREADS='abc'*positive integer*MXNet aborts*--mxperf-threads*"]
+    )
+    # --mxperf-threads sets the variable for MXNet: the run goes on.
+    result = fake_pytester.runpytest("--mxperf", "--mxperf-threads", "1")
+    result.assert_outcomes(passed=1)
