@@ -96,3 +96,13 @@ def test_an_unreadable_omp_num_threads_is_a_usage_error(
     # --mxperf-threads sets the variable for MXNet: the run goes on.
     result = fake_pytester.runpytest("--mxperf", "--mxperf-threads", "1")
     result.assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "1e12"])
+def test_a_non_finite_or_absurd_pipeline_timeout_is_a_usage_error(
+    fake_pytester: pytest.Pytester, value: str
+) -> None:
+    fake_pytester.makepyfile("def test_nothing():\n    pass\n")
+    result = fake_pytester.runpytest("--mxperf", "--mxperf-pipeline-timeout", value)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*invalid value '{value}'*--mxperf-pipeline-timeout*seconds*"])
