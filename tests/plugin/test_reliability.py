@@ -106,3 +106,29 @@ def test_a_non_finite_or_absurd_pipeline_timeout_is_a_usage_error(
     result = fake_pytester.runpytest("--mxperf", "--mxperf-pipeline-timeout", value)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*invalid value '{value}'*--mxperf-pipeline-timeout*seconds*"])
+
+
+# Item 4: under ``pytest -n 2`` the inner pytester runs inherited PYTEST_XDIST_WORKER and took
+# themselves for xdist workers (their cases said gw0; tox's py311-xdist was red).
+@pytest.fixture
+def outer_xdist_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As in a test of this suite run by xdist worker gw7 (set before pytester is made)."""
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw7")
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "8")
+    monkeypatch.setenv("PYTEST_XDIST_TESTRUNUID", "0123456789abcdef")
+
+
+def test_inner_pytester_runs_are_not_xdist_workers(
+    outer_xdist_worker: None, fake_pytester: pytest.Pytester
+) -> None:
+    fake_pytester.makepyfile(
+        "from pytest_mxperf.testing import FakeModel\n"
+        "def test_toy(mxperf):\n"
+        "    mxperf.inference(FakeModel(400.0), batch_size=8, model='toy')\n"
+    )
+    result = fake_pytester.runpytest("--mxperf", "--mxperf-json", "report.json")
+    result.assert_outcomes(passed=1)
+    assert _cases(fake_pytester)["toy/inference/float32/bs8/cpu"]["worker"] is None
+    sub = fake_pytester.runpytest_subprocess("--mxperf", "--mxperf-json", "report.json")
+    sub.assert_outcomes(passed=1)
+    assert _cases(fake_pytester)["toy/inference/float32/bs8/cpu"]["worker"] is None
