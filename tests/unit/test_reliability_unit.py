@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+from typing import Any
+
 import pytest
 
+from pytest_mxperf import cli
+from pytest_mxperf.baselines import store as baselines
 from pytest_mxperf.config import options, parsers
+from pytest_mxperf.reporting import historygit
 from pytest_mxperf.system import fingerprint
+from pytest_mxperf.testing.repos import git
 
 
 # Item 14: MXNet aborts the process (dmlc::ParamError, exit 134) on a thread variable that is
@@ -64,3 +72,128 @@ def test_every_seconds_option_uses_the_seconds_parser() -> None:
 def test_a_positive_float_is_finite(text: str) -> None:
     with pytest.raises(ValueError, match="finite"):
         parsers.positive_float(text)
+
+
+# --- mxperf report (items 5, 12, 19) ----------------------------------------------------------
+
+KEY = "toy/inference/float32/bs8/cpu"
+
+
+@pytest.fixture
+def stored_repo(tmp_path: Path) -> Path:
+    """A repository named ``perf-suite`` (origin ``git@example.invalid:team/perf-suite.git``)
+    with one stored baseline at HEAD; returns its baseline directory."""
+    repo = tmp_path / "home" / "someone" / "perf-suite"
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "remote", "add", "origin", "git@example.invalid:team/perf-suite.git")
+    (repo / "model.py").write_text("# model\n")
+    git(repo, "add", "model.py")
+    git(repo, "commit", "-q", "-m", "model")
+    sha = git(repo, "rev-parse", "HEAD")
+    commit = {"sha": sha, "date": "2025-03-01T12:00:00+00:00", "branch": "main", "dirty": False}
+    case = {"images_per_sec": 100.0, "rel_iqr": 0.01, "iqr": 1.0, "model": "toy"}
+    case.update(mode="inference", dtype="float32", batch_size=8, device_kind="cpu", status="ok")
+    baselines.store(repo / "baselines", "cpu-test-2c", commit, {KEY: case})
+    return repo / "baselines"
+
+
+def test_the_history_page_names_the_repository_never_a_path(
+    stored_repo: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "page.html"
+    assert cli.main(["--dir", str(stored_repo.resolve()), "report", "--out", str(out)]) == 0
+    page = out.read_text(encoding="utf-8")
+    assert str(tmp_path) not in page
+    assert "someone" not in page
+    assert "repository <code>team/perf-suite</code>" in page
+    assert "Baselines: <code>baselines</code>" in page
+
+
+@pytest.mark.parametrize(
+    ("origin", "name"),
+    [
+        (None, "perf-suite"),
+        ("git@github.com:team/perf-suite.git", "team/perf-suite"),
+        ("https://user:token@github.com/team/perf-suite.git", "team/perf-suite"),
+        ("https://gitlab.example.com/group/sub/perf-suite", "sub/perf-suite"),
+        ("/srv/git/perf-suite.git", "perf-suite"),
+        ("file:///srv/git/perf-suite.git", "perf-suite"),
+    ],
+)
+def test_a_repository_name_holds_no_path_or_credentials(origin: str | None, name: str) -> None:
+    assert historygit.repository_name("/home/someone/perf-suite", origin) == name
+
+
+def _report(root: Path, *args: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = cli.main(["--dir", str(root), "report", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _leftovers(folder: Path) -> list[str]:
+    return [p.name for p in folder.rglob("*") if p.name.endswith(".tmp")]
+
+
+def test_report_out_onto_a_directory_is_a_clear_error_leaving_nothing(
+    stored_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "site"
+    target.mkdir()
+    code, _, err = _report(stored_repo, "--out", str(target), capsys=capsys)
+    assert code == 2
+    assert err.strip() == f"mxperf: error: --out: cannot write {target} ({target} is a directory)"
+    assert _leftovers(tmp_path) == []
+
+
+def test_report_out_under_a_file_is_a_clear_error(
+    stored_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    code, _, err = _report(stored_repo, "--out", str(blocker / "page.html"), capsys=capsys)
+    assert code == 2
+    assert "--out: cannot write" in err and "is not a directory" in err
+    assert "Traceback" not in err
+
+
+def test_report_out_where_writing_fails_is_a_clear_error_leaving_nothing(
+    stored_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    """As in /proc (root may "write" there by os.access, then the write fails)."""
+    out = tmp_path / "page.html"
+
+    def refuse(self: Path, *args: Any, **kwargs: Any) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(os, "replace", lambda *a: refuse(out))
+    code, _, err = _report(stored_repo, "--out", str(out), capsys=capsys)
+    assert code == 2
+    assert err.strip() == f"mxperf: error: --out: cannot write {out}: Permission denied"
+    assert not out.exists() and _leftovers(tmp_path) == []
+
+
+def test_report_in_proc_is_a_clear_error(
+    stored_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if not Path("/proc/self").is_dir():
+        pytest.skip("no /proc here")
+    code, _, err = _report(stored_repo, "--out", "/proc/mxperf-report.html", capsys=capsys)
+    assert code == 2
+    assert err.startswith("mxperf: error: --out: cannot write /proc/mxperf-report.html")
+    assert "Traceback" not in err
+
+
+def test_report_markdown_unwritable_is_a_clear_error(
+    stored_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "md"
+    folder.mkdir()
+    code, _, err = _report(
+        stored_repo, "--out", str(tmp_path / "page.html"), "--markdown", str(folder), capsys=capsys
+    )
+    assert code == 2
+    assert (
+        err.strip() == f"mxperf: error: --markdown: cannot write {folder} ({folder} is a directory)"
+    )
+    assert not (tmp_path / "page.html").exists()  # refused before anything is written
