@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_mxperf.config import floors
+from pytest_mxperf.config import floors, parsers
 from pytest_mxperf.config.options import DEFAULTS
 from pytest_mxperf.reporting import history, htmlchart, htmlreport, summary
 from pytest_mxperf.run import outputs
@@ -40,13 +40,23 @@ def add_parser(sub: Any, parents: Sequence[argparse.ArgumentParser] = ()) -> Non
     )
     report.add_argument(
         "--tolerance",
-        type=float,
+        type=fraction,
         default=DEFAULTS["unconfirmed_tolerance"],
         help="smallest change marked as a regression or improvement, when larger than twice "
         f"the stored noise (default {DEFAULTS['unconfirmed_tolerance']:.2f})",
     )
     report.add_argument("--markdown", type=Path, help="also write the summary table as Markdown")
     add_cost_arguments(report)
+
+
+def fraction(text: str) -> float:
+    """A tolerance: a fraction in [0, 1) (-1, nan or 1.5 would mark nothing or everything)."""
+    try:
+        return parsers.fraction(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be a fraction in [0, 1), e.g. 0.15 for 15%, got {text!r}"
+        ) from None
 
 
 def positive_float(text: str) -> float:

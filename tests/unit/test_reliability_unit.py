@@ -197,3 +197,18 @@ def test_report_markdown_unwritable_is_a_clear_error(
         err.strip() == f"mxperf: error: --markdown: cannot write {folder} ({folder} is a directory)"
     )
     assert not (tmp_path / "page.html").exists()  # refused before anything is written
+
+
+@pytest.mark.parametrize("command", ["report", "compare"])
+@pytest.mark.parametrize("value", ["-1", "nan", "inf", "1.5"])
+def test_a_tolerance_that_is_no_fraction_is_refused(
+    command: str, value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["report", f"--tolerance={value}"] if command == "report" else ["compare", "a", "b"]
+    if command == "compare":
+        args.append(f"--tolerance={value}")
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--dir", str(tmp_path), *args])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--tolerance: must be a fraction in [0, 1), e.g. 0.15 for 15%, got {value!r}" in err
