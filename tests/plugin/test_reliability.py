@@ -5,9 +5,11 @@ and the other items a new user broke."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Callable
 
 import pytest
+
+from pytest_mxperf.testing.repos import git
 
 
 def _cases(pytester: pytest.Pytester) -> dict[str, Any]:
@@ -132,3 +134,27 @@ def test_inner_pytester_runs_are_not_xdist_workers(
     sub = fake_pytester.runpytest_subprocess("--mxperf", "--mxperf-json", "report.json")
     sub.assert_outcomes(passed=1)
     assert _cases(fake_pytester)["toy/inference/float32/bs8/cpu"]["worker"] is None
+
+
+# Item 13: after a history rewrite the stored baseline was silently ignored ("0 case(s)
+# resolved", verdict new, no warning).
+def test_stored_baselines_none_an_ancestor_are_said(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    fake_pytester.makepyfile(
+        "from pytest_mxperf.testing import FakeModel\n"
+        "def test_toy(mxperf):\n"
+        "    mxperf.inference(FakeModel(400.0), batch_size=8, model='toy')\n"
+    )
+    first = commit("suite")
+    fake_pytester.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=1)
+    git(fake_pytester.path, "commit", "-q", "--amend", "-m", "suite, reworded")  # a rewrite
+    result = fake_pytester.runpytest("--mxperf", "--mxperf-json", "report.json")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "mxperf: warning: 1 stored baseline(s) for cpu-*, but none is an ancestor of HEAD "
+            f"(history rewritten, or stored on another branch): *newest: {first[:10]} (*)*"
+        ]
+    )
+    assert _cases(fake_pytester)["toy/inference/float32/bs8/cpu"]["verdict"]["status"] == "new"

@@ -10,6 +10,7 @@ import pytest
 
 from pytest_mxperf import cli
 from pytest_mxperf.baselines import store as baselines
+from pytest_mxperf.baselines.resolution import resolve
 from pytest_mxperf.config import options, parsers
 from pytest_mxperf.reporting import historygit
 from pytest_mxperf.system import fingerprint
@@ -212,3 +213,24 @@ def test_a_tolerance_that_is_no_fraction_is_refused(
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert f"--tolerance: must be a fraction in [0, 1), e.g. 0.15 for 15%, got {value!r}" in err
+
+
+# Item 13: after a history rewrite the stored baselines were silently ignored.
+def test_stored_baselines_that_are_no_ancestor_are_named(tmp_path: Path) -> None:
+    hw = "cpu-test-2c"
+    case = {"images_per_sec": 100.0, "rel_iqr": 0.01, "iqr": 1.0, "status": "ok"}
+    for sha, day in (("a" * 40, 1), ("b" * 40, 2), ("c" * 40, 3), ("d" * 40, 4)):
+        commit = {"sha": sha, "date": f"2025-03-0{day}T12:00:00+00:00", "branch": "main"}
+        baselines.store(tmp_path, hw, commit, {KEY: case})
+    baselines.store(tmp_path, "gpu-other-x1", {"sha": "e" * 40, "date": "2025-03-05"}, {KEY: case})
+    res = resolve(tmp_path, {"f" * 40: 0}, this_machine=[hw, "gpu-not-stored-x1"])
+    assert res.refs[hw] == {}
+    assert res.warnings == [
+        f"4 stored baseline(s) for {hw}, but none is an ancestor of HEAD (history rewritten, "
+        "or stored on another branch): its cases are judged as new; newest: dddddddddd "
+        "(2025-03-04), cccccccccc (2025-03-03), bbbbbbbbbb (2025-03-02) and 1 more; compare "
+        "with one by --mxperf-compare SHA"
+    ]
+    # An ancestor holding any case, or hardware keys of other machines: nothing to say.
+    assert resolve(tmp_path, {"a" * 40: 3}, this_machine=[hw]).warnings == []
+    assert resolve(tmp_path, {"f" * 40: 0}, this_machine=["gpu-not-stored-x1"]).warnings == []
