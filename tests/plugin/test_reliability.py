@@ -158,3 +158,32 @@ def test_stored_baselines_none_an_ancestor_are_said(
         ]
     )
     assert _cases(fake_pytester)["toy/inference/float32/bs8/cpu"]["verdict"]["status"] == "new"
+
+
+# Item 17: a sweep that fits no batch passed with nothing measured, also under --mxperf-strict.
+@pytest.mark.parametrize("strict", [[], ["--mxperf-strict"]])
+def test_a_sweep_that_fits_no_batch_fails_naming_the_smallest_batch(
+    fake_pytester: pytest.Pytester, strict: list[str]
+) -> None:
+    fake_pytester.makepyfile(
+        """
+        from pytest_mxperf.testing import FakeModel
+
+        def test_auto(mxperf):
+            mxperf.sweep(FakeModel(500.0, oom_from_batch=1), model="toy", max_batch=64)
+            raise AssertionError("not reached: the sweep fails at the call")
+
+        def test_fits(mxperf):
+            mxperf.sweep(FakeModel(500.0, oom_from_batch=4), model="fits", max_batch=64)
+        """
+    )
+    result = fake_pytester.runpytest("--mxperf", *strict)
+    result.assert_outcomes(passed=0 if strict else 1, failed=1 if not strict else 2)
+    result.stdout.fnmatch_lines(
+        [
+            "*_ test_auto _*",
+            "mxperf: sweep toy (inference): nothing measured: float32: no batch size fits "
+            "(batch 1: *out of memory*)",
+        ]
+    )
+    assert "not reached" not in result.stdout.str()
