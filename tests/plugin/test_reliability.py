@@ -5,6 +5,7 @@ and the other items a new user broke."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, Callable
 
 import pytest
@@ -187,3 +188,14 @@ def test_a_sweep_that_fits_no_batch_fails_naming_the_smallest_batch(
         ]
     )
     assert "not reached" not in result.stdout.str()
+
+
+def test_the_suites_pipeline_cases_skip_without_pillow_naming_the_install(
+    pytester: pytest.Pytester,
+) -> None:
+    suite = Path(__file__).resolve().parents[1] / "perf" / "test_pipelines.py"
+    pytester.makepyfile(test_pipelines=suite.read_text(encoding="utf-8"))
+    pytester.makeconftest("import sys\nsys.modules['PIL'] = None  # no pillow here\n")
+    result = pytester.runpytest("-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["SKIPPED*pillow is not installed*pip install pillow*"])

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import random
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,7 @@ from pytest_mxperf import cli
 from pytest_mxperf.baselines import store as baselines
 from pytest_mxperf.baselines.resolution import resolve
 from pytest_mxperf.config import options, parsers
+from pytest_mxperf.pipelines import imagedata
 from pytest_mxperf.reporting import historygit
 from pytest_mxperf.system import fingerprint
 from pytest_mxperf.testing.repos import git
@@ -234,3 +237,12 @@ def test_stored_baselines_that_are_no_ancestor_are_named(tmp_path: Path) -> None
     # An ancestor holding any case, or hardware keys of other machines: nothing to say.
     assert resolve(tmp_path, {"a" * 40: 3}, this_machine=[hw]).warnings == []
     assert resolve(tmp_path, {"f" * 40: 0}, this_machine=["gpu-not-stored-x1"]).warnings == []
+
+
+# Item 3: the suite's pipeline cases errored with ModuleNotFoundError: No module named 'PIL'.
+def test_generated_images_without_pillow_say_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "PIL", None)  # as if pillow were not installed
+    with pytest.raises(ImportError, match=r"pillow is not installed .*pip install pillow"):
+        imagedata.image_jpeg(random.Random(0), 32)
