@@ -199,3 +199,49 @@ def test_the_suites_pipeline_cases_skip_without_pillow_naming_the_install(
     result = pytester.runpytest("-rs")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["SKIPPED*pillow is not installed*pip install pillow*"])
+
+
+# Item 19: a data-parallel factory string that does not import was found only after the ranks
+# were launched (each rank's traceback).
+@pytest.mark.parametrize(
+    ("factory", "message"),
+    [
+        (
+            "no_such_module_here:toy",
+            "cannot import 'no_such_module_here' for "
+            "'no_such_module_here:toy': No module named 'no_such_module_here'",
+        ),
+        ("test_factory:missing", "'test_factory' has no attribute 'missing'"),
+        ("test_factory:NOT_CALLABLE", "'test_factory:NOT_CALLABLE' is not callable (a str)*"),
+        ("test_factory", "expected 'package.module:function', got 'test_factory'"),
+    ],
+)
+def test_a_factory_that_does_not_import_is_refused_before_launching(
+    fake_pytester: pytest.Pytester, factory: str, message: str
+) -> None:
+    fake_pytester.makeconftest(
+        """
+        import pytest
+        from pytest_mxperf.testing import FakeBackend
+
+        class NeverLaunch(FakeBackend):
+            def data_parallel(self, model, spec):
+                raise AssertionError("ranks launched")
+
+        @pytest.fixture(scope="session")
+        def mxperf_backend():
+            return NeverLaunch()
+        """
+    )
+    fake_pytester.makepyfile(
+        test_factory=f"""
+        NOT_CALLABLE = "a string"
+
+        def test_dist(mxperf):
+            mxperf.data_parallel({factory!r}, batch_size=8, workers=2, model="toy")
+        """
+    )
+    result = fake_pytester.runpytest("--mxperf")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"mxperf: data_parallel: {message}"])
+    assert "ranks launched" not in result.stdout.str()
