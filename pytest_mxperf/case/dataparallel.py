@@ -60,6 +60,8 @@ def data_parallel(
     if isinstance(net, str):
         # An exported symbol file: ranks start in this directory, but name it absolutely.
         factory = str(Path(net).resolve()) if is_symbol_file(net) else net
+        if not is_symbol_file(net):
+            check_factory(net)
     elif not in_process:
         factory = object_ref(net)  # ranks import it: a module-level function
     else:
@@ -138,6 +140,30 @@ def data_parallel(
         bench._arbitrate(result, ref)
     bench.results.append(result)
     return result
+
+
+def check_factory(ref: str) -> None:
+    """Import a ``"module:callable"`` factory here, before any rank is launched: ranks import it
+    with this process's ``sys.path``, so one that fails here would fail in every rank (each
+    with its traceback, after the launch)."""
+    from pytest_mxperf.distributed.train import load_object
+    from pytest_mxperf.measuring.dataparallel import DataParallelError
+
+    try:
+        obj = load_object(ref)
+    except (DataParallelError, ValueError) as exc:
+        pytest.fail(f"mxperf: data_parallel: {exc}", pytrace=False)
+    except Exception as exc:  # the module itself raises on import
+        pytest.fail(
+            f"mxperf: data_parallel: importing {ref!r} raised {type(exc).__name__}: {exc}",
+            pytrace=False,
+        )
+    if not callable(obj):
+        pytest.fail(
+            f"mxperf: data_parallel: {ref!r} is not callable (a {type(obj).__name__}): name a "
+            "function that returns a fresh Gluon block",
+            pytrace=False,
+        )
 
 
 def _measure_data_parallel(

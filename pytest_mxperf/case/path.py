@@ -31,6 +31,9 @@ from pytest_mxperf.paired.turns import CaseTurns
 from pytest_mxperf.run.session import MxperfSession
 from pytest_mxperf.system import fingerprint, locks
 
+#: A case that ends so has no figure to give its caller: its test fails at the call.
+FAILED_AT_CALL = (Status.ERROR, Status.NAN)
+
 #: How a case is measured: (spec, config, attempts, again) -> CaseRun; default `run_case`.
 Runner = Callable[[PrepareSpec, MeasureConfig, int, Callable[[Measurement], bool]], CaseRun]
 
@@ -138,6 +141,22 @@ class CaseBench:
         self.results.append(result)
         self._warn_pending(result)
         return result
+
+    def fail_if_errored(self, first: int) -> None:
+        """Fail the test now, at the call, when a case measured since ``results[first]`` errored
+        (or emitted NaN/inf): the caller's code after the call never sees a case without a
+        figure (``assert result.images_per_sec > 0`` would raise a TypeError that hides the
+        cause). The message lists every failed case of the test so far; the case stays on the
+        report (the call hook records it)."""
+        if not any(r.status in FAILED_AT_CALL for r in self.results[first:]):
+            return
+        messages = []
+        for r in self.results:
+            if r.verdict is not None and r.verdict.failed:
+                messages.append("mxperf: " + r.verdict.message)
+            elif r.status in FAILED_AT_CALL:
+                messages.append(f"mxperf: {r.key}: {r.error or r.status.value}")
+        pytest.fail("\n".join(messages), pytrace=False)
 
     def device_lock(
         self, key: CaseKey, kind: str, index: int

@@ -8,7 +8,9 @@ from `htmlchart.load_plotly`, only when a page is built (the ``report`` extra).
 
 from __future__ import annotations
 
+import contextlib
 import html
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -146,9 +148,11 @@ def render_html(
     an epoch size, the summary table shows what the latest figures cost."""
     _, offline = load_plotly()
     git = history.git
-    meta = [f"Baselines: <code>{_e(history.root)}</code>"]
-    if git.repo_root:
-        meta.append(f"repository <code>{_e(git.repo_root)}</code>")
+    # A page meant to be published as a CI artifact: names, never this machine's paths.
+    shown = history.shown_root or Path(history.root).name
+    meta = [f"Baselines: <code>{_e(shown)}</code>"]
+    if git.name:
+        meta.append(f"repository <code>{_e(git.name)}</code>")
     if git.head:
         meta.append(f"HEAD <code>{_e(git.head[:10])}</code>")
     meta.append(
@@ -190,7 +194,7 @@ def render_html(
         parts.append("</section>")
         sections.append("".join(parts))
     if not sections:
-        sections.append(f"<p>No baselines stored under <code>{_e(history.root)}</code>.</p>")
+        sections.append(f"<p>No baselines stored under <code>{_e(shown)}</code>.</p>")
     notes_html = "".join(f'<p class="notes">{_e(note)}</p>' for note in notes)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -216,6 +220,12 @@ def write_report(
     text = render_html(history, price_per_hour=price_per_hour, epoch_images=epoch_images)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(out)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, out)
+    except BaseException:
+        # A page that cannot be put in place leaves no half-written temp file (megabytes).
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
     return out
