@@ -14,6 +14,7 @@ from pytest_mxperf.config import floors, parsers
 from pytest_mxperf.config.options import DEFAULTS
 from pytest_mxperf.reporting import history, htmlchart, htmlreport, summary
 from pytest_mxperf.run import outputs
+from pytest_mxperf.system import files
 
 
 class ReportCommandError(Exception):
@@ -132,7 +133,7 @@ def run(root: Path, args: argparse.Namespace) -> int:
     rows = history.summary_rows(hist)
     if args.markdown:
         with _writing("--markdown", args.markdown):
-            outputs.write_text_atomic(args.markdown, summary.to_markdown(rows))
+            files.write_text_atomic(Path(args.markdown), summary.to_markdown(rows))
     commits = sum(len(h.commits) for h in hist.hardware)
     keys = len(hist.hardware)
     print(f"{out}: {len(rows)} cases, {commits} stored commit(s), {keys} hardware key(s)")

@@ -8,9 +8,7 @@ from `htmlchart.load_plotly`, only when a page is built (the ``report`` extra).
 
 from __future__ import annotations
 
-import contextlib
 import html
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -18,6 +16,7 @@ from pytest_mxperf.reporting import cost
 from pytest_mxperf.reporting.history import summary_rows
 from pytest_mxperf.reporting.historytypes import CaseHistory, History, Mark
 from pytest_mxperf.reporting.htmlchart import STYLE, case_figure, load_plotly
+from pytest_mxperf.system import files
 
 
 def _e(value: object) -> str:
@@ -218,14 +217,5 @@ def write_report(
 ) -> Path:
     """Write the page to ``out`` atomically (readers never see half a page)."""
     text = render_html(history, price_per_hour=price_per_hour, epoch_images=epoch_images)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, out)
-    except BaseException:
-        # A page that cannot be put in place leaves no half-written temp file (megabytes).
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
+    files.write_text_atomic(out, text)  # a failed write leaves no temporary (megabytes)
     return out
