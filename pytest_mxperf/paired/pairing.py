@@ -137,7 +137,12 @@ class Pairer:
         )
 
     def run(
-        self, rev_label: str, sha: str, nodeids: Sequence[str], progress: Callable[[str], None]
+        self,
+        rev_label: str,
+        sha: str,
+        nodeids: Sequence[str],
+        progress: Callable[[str], None],
+        head_name: str = "HEAD",
     ) -> PairedData:
         """Paired rounds of ``nodeids``: at least ``--mxperf-rounds``, more (up to
         ``--mxperf-max-rounds``) for the undecided cases more rounds could fail
@@ -151,7 +156,7 @@ class Pairer:
             HEAD: SideSpec(HEAD, self.rootdir, cpus=self.cpus, spread=self.spread),
         }
         pinned = "" if self.cpus is None else cpu_sets.describe(self.cpus)
-        data = PairedData(rev_label, sha, cpus=pinned)
+        data = PairedData(rev_label, sha, cpus=pinned, head_name=head_name)
         s = self.settings
         run = functools.partial(
             run_rounds,

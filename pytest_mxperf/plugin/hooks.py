@@ -4,6 +4,8 @@ the stash keys they share with `pytest_mxperf.plugin`."""
 
 from __future__ import annotations
 
+import contextlib
+import sys
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +26,21 @@ class SessionHooks:
     def __init__(self, config: pytest.Config, session: MxperfSession) -> None:
         self.config = config
         self.session = session
+        session.tell = self.tell
+
+    def tell(self, text: str) -> None:
+        """One line on the terminal now, whatever the capture (stderr where there is no
+        terminal reporter)."""
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        capture = self.config.pluginmanager.get_plugin("capturemanager")
+        if reporter is None:
+            print(text, file=sys.__stderr__, flush=True)
+            return
+        with contextlib.ExitStack() as stack:
+            if capture is not None:
+                stack.enter_context(capture.global_and_fixture_disabled())
+            reporter.ensure_newline()
+            reporter.write_line(text, yellow=True)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
@@ -56,9 +73,17 @@ class SessionHooks:
         if not self.session.settings.ab or self.session.is_worker:
             return
         nodeids = [item.nodeid for item in session.items if is_benchmark(item)]
-        if not nodeids:
+        if not nodeids or self.config.option.collectonly:
             return
         tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        if session.testsfailed and not self.config.option.continue_on_collection_errors:
+            # pytest stops after collection errors: rounds measured now would be discarded.
+            if tr is not None:
+                tr.write_line(
+                    f"mxperf: paired run vs {self.session.settings.ab} not started: "
+                    f"{session.testsfailed} error(s) during collection"
+                )
+            return
         s = self.session.settings
         # Each round runs two side processes; more rounds may follow for undecided cases.
         meter = Progress(2 * s.rounds)

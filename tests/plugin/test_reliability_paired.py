@@ -1,0 +1,200 @@
+"""Paired runs (``--mxperf-ab``), reliability round 3 (issue 29): errors on either side, a
+collection error elsewhere, the CPU lock, usage errors and REV's own environment."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from pytest_mxperf.system import locks
+
+
+def _cases(pytester: pytest.Pytester, name: str = "report.json") -> dict[str, Any]:
+    data = json.loads((pytester.path / name).read_text())
+    return {c["key"]: c for c in data["cases"]}
+
+
+def _paired(pytester: pytest.Pytester, rev: str, *args: str) -> pytest.RunResult:
+    return pytester.runpytest("--mxperf", "--mxperf-ab", rev, "--mxperf-json", "report.json", *args)
+
+
+GOOD = """
+from pytest_mxperf.testing import FakeModel
+
+def test_model(mxperf):
+    mxperf.callable(lambda: 1, items_per_call=8, model="model")
+"""
+
+# The working tree breaks the model's forward: every call raises.
+BROKEN = """
+def forward():
+    raise ValueError("working tree breaks forward")
+
+def test_model(mxperf):
+    mxperf.callable(forward, items_per_call=8, model="model")
+"""
+
+
+def test_a_working_tree_whose_benchmark_errors_fails_its_paired_test(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    fake_pytester.makepyfile(test_suite=GOOD)
+    commit("base")
+    fake_pytester.makepyfile(test_suite=BROKEN)  # uncommitted
+    result = _paired(fake_pytester, "HEAD")
+    result.assert_outcomes(failed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    (case,) = _cases(fake_pytester).values()
+    assert case["status"] == "error"
+    assert case["verdict"]["status"] == "error"
+    message = case["verdict"]["message"]
+    assert "working tree breaks forward" in message
+    assert "does not exist there" not in message
+    result.stdout.fnmatch_lines(["*side measured nothing in rounds 1, 2, 3: *working tree breaks*"])
+
+
+def test_an_error_on_revs_side_is_an_error_too(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    fake_pytester.makepyfile(test_suite=BROKEN)
+    commit("broken base")
+    fake_pytester.makepyfile(test_suite=GOOD)
+    commit("fixed")
+    result = _paired(fake_pytester, "HEAD~1")
+    result.assert_outcomes(failed=1)
+    (case,) = _cases(fake_pytester).values()
+    assert case["verdict"]["status"] == "error"
+    assert "HEAD~1's side measured nothing in rounds 1, 2, 3: " in case["verdict"]["message"]
+
+
+# HEAD's data-parallel case: its ranks die in the second round only (a counter file).
+DP_FLAKY = """
+from pathlib import Path
+from pytest_mxperf.testing import FakeModel
+
+COUNTER = Path({counter!r})
+
+def toy():
+    runs = int(COUNTER.read_text()) if COUNTER.exists() else 0
+    COUNTER.write_text(str(runs + 1))
+    return FakeModel(300.0, scaling=0.9, rank_failure="rank died" if runs == 1 else None)
+
+def test_dist(mxperf):
+    mxperf.data_parallel("test_suite:toy", batch_size=8, workers=2, model="toy")
+"""
+DP_GOOD = """
+from pytest_mxperf.testing import FakeModel
+
+def toy():
+    return FakeModel(300.0, scaling=0.9)
+
+def test_dist(mxperf):
+    mxperf.data_parallel("test_suite:toy", batch_size=8, workers=2, model="toy")
+"""
+
+
+def test_a_data_parallel_case_heads_side_measured_nothing_in_a_round_is_an_error(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str], tmp_path: Path
+) -> None:
+    fake_pytester.makepyfile(test_suite=DP_GOOD)
+    commit("base")
+    counter = tmp_path / "head-runs"
+    fake_pytester.makepyfile(test_suite=DP_FLAKY.format(counter=str(counter)))
+    result = _paired(fake_pytester, "HEAD", "--mxperf-pair-lockstep", "off")
+    result.assert_outcomes(failed=1)
+    (case,) = _cases(fake_pytester).values()
+    assert case["verdict"]["status"] == "error"
+    assert "side measured nothing in round 2: " in case["verdict"]["message"]
+    assert "rank died" in case["verdict"]["message"]
+
+
+def test_an_empty_revision_is_a_usage_error_naming_the_option(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    fake_pytester.makepyfile(test_suite=GOOD)
+    commit("base")
+    result = fake_pytester.runpytest("--mxperf", "--mxperf-ab=")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*invalid value '' for command line option --mxperf-ab*empty*"])
+
+
+def test_a_dirty_tree_is_named_the_working_tree_not_head(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    fake_pytester.makepyfile(test_suite=GOOD)
+    commit("base")
+    fake_pytester.makepyfile(test_suite=GOOD + "\n# an uncommitted change\n")
+    result = _paired(fake_pytester, "HEAD")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*paired run vs HEAD: round 1, rev (HEAD); *"])
+    result.stdout.fnmatch_lines(["*paired run vs HEAD: round 2, head (the working tree); *"])
+    (case,) = _cases(fake_pytester).values()
+    message = case["verdict"]["message"]
+    assert "the working tree vs HEAD: " in message
+    assert "img/s per round (HEAD/the working tree): " in message
+    assert "HEAD vs HEAD" not in message
+
+
+def test_a_collection_error_elsewhere_stops_before_any_round(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    fake_pytester.makepyfile(test_suite=GOOD, test_broken="import no_such_module_for_mxperf\n")
+    commit("base")
+    result = _paired(fake_pytester, "HEAD")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(
+        ["*mxperf: paired run vs HEAD not started: 1 error(s) during collection*"]
+    )
+    assert "round 1" not in result.stdout.str()
+    # --continue-on-collection-errors: the rounds run, the benchmark is judged.
+    going_on = _paired(fake_pytester, "HEAD", "--continue-on-collection-errors")
+    going_on.assert_outcomes(passed=1, errors=1)
+    going_on.stdout.fnmatch_lines(["*paired run vs HEAD: round 1, *"])
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="flock device locks need a POSIX system")
+def test_a_paired_run_that_has_to_wait_for_the_cpu_lock_says_so(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    fake_pytester.makepyfile(test_suite=GOOD)
+    commit("base")
+    tmp = Path(os.environ["TMPDIR"])  # fake_pytester's own: its lock directory is ours alone
+    lock = tmp / f"pytest-mxperf-{os.getuid()}" / "cpu.lock"
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    env["PYTHONUNBUFFERED"] = "1"
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--mxperf"]
+    argv += ["--mxperf-ab", "HEAD", "--mxperf-rounds", "2", "--mxperf-max-rounds", "2"]
+    with locks.exclusive(lock):  # this process is measuring: the paired run waits its turn
+        run = subprocess.Popen(
+            argv,
+            cwd=fake_pytester.path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            bufsize=0,
+        )
+        assert run.stdout is not None
+        told, lines = None, []
+        deadline = time.monotonic() + 120
+        while told is None and time.monotonic() < deadline and run.poll() is None:
+            if select.select([run.stdout], [], [], 1.0)[0]:
+                line = run.stdout.readline().decode()
+                lines.append(line)
+                if "waiting for the cpu lock" in line:
+                    told = line
+        if told is None:
+            run.kill()
+            run.communicate()
+        assert told is not None, "".join(lines)
+    out, _ = run.communicate(timeout=120)  # the lock is free now: the rounds run
+    assert run.returncode == 0, out.decode()
+    assert told.startswith("mxperf: paired run vs HEAD: waiting for the cpu lock: ")
+    assert f"another pytest --mxperf run on this machine is measuring (pid {os.getpid()})" in told
