@@ -159,6 +159,23 @@ def judge(
     return verdict.explained(explain(result, verdict, ref, expectations, policy, elsewhere))
 
 
+def clip_lines(text: str, limit: int = 1500) -> str:
+    """``text``, or its first line and as many of its last whole lines as fit in ``limit``
+    characters (the end of a traceback says what went wrong; never cut mid-line)."""
+    if len(text) <= limit:
+        return text
+    first, *rest = text.splitlines()
+    kept: list[str] = []
+    size = len(first)
+    for line in reversed(rest):
+        if size + len(line) + 1 > limit:
+            break
+        kept.append(line)
+        size += len(line) + 1
+    skipped = len(rest) - len(kept)
+    return "\n".join([first, f"... ({skipped} line(s) left out)", *reversed(kept)])
+
+
 def pair_summary(
     estimate: PairedEstimate, rev_label: str, confidence: float, head_name: str = "HEAD"
 ) -> str:
@@ -196,7 +213,8 @@ def explain_paired(
     key = str(result.key)
     if estimate is None:
         if failures:
-            return f"{key}: {rev_label}'s side could not measure it: " + "; ".join(failures)[:800]
+            text = "\n".join(clip_lines(f) for f in failures)
+            return f"{key}: {rev_label}'s side could not measure it: {text}"
         return f"{key}: not measured at {rev_label} (the case does not exist there)"
     head = f"{key}: {pair_summary(estimate, rev_label, paired.CONFIDENCE, head_name)}"
     lines = [head, f"img/s per round ({rev_label}/{head_name}): {rounds_text}"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -28,6 +29,11 @@ from pytest_mxperf.paired.sides import (
 from pytest_mxperf.system import cpus as cpu_sets
 
 
+def _took(start: float) -> str:
+    seconds = time.monotonic() - start
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
 class PairSetupError(Exception):
     """A revision's side cannot be set up (its worktree or its environment); the message says
     which revision and why, without a traceback."""
@@ -44,8 +50,11 @@ class Pairer:
         rootdir: Path,
         hold: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext,
         overlap: bool = False,
+        tell: Callable[[str], None] = lambda _: None,
     ) -> None:
         self.settings = settings
+        #: One line on the terminal now (an environment's build: minutes for MXNet's wheels).
+        self.tell = tell
         #: The device locks the controller holds for a lock-step round (`run_rounds`).
         self.hold = hold
         self.repo_root = repo_root
@@ -131,7 +140,29 @@ class Pairer:
         if not command:
             return SideSpec(REV, rootdir, cpus=self.cpus, spread=self.spread)
         cache = worktree.default_cache_dir(self.repo_root).parent.parent / "envs"
-        env = envs.ensure_env(command, tree, cache, revision=sha)
+        started: list[float] = []
+        what = f"the environment of revision {sha[:10]}"
+
+        def building() -> None:
+            started.append(time.monotonic())
+            self.tell(f"mxperf: building {what} ({command!r}; MXNet's wheels take minutes)")
+
+        try:
+            # The side runs this plugin there: its own requirements go in after the command.
+            env = envs.ensure_env(
+                command,
+                tree,
+                cache,
+                revision=sha,
+                requirements=envs.plugin_requirements(),
+                on_build=building,
+            )
+        except envs.EnvBuildError:
+            if started:
+                self.tell(f"mxperf: {what} failed to build ({_took(started[0])})")
+            raise
+        if started:
+            self.tell(f"mxperf: {what} built in {_took(started[0])}")
         return SideSpec(
             REV, rootdir, str(env.python), env.environ(side_env()), self.cpus, self.spread
         )

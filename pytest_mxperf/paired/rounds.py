@@ -117,13 +117,29 @@ def run_rounds(
                         if name == HEAD and settings.profile:
                             argv += ["--mxperf-profile", str(Path(settings.profile).resolve())]
                     done = _run_side(side, argv, server(name), timeout)
-                result = read_side(out)
-                # pytest exits 1 when a test failed: the side's JSON still holds its cases.
-                failed = done.timed_out or done.returncode not in (0, 1)
-                if failed and not result.cases:
-                    result.error = f"the side process {done.describe(timeout)}:\n{done.tail}"
-                this[name] = result
+                this[name] = side_outcome(read_side(out), done, timeout)
             (data.profile_rounds if profile else data.rounds).append(this)
+
+
+#: Lines of a failed side's output its cases' messages show.
+SIDE_TAIL_LINES = 15
+
+
+def side_outcome(result: SideResult, done: procgroup.Finished, timeout: float) -> SideResult:
+    """``result`` as read from a side's file, with why it has nothing when the process failed
+    to start or died (no file, or killed before a case): how it ended and the last lines of
+    its output (a missing module in REV's environment, a crash), not only "no results"."""
+    # pytest exits 1 when a test failed: the side's JSON still holds its cases.
+    failed = done.timed_out or done.returncode not in (0, 1)
+    if result.cases or not (failed or result.error):
+        return result
+    how = done.describe(timeout)
+    text = f"the side process {how} and wrote no results"
+    tail = done.tail.rstrip().splitlines()[-SIDE_TAIL_LINES:]
+    if tail:
+        text += "; the last lines of its output:\n" + "\n".join(tail)
+    result.error = text
+    return result
 
 
 #: The longest path a Unix socket may bind (108 bytes on Linux, 104 on macOS).

@@ -116,6 +116,7 @@ class MxperfSession:
                 ),
                 # Not on a GPU: cuDNN's autotune times algorithms in a side's first steps.
                 overlap=self.run.device_lock_names() == ["cpu"],
+                tell=lambda text: self.tell(text),
             )
         return self._pairer
 

@@ -3,17 +3,22 @@ collection error elsewhere, the CPU lock, usage errors and REV's own environment
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import select
+import shutil
 import subprocess
 import sys
 import time
+import zipfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 
+from pytest_mxperf.paired import envs
 from pytest_mxperf.system import locks
 
 
@@ -198,3 +203,132 @@ def test_a_paired_run_that_has_to_wait_for_the_cpu_lock_says_so(
     assert run.returncode == 0, out.decode()
     assert told.startswith("mxperf: paired run vs HEAD: waiting for the cpu lock: ")
     assert f"another pytest --mxperf run on this machine is measuring (pid {os.getpid()})" in told
+
+
+# Run by --mxperf-env-command in REV's new environment: it sees this environment's packages
+# through a directory that lacks the plugin's own tabulate and GitPython (a user's
+# requirements.txt that names MXNet, numpy and pytest, not what the plugin needs).
+WITHOUT_PLUGIN_DEPS = """
+import pathlib, sysconfig
+site = pathlib.Path(sysconfig.get_paths()["purelib"])
+site.mkdir(parents=True, exist_ok=True)
+(site / "outer.pth").write_text({outer!r} + "\\n")
+"""
+MISSING = ("tabulate", "GitPython")
+
+
+def _without(missing: Sequence[str], into: Path) -> None:
+    """``into``: links to everything this environment's site-packages hold but ``missing``."""
+    import site
+
+    into.mkdir()
+    skip = {importlib.metadata.distribution(name).metadata["Name"].lower() for name in missing}
+    tops = set()
+    for name in missing:
+        dist = importlib.metadata.distribution(name)
+        tops |= {f.parts[0] for f in dist.files or () if f.parts[0] != ".."}
+    for base in map(Path, site.getsitepackages()):
+        for entry in base.iterdir():
+            lowered = entry.name.lower()
+            if entry.name in tops or any(lowered.startswith(s + "-") for s in skip):
+                continue
+            if not (into / entry.name).exists():
+                (into / entry.name).symlink_to(entry)
+
+
+def _wheels(names: Sequence[str], into: Path) -> None:
+    """Wheels of installed distributions, for an offline ``pip install`` (``PIP_FIND_LINKS``)."""
+    into.mkdir()
+    for name in names:
+        dist = importlib.metadata.distribution(name)
+        norm = dist.metadata["Name"].lower().replace("-", "_")
+        with zipfile.ZipFile(into / f"{norm}-{dist.version}-py3-none-any.whl", "w") as whl:
+            for file in dist.files or ():
+                if file.parts[0] != ".." and "__pycache__" not in file.parts:
+                    whl.write(file.locate(), file.as_posix())
+
+
+def test_revs_environment_gets_the_plugins_own_requirements(
+    fake_pytester: pytest.Pytester,
+    commit: Callable[[str], str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    outer = tmp_path / "outer"
+    _without(MISSING, outer)
+    _wheels(MISSING, tmp_path / "wheels")
+    monkeypatch.setenv("PIP_NO_INDEX", "1")  # offline: pip finds them among these wheels
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "wheels"))
+    monkeypatch.setenv("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+    fake_pytester.makepyfile(test_suite=GOOD, make_env=WITHOUT_PLUGIN_DEPS.format(outer=str(outer)))
+    commit("base")
+    commit("HEAD")
+    # Without the plugin's requirements REV's side cannot start: an error saying why.
+    with monkeypatch.context() as without:
+        without.setattr(envs, "plugin_requirements", lambda: [])
+        bare = _paired(fake_pytester, "HEAD~1", "--mxperf-env-command", "{python} {wt}/make_env.py")
+    bare.assert_outcomes(failed=1)
+    (case,) = _cases(fake_pytester).values()
+    assert case["verdict"]["status"] == "error"
+    assert "No module named 'tabulate'" in case["verdict"]["message"]
+    for env in Path(os.environ["TMPDIR"]).glob("pytest-mxperf-cache-*/envs/*"):
+        shutil.rmtree(env)
+    result = _paired(fake_pytester, "HEAD~1", "--mxperf-env-command", "{python} {wt}/make_env.py")
+    result.assert_outcomes(passed=1)
+    (case,) = _cases(fake_pytester).values()
+    assert case["verdict"]["status"] == "pass", case["verdict"]["message"]
+    result.stdout.fnmatch_lines(
+        [
+            "*mxperf: building the environment of revision * ('{python} {wt}/make_env.py'; *",
+            "*mxperf: the environment of revision * built in * s*",
+        ]
+    )
+    (env,) = Path(os.environ["TMPDIR"]).glob("pytest-mxperf-cache-*/envs/*")
+    python = env / "bin" / "python"
+    found = subprocess.run(
+        [str(python), "-c", "import tabulate, git; print(tabulate.__file__, git.__file__)"],
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ["PATH"]},
+    )
+    assert found.returncode == 0, found.stderr
+    assert str(outer) not in found.stdout  # installed into the environment itself
+    # A second run reuses the environment: no build line.
+    again = _paired(fake_pytester, "HEAD~1", "--mxperf-env-command", "{python} {wt}/make_env.py")
+    again.assert_outcomes(passed=1)
+    assert "building the environment" not in again.stdout.str()
+
+
+# Ends REV's side with exit code 1 (as a failed import in its bootstrap would) after a line of
+# output, before it writes any results.
+DIES_AT_START = """
+import os
+
+def pytest_configure(config):
+    config.pluginmanager.getplugin("capturemanager").stop_global_capturing()
+    print("Traceback: REV's side cannot start: the last words", flush=True)
+    os._exit(1)
+"""
+
+
+def test_a_side_that_dies_at_start_shows_its_last_output_lines(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    conftest = (fake_pytester.path / "conftest.py").read_text()
+    fake_pytester.makepyfile(test_suite=GOOD)
+    fake_pytester.makeconftest(conftest + DIES_AT_START)
+    commit("REV's side ends before pytest collects anything")
+    fake_pytester.makeconftest(conftest)
+    commit("HEAD")
+    result = _paired(fake_pytester, "HEAD~1")
+    # REV's side could not run: the case is an error, not "new" (nor a pass).
+    result.assert_outcomes(failed=1)
+    (case,) = _cases(fake_pytester).values()
+    message = case["verdict"]["message"]
+    assert case["verdict"]["status"] == "error"
+    assert "HEAD~1's side measured nothing in rounds 1, 2, 3: the side process exited with " in (
+        message
+    )
+    assert "the last lines of its output:" in message
+    assert "Traceback: REV's side cannot start: the last words" in message
+    assert "No such file or directory" not in message
