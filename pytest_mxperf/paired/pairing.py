@@ -129,6 +129,10 @@ class Pairer:
     def _tree(self, sha: str) -> Path:
         if sha not in self._trees:
             cache = worktree.default_cache_dir(self.repo_root)
+            if not self._trees:
+                # Runs once the worktrees are removed: no empty directory per repository stays
+                # (<tmp>/pytest-mxperf-cache-<user>/worktrees/<repo>-<hash>, and above it).
+                self._stack.callback(worktree.remove_empty, cache, 3)
             self._trees[sha] = self._stack.enter_context(
                 worktree.checkout(self.repo_root, sha, cache)
             )

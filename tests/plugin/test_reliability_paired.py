@@ -332,3 +332,16 @@ def test_a_side_that_dies_at_start_shows_its_last_output_lines(
     assert "the last lines of its output:" in message
     assert "Traceback: REV's side cannot start: the last words" in message
     assert "No such file or directory" not in message
+
+
+def test_a_paired_run_leaves_no_empty_cache_directory(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    fake_pytester.makepyfile(test_suite=GOOD)
+    commit("base")
+    commit("HEAD")
+    _paired(fake_pytester, "HEAD~1").assert_outcomes(passed=1)
+    tmp = Path(os.environ["TMPDIR"])
+    left = [p for p in tmp.rglob("*") if p.is_dir() and not any(p.iterdir())]
+    assert left == []
+    assert not list(tmp.glob("pytest-mxperf-cache-*"))
