@@ -85,6 +85,15 @@ class PairedData:
                 out.append((index, Status.ERROR, why))
         return out
 
+    def collect_problems(self, side: str) -> list[tuple[str, str]]:
+        """``(node id, error)`` of what ``side`` could not collect, once each, in the order
+        first seen (the same file fails the same way every round)."""
+        seen: dict[str, str] = {}
+        for r in self.rounds:
+            for nodeid, text in r[side].collect_errors:
+                seen.setdefault(nodeid, text)
+        return list(seen.items())
+
     def side_label(self, side: str) -> str:
         """``rev (HEAD~1)`` or ``head (HEAD)``, for progress lines."""
         return f"{side} ({self.rev_label if side == REV else self.head_name})"

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_mxperf.config.markers import MarkerSpec
+from pytest_mxperf.judging.explain import clip_lines
+from pytest_mxperf.paired import pairdata
 from pytest_mxperf.paired.pairing import PairSetupError
 from pytest_mxperf.reporting.progress import Progress
 from pytest_mxperf.run.session import PROPERTY, MxperfSession
@@ -107,6 +109,13 @@ class SessionHooks:
         except PairSetupError as exc:
             # REV's worktree or environment cannot be made: nothing can be paired.
             raise pytest.UsageError(f"mxperf: --mxperf-ab {s.ab}: {exc}") from None
+        data = self.session.paired
+        for nodeid, text in [] if data is None else data.collect_problems(pairdata.REV):
+            # Its cases pass as "new": said here, not only in the JSON report.
+            self.tell(
+                f"mxperf: paired run vs {s.ab}: {s.ab}'s side could not collect "
+                f"{nodeid or 'the tests'}; its cases there are new:\n{clip_lines(text)}"
+            )
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:

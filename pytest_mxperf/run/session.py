@@ -52,6 +52,19 @@ class Collected:
         return result
 
 
+def collect_error_text(text: str, lines: int = 15) -> str:
+    """What a collection error says about the user's file: pytest's error lines (``E ...``)
+    when it has them, else its last ``lines`` lines; never frames of Python's import machinery
+    (``<frozen importlib._bootstrap>`` and their ``???``), which say nothing about it."""
+    kept = [
+        line
+        for line in text.strip().splitlines()
+        if "<frozen importlib" not in line and line.strip() != "???"
+    ]
+    errors = [line for line in kept if line.startswith("E ")]
+    return "\n".join((errors or kept)[-lines:])
+
+
 def _to_stderr(text: str) -> None:
     print(text, file=sys.__stderr__, flush=True)
 
@@ -174,7 +187,7 @@ class MxperfSession:
             self.baton.close()
 
     def collect_error(self, nodeid: str, text: str) -> None:
-        self.collect_errors.append((nodeid, "\n".join(text.strip().splitlines()[-15:])))
+        self.collect_errors.append((nodeid, collect_error_text(text)))
 
     def failures(
         self, results: list[CaseResult], properties: list[tuple[str, object]]

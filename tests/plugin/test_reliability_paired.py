@@ -345,3 +345,57 @@ def test_a_paired_run_leaves_no_empty_cache_directory(
     left = [p for p in tmp.rglob("*") if p.is_dir() and not any(p.iterdir())]
     assert left == []
     assert not list(tmp.glob("pytest-mxperf-cache-*"))
+
+
+def test_a_case_rev_does_not_have_is_measured_once_at_head(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    fake_pytester.makepyfile(test_other=GOOD.replace('model="model"', 'model="other"'))
+    commit("base: no test_suite.py")
+    fake_pytester.makepyfile(test_suite=GOOD)
+    commit("HEAD adds a benchmark")
+    result = _paired(fake_pytester, "HEAD~1")
+    result.assert_outcomes(passed=2)
+    cases = _cases(fake_pytester)
+    assert cases["model/inference/float32/bs8/cpu"]["verdict"]["status"] == "new"
+    assert cases["other/inference/float32/bs8/cpu"]["verdict"]["status"] == "pass"
+    rounds = json.loads((fake_pytester.path / "report.json").read_text())["paired"]["rounds"]
+    heads = [r["head"]["images_per_sec"] for r in rounds]
+    assert ["model/inference/float32/bs8/cpu" in h for h in heads] == [True] + [False] * (
+        len(heads) - 1
+    )
+    assert len(heads) >= 3  # the paired case got its rounds
+    # Nothing at REV at all: one HEAD-only round, not three.
+    fake_pytester.makepyfile(test_other=GOOD.replace('model="model"', 'model="new"'))
+    commit("a case of another name")
+    only_head = _paired(fake_pytester, "HEAD~1", "test_other.py")
+    only_head.assert_outcomes(passed=1)
+    rounds = json.loads((fake_pytester.path / "report.json").read_text())["paired"]["rounds"]
+    assert len(rounds) == 1
+
+
+SYNTAX_ERROR = GOOD + "\ndef broken(:\n    pass\n"
+
+
+def test_revs_collection_error_is_shown_once_whole_and_not_rerun(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    fake_pytester.makepyfile(test_suite=SYNTAX_ERROR)
+    commit("REV cannot collect")
+    fake_pytester.makepyfile(test_suite=GOOD)
+    commit("fixed")
+    result = _paired(fake_pytester, "HEAD~1")
+    result.assert_outcomes(passed=1)
+    out = result.stdout.str()
+    result.stdout.fnmatch_lines(
+        ["*mxperf: paired run vs HEAD~1: HEAD~1's side could not collect test_suite.py; *"]
+    )
+    assert out.count("side could not collect") == 1
+    (case,) = _cases(fake_pytester).values()
+    message = case["verdict"]["message"]
+    assert case["verdict"]["status"] == "new"
+    assert "<frozen importlib" not in message and "<frozen importlib" not in out
+    (syntax,) = [line for line in message.splitlines() if "SyntaxError: " in line]
+    assert syntax.rstrip().endswith(("invalid syntax", "expected ':'", "expected ')'"))
+    rounds = json.loads((fake_pytester.path / "report.json").read_text())["paired"]["rounds"]
+    assert len(rounds) == 1  # REV is not asked again to collect what it cannot
