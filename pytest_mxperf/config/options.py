@@ -153,7 +153,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         "ab",
-        parsers.any_text,
+        parsers.revision,
         None,
         "Paired mode: measure every selected case for the code at this git revision and for "
         "the working tree, here, in alternating rounds, each side in its own process, and "

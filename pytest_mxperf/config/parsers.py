@@ -101,6 +101,14 @@ def any_text(text: str) -> str:
     return text
 
 
+def revision(text: str) -> str:
+    """A git revision as given (resolved later, in the repository): never empty, which would
+    silently turn a paired run into a plain one."""
+    if not text.strip():
+        raise ValueError("an empty revision: name a commit (a sha, branch, tag or HEAD~1)")
+    return text
+
+
 def on_off(text: str) -> bool:
     value = text.strip().lower()
     if value in ("on", "true", "1", "yes"):

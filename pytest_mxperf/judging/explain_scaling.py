@@ -26,14 +26,15 @@ def explain_paired_scaling(
     rounds_text: str,
     shares: tuple[float, float],
     min_effect: float,
+    head_name: str = "HEAD",
 ) -> str:
     """The scaling part of a paired data-parallel verdict: the efficiency HEAD vs REV over the
     rounds, and the kvstore share of a step on each side (``shares``: REV's, HEAD's medians)."""
-    head = f"scaling efficiency {pair_summary(estimate, rev_label, paired.CONFIDENCE)}"
+    head = f"scaling efficiency {pair_summary(estimate, rev_label, paired.CONFIDENCE, head_name)}"
     if regressed:
         head += f": lower, and a drop of {min_effect:.0%} or more is not ruled out"
     rev_share, head_share = shares
-    share = f"kvstore ({kvstore}) share of a step ({rev_label} -> HEAD): {rev_share:.0%} -> "
+    share = f"kvstore ({kvstore}) share of a step ({rev_label} -> {head_name}): {rev_share:.0%} -> "
     share += f"{head_share:.0%}"
     if head_share - rev_share >= COMM_GREW:
         share += (
@@ -41,7 +42,8 @@ def explain_paired_scaling(
         )
     elif regressed:
         share += ": communication did not grow (a faster single device also lowers the efficiency)"
-    return "\n".join([head, f"efficiency per round ({rev_label}/HEAD): {rounds_text}", share])
+    rounds = f"efficiency per round ({rev_label}/{head_name}): {rounds_text}"
+    return "\n".join([head, rounds, share])
 
 
 def scaling_summary(s: Scaling) -> str:

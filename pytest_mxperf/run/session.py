@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +51,23 @@ class Collected:
         return result
 
 
+def collect_error_text(text: str, lines: int = 15) -> str:
+    """What a collection error says about the user's file: pytest's error lines (``E ...``)
+    when it has them, else its last ``lines`` lines; never frames of Python's import machinery
+    (``<frozen importlib._bootstrap>`` and their ``???``), which say nothing about it."""
+    kept = [
+        line
+        for line in text.strip().splitlines()
+        if "<frozen importlib" not in line and line.strip() != "???"
+    ]
+    errors = [line for line in kept if line.startswith("E ")]
+    return "\n".join((errors or kept)[-lines:])
+
+
+def _to_stderr(text: str) -> None:
+    print(text, file=sys.__stderr__, flush=True)
+
+
 def _by_key(result: CaseResult) -> str:
     return str(result.key)
 
@@ -88,6 +106,8 @@ class MxperfSession:
         #: The rounds of ``--mxperf-ab``, run once the tests are collected.
         self.paired: PairedData | None = None
         self._pairer: Pairer | None = None
+        #: One line on the terminal now, whatever the capture (the plugin's hooks set it).
+        self.tell: Callable[[str], None] = _to_stderr
         #: Matrix-multiply peak per (device kind, index, dtype), probed once per process.
         self.peaks: dict[tuple[str, int, str], float | None] = {}
 
@@ -101,12 +121,24 @@ class MxperfSession:
                 root,
                 Path(self.run.rootdir),
                 hold=functools.partial(
-                    locks.all_devices, self.run.lock_dir, self.run.device_lock_names()
+                    locks.all_devices,
+                    self.run.lock_dir,
+                    self.run.device_lock_names(),
+                    self._waiting,
                 ),
                 # Not on a GPU: cuDNN's autotune times algorithms in a side's first steps.
                 overlap=self.run.device_lock_names() == ["cpu"],
+                tell=lambda text: self.tell(text),
             )
         return self._pairer
+
+    def _waiting(self, device: str, holder: str) -> None:
+        """A paired round waits for a device lock: said as a plain run's case says it."""
+        what = f"paired run vs {self.settings.ab}" if self.settings.ab else "paired run"
+        self.tell(
+            f"mxperf: {what}: waiting for the {device} lock: another pytest --mxperf run on "
+            f"this machine is measuring ({holder}); runs take turns"
+        )
 
     def peak_gflops(
         self, backend: Backend, ctx: Any, device: tuple[str, int], dtype: str
@@ -143,7 +175,9 @@ class MxperfSession:
         assert rev is not None and self.run.commit.repo_root
         sha = gitinfo.rev_parse(self.run.commit.repo_root, rev)
         assert sha is not None  # checked when the run was configured
-        self.paired = self.pairer.run(rev, sha, nodeids, progress)
+        # A dirty tree is measured as it is: say so, not "HEAD" (which may be REV itself).
+        head = "the working tree" if self.run.commit.dirty else "HEAD"
+        self.paired = self.pairer.run(rev, sha, nodeids, progress, head_name=head)
 
     def close(self) -> None:
         if self._pairer is not None:
@@ -152,7 +186,7 @@ class MxperfSession:
             self.baton.close()
 
     def collect_error(self, nodeid: str, text: str) -> None:
-        self.collect_errors.append((nodeid, "\n".join(text.strip().splitlines()[-15:])))
+        self.collect_errors.append((nodeid, collect_error_text(text)))
 
     def failures(
         self, results: list[CaseResult], properties: list[tuple[str, object]]
