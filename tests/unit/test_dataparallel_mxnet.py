@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -283,6 +284,85 @@ def test_dist_async_one_and_two_workers(no_test_env: pytest.MonkeyPatch) -> None
     assert all(rate > 0 for rate in result.per_worker_images_per_sec)
     assert result.efficiency == result.images_per_sec / (2 * result.single.images_per_sec)
     watch.assert_all_gone()
+
+
+def test_dist_sync_trains_biased_convolutions_with_one_and_two_servers(
+    no_test_env: pytest.MonkeyPatch,
+) -> None:
+    # Every launch of this net aborted before (kv_app.h:624 or "init K first"): an inference
+    # forward had left its conv weights in oneDNN's layout, which a dist kvstore cannot send.
+    for servers in (1, 2):
+        watch = Watch()
+        spec = replace(SPEC, factory="mxperf_dp_models:biased_convnet", step_hook=None)
+        result = run_distributed(replace(spec, servers=servers), run_id=watch.run_id, on_poll=watch)
+        assert (result.world_size, result.relaunched) == (2, ())
+        assert all(rate > 0 for rate in result.per_worker_images_per_sec)
+        assert result.single.images_per_sec > 0
+        watch.assert_all_gone()
+
+
+# oneDNN weight layouts ------------------------------------------------------------------------
+
+
+def default_layout(array: Any) -> bool:
+    """Whether MXNet can hand out the array's memory as is (DLPack needs the default
+    layout: an array in a oneDNN layout raises "We can't generate TBlob for MKLDNN data")."""
+    try:
+        capsule = mx.nd.to_dlpack_for_read(array)
+    except mx.base.MXNetError as exc:
+        assert "MKLDNN" in str(exc)
+        return False
+    del capsule
+    return True
+
+
+def weights_of(net: Any) -> list[Any]:
+    params = net.collect_params()
+    return [p.data() for name, p in params.items() if name.endswith("weight")]
+
+
+def test_an_inference_forward_leaves_conv_weights_that_default_layouts_restores() -> None:
+    from pytest_mxperf.distributed.train import default_layouts
+
+    net = models.biased_convnet()
+    net.initialize(mx.init.Xavier())
+    net.hybridize()
+    net(mx.nd.ones((1, 3, 16, 16)))  # inference mode: oneDNN keeps conv weights its own way
+    mx.nd.waitall()
+    weights = weights_of(net)
+    if all(default_layout(w) for w in weights):
+        pytest.skip("this MXNet build keeps weights in the default layout (no oneDNN)")
+    values = [w.asnumpy() for w in weights]
+    default_layouts(mx, net.collect_params())
+    assert all(default_layout(w) for w in weights)
+    assert all((w.asnumpy() == v).all() for w, v in zip(weights, values))
+
+
+def test_the_training_step_leaves_weights_in_the_default_layout() -> None:
+    # Its forward that finds the number of classes used to run in inference mode.
+    from pytest_mxperf.distributed.train import build_training_step
+
+    net = models.biased_convnet()
+    spec = replace(
+        SPEC,
+        factory="mxperf_dp_models:biased_convnet",
+        kvstore="local",
+        contexts=("cpu(0)",),
+        input_shape=(3, 16, 16),
+        batch_per_device=2,
+    )
+    build_training_step(mx, net, [mx.cpu(0)], spec, kv=None)
+    mx.nd.waitall()
+    assert all(default_layout(w) for w in weights_of(net))
+
+
+def test_default_layouts_skips_parameters_not_initialized_yet() -> None:
+    from pytest_mxperf.distributed.train import default_layouts
+
+    net = models.biased_convnet()
+    net.initialize()  # shapes unknown until the first forward: deferred
+    default_layouts(mx, net.collect_params())
+    net(mx.nd.ones((1, 3, 16, 16)))
 
 
 # in one process -----------------------------------------------------------------------------
