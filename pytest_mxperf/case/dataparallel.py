@@ -7,12 +7,9 @@ import contextlib
 import inspect
 import os
 import time
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import pytest
 
 from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.case.path import CaseBench, check_positive
@@ -175,8 +172,6 @@ def _measure_data_parallel(
             else:
                 result.status, result.error = Status.ERROR, f"{type(exc).__name__}: {exc}"
             break
-        for note in measured.relaunched:
-            warnings.warn(f"mxperf: {result.key}: {note}", pytest.PytestWarning, stacklevel=3)
         tried.append((measured.aggregate_measurement(), measured.scaling()))
         result.measurement, result.scaling = tried[-1]
         result.attempts = [m.items_per_sec for m, _ in tried]

@@ -6,5 +6,4 @@ Imports ``system``, ``config`` and ``measuring``.
 - ``local``: measure on this process's devices (``local``/``device``/``nccl`` kvstores).
 - ``launch``: scheduler, servers and workers on 127.0.0.1, bounded in time.
 - ``rank`` (``python -m pytest_mxperf.distributed.rank``) / ``rank_env``: one launched rank.
-- ``mxnet_races``: known MXNet failures of a rank that say nothing about speed.
 """

@@ -21,8 +21,6 @@ class DataParallelResult:
     spec: DataParallelSpec
     single: ScalingCase
     scaled: ScalingCase
-    #: Launches started again after a known MXNet start-up race (`mxnet_races.KNOWN_RACES`).
-    relaunched: tuple[str, ...] = ()
 
     @property
     def kvstore(self) -> str:
@@ -76,14 +74,7 @@ class DataParallelResult:
         )
 
     def _extra(self) -> dict[str, Any]:
-        extra: dict[str, Any] = {
-            "form": "data-parallel",
-            "kvstore": self.kvstore,
-            "world_size": self.world_size,
-        }
-        if self.relaunched:
-            extra["relaunched"] = list(self.relaunched)
-        return extra
+        return {"form": "data-parallel", "kvstore": self.kvstore, "world_size": self.world_size}
 
     def scaling(self) -> Scaling:
         """The record a `~pytest_mxperf.measuring.records.CaseResult` carries of this result."""
