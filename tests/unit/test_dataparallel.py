@@ -6,6 +6,7 @@ import itertools
 import json
 import socket
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,7 @@ from pytest_mxperf.measuring.dataparallel import (
 )
 from pytest_mxperf.measuring.dp_result import DataParallelResult
 from pytest_mxperf.measuring.measure import MeasureConfig, Measurement
+from pytest_mxperf.measuring.records import Scaling
 
 FAST = MeasureConfig(min_time=0.0, max_time=0.0, min_blocks=3, block_time=0.001)
 
@@ -65,6 +67,39 @@ def worker(
         block_starts=tuple(starts),
         block_ends=tuple(s + seconds for s in starts),
     )
+
+
+def test_wait_share_splits_the_exchange_into_waiting_for_the_slowest_and_push_pull() -> None:
+    from pytest_mxperf.judging.explain_scaling import step_split
+    from pytest_mxperf.measuring.dataparallel import ScalingCase, wait_share
+
+    # Both take 1.0 s a step; alone, worker 0 computes in 0.4 s, worker 1 (the slowest) in 0.7 s.
+    fast = worker(0, [0.0, 1.0, 2.0], 1.0, compute=0.4)
+    slow = worker(1, [0.0, 1.0, 2.0], 1.0, compute=0.7)
+    # Worker 0 waits 0.3 s of its 0.6 s exchange for worker 1; worker 1 waits for nobody.
+    assert wait_share([fast, slow]) == pytest.approx((0.3 + 0.0) / 2)
+    case = ScalingCase(2, 16.0, 3.0, (fast, slow), 10.0)
+    assert case.comm_share == pytest.approx((0.6 + 0.3) / 2)
+    assert case.wait_share == pytest.approx(0.15)
+    # Never more than the exchange: a worker whose full step is barely above its own compute.
+    quick = worker(0, [0.0, 1.0, 2.0], 0.5, compute=0.45)
+    assert wait_share([quick, slow]) == pytest.approx((0.05 / 0.5 + 0.0) / 2)
+    # One worker, or no compute-only figures: no one to wait for.
+    assert wait_share([slow]) == 0.0
+    assert wait_share([worker(0, [0.0], 1.0), worker(1, [0.0], 1.0)]) == 0.0
+    s = Scaling(
+        kvstore="dist_sync",
+        world_size=2,
+        single_images_per_sec=10.0,
+        per_worker_images_per_sec=(8.0, 8.0),
+        efficiency=0.8,
+        comm_share=0.45,
+        wait_share=0.15,
+    )
+    assert step_split(s) == (
+        "a step of a worker: compute 55%, kvstore push/pull 30%, waiting for the slowest worker 15%"
+    )
+    assert step_split(replace(s, kvstore="device")) is None
 
 
 def test_efficiency_is_aggregate_over_n_times_single() -> None:
