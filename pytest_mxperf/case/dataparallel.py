@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
+
 from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.case.path import CaseBench, check_positive
 from pytest_mxperf.config.casekey import CaseKey
@@ -134,6 +136,10 @@ def data_parallel(
     if result.verdict is not None and suspected(result.verdict, bench._settings.tolerance):
         bench._arbitrate(result, ref)
     bench.results.append(result)
+    if result.status == Status.ERROR:
+        # At the call, with the rank's message: a test's own checks of the figures (None
+        # here) would otherwise fail first with a TypeError that hides it.
+        pytest.fail(f"mxperf: {result.key}: {result.error}", pytrace=False)
     return result
 
 
