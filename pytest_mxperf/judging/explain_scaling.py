@@ -48,13 +48,28 @@ def explain_paired_scaling(
 
 def scaling_summary(s: Scaling) -> str:
     """``dist_sync x2: 310.2 img/s aggregate (per worker 155.3, 154.9), img/s(1) 180.4,
-    efficiency 86.0%, kvstore share 12%``."""
+    efficiency 86.0%, kvstore share 12%`` and, for several worker processes, where their
+    step went (`step_split`)."""
     workers = ", ".join(f"{r:.1f}" for r in s.per_worker_images_per_sec)
     aggregate = s.efficiency * s.world_size * s.single_images_per_sec
-    return (
+    text = (
         f"{s.kvstore} x{s.world_size}: {aggregate:.1f} img/s aggregate (per worker {workers}), "
         f"img/s(1) {s.single_images_per_sec:.1f}, efficiency {s.efficiency:.1%}, "
         f"kvstore share {s.comm_share:.0%}"
+    )
+    split = step_split(s)
+    return text if split is None else f"{text}; {split}"
+
+
+def step_split(s: Scaling) -> str | None:
+    """``a step of a worker: compute 60%, kvstore push/pull 30%, waiting for the slowest
+    worker 10%`` for worker processes (dist kvstores), else None."""
+    if not s.kvstore.startswith("dist") or s.world_size < 2:
+        return None
+    wait = min(s.wait_share, s.comm_share)
+    return (
+        f"a step of a worker: compute {1 - s.comm_share:.0%}, kvstore push/pull "
+        f"{s.comm_share - wait:.0%}, waiting for the slowest worker {wait:.0%}"
     )
 
 

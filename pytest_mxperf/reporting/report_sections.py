@@ -85,7 +85,8 @@ def _dtype_order(dtype: str) -> int:
 def render_scaling(results: Iterable[CaseResult], width: int = 120) -> list[str]:
     """Data-parallel cases as the published scaling tables show them: per model, kvstore and
     per-device batch, devices (world size) -> aggregate img/s -> efficiency, with img/s(1),
-    the per-worker figures, the kvstore share of a step and the stored efficiency."""
+    the per-worker figures, the kvstore share of a step (and of it, for worker processes, the
+    share spent waiting for the slowest worker) and the stored efficiency."""
     rows = []
     scaled = [r for r in results if r.scaling is not None]
     for r in sorted(scaled, key=lambda r: (r.model, r.device_kind, r.batch_size, str(r.key))):
@@ -104,6 +105,7 @@ def render_scaling(results: Iterable[CaseResult], width: int = 120) -> list[str]
                 rate_text(s.single_images_per_sec),
                 " ".join(rate_text(x) for x in s.per_worker_images_per_sec),
                 f"{s.comm_share:.0%}",
+                f"{min(s.wait_share, s.comm_share):.0%}" if s.kvstore.startswith("dist") else "-",
                 "-" if s.threads_per_worker is None else str(s.threads_per_worker),
             ]
         )
@@ -119,9 +121,11 @@ def render_scaling(results: Iterable[CaseResult], width: int = 120) -> list[str]
         "img/s(1)",
         "per worker",
         "kv share",
+        "of it wait",
         "threads",
     ]
-    return fit_table(rows, headers, ("threads", "bs/dev", "baseline", "img/s(1)"), width)
+    drop = ("of it wait", "threads", "bs/dev", "baseline", "img/s(1)")
+    return fit_table(rows, headers, drop, width)
 
 
 def verdict_counts(results: Iterable[CaseResult]) -> dict[str, int]:

@@ -36,8 +36,25 @@ def mobilenet() -> Any:
     return vision.mobilenet0_25(classes=10)
 
 
+def biased_convnet() -> Any:
+    """VGG-style: two blocks of two 3x3 Conv2D with bias and a max pool, then Dense(10).
+
+    Before the ranks kept the weights in MXNet's default layout (`train.default_layouts`),
+    every dist_sync launch of it aborted (ps-lite kv_app.h:624).
+    """
+    from mxnet import gluon
+
+    net = gluon.nn.HybridSequential()
+    for channels in (8, 16):
+        for _ in range(2):
+            net.add(gluon.nn.Conv2D(channels, 3, padding=1, activation="relu"))
+        net.add(gluon.nn.MaxPool2D(2))
+    net.add(gluon.nn.Dense(10))
+    return net
+
+
 def resnet18() -> Any:
-    """resnet18_v1. Its dist workers abort in MXNet 1.9.1 here (ps-lite kv_app.h:624)."""
+    """resnet18_v1 (its dist workers aborted every time before `train.default_layouts`)."""
     from mxnet.gluon.model_zoo import vision
 
     return vision.resnet18_v1(classes=10)
