@@ -138,10 +138,6 @@ def data_parallel(
     if result.verdict is not None and suspected(result.verdict, bench._settings.tolerance):
         bench._arbitrate(result, ref)
     bench.results.append(result)
-    if result.status == Status.ERROR:
-        # At the call, with the rank's message: a test's own checks of the figures (None
-        # here) would otherwise fail first with a TypeError that hides it.
-        pytest.fail(f"mxperf: {result.key}: {result.error}", pytrace=False)
     return result
 
 
