@@ -148,15 +148,15 @@ def check_factory(ref: str) -> None:
     from pytest_mxperf.distributed.train import load_object
     from pytest_mxperf.measuring.dataparallel import DataParallelError
 
+    problem = None
     try:
         obj = load_object(ref)
     except (DataParallelError, ValueError) as exc:
-        pytest.fail(f"mxperf: data_parallel: {exc}", pytrace=False)
+        problem = str(exc)
     except Exception as exc:  # the module itself raises on import
-        pytest.fail(
-            f"mxperf: data_parallel: importing {ref!r} raised {type(exc).__name__}: {exc}",
-            pytrace=False,
-        )
+        problem = f"importing {ref!r} raised {type(exc).__name__}: {exc}"
+    if problem is not None:  # failed outside the except block: no chained traceback
+        pytest.fail(f"mxperf: data_parallel: {problem}", pytrace=False)
     if not callable(obj):
         pytest.fail(
             f"mxperf: data_parallel: {ref!r} is not callable (a {type(obj).__name__}): name a "

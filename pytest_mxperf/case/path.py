@@ -24,7 +24,7 @@ from pytest_mxperf.judging.verdict import Policy, decide, suspected
 from pytest_mxperf.measuring import diagnosis
 from pytest_mxperf.measuring import sweep as sweeps
 from pytest_mxperf.measuring.measure import MeasureConfig, Measurement, for_side
-from pytest_mxperf.measuring.protocol import Backend, PrepareSpec
+from pytest_mxperf.measuring.protocol import Backend, PrepareSpec, SpecError
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Status
 from pytest_mxperf.measuring.runner import CaseRun, run_case
 from pytest_mxperf.paired.turns import CaseTurns
@@ -270,18 +270,27 @@ class CaseBench:
             profile_if=suspect,
         )
         attempts = 1 + settings.confirm
-        if runner is not None:
-            outcome = runner(spec, config, attempts, again)
-        else:
-            outcome = run_case(
-                self._backend,
-                net,
-                spec,
-                config,
-                attempts=attempts,
-                again=again,
-                diagnose=diagnose,
-            )
+        problem: SpecError | None = None
+        try:
+            if runner is not None:
+                outcome = runner(spec, config, attempts, again)
+            else:
+                outcome = run_case(
+                    self._backend,
+                    net,
+                    spec,
+                    config,
+                    attempts=attempts,
+                    again=again,
+                    diagnose=diagnose,
+                )
+        except SpecError as exc:
+            problem = exc
+        if problem is not None:
+            # What cannot be benchmarked at all says what to change: that message alone, not
+            # the back end's traceback and chained causes around it (a labels= mismatch: ~126
+            # lines). Failed outside the except block, so no chain is printed.
+            pytest.fail(f"mxperf: {result.key}: {type(problem).__name__}: {problem}", pytrace=False)
         diagnosis.apply(result, outcome.diagnosis)
         result.status, result.measurement = outcome.status, outcome.measurement
         result.attempts, result.error = outcome.attempts, outcome.error

@@ -244,4 +244,113 @@ def test_a_factory_that_does_not_import_is_refused_before_launching(
     result = fake_pytester.runpytest("--mxperf")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([f"mxperf: data_parallel: {message}"])
-    assert "ranks launched" not in result.stdout.str()
+    out = result.stdout.str()
+    assert "ranks launched" not in out
+    assert "During handling" not in out and "Traceback" not in out
+
+
+# Item 19: a labels= mismatch printed ~126 traceback lines around its clear message.
+def test_a_loss_that_does_not_fit_is_one_message(fake_pytester: pytest.Pytester) -> None:
+    fake_pytester.makeconftest(
+        """
+        import pytest
+        from pytest_mxperf.backend.tasks import LossShapeError
+        from pytest_mxperf.testing import FakeBackend
+
+        class LabelsMismatch(FakeBackend):
+            def prepare(self, model, spec):
+                raise LossShapeError(
+                    "the loss does not fit the model: outputs (8, 10); labels (3, 7) "
+                    "(from labels=)"
+                )
+
+        @pytest.fixture(scope="session")
+        def mxperf_backend():
+            return LabelsMismatch()
+        """
+    )
+    fake_pytester.makepyfile(
+        test_labels="""
+        from pytest_mxperf.testing import FakeModel
+
+        def test_mismatch(mxperf):
+            mxperf.training(FakeModel(400.0), batch_size=8, model="lab", labels=[1])
+        """
+    )
+    result = fake_pytester.runpytest("--mxperf")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*_ test_mismatch _*",
+            "mxperf: lab/training/float32/bs8/cpu: LossShapeError: the loss does not fit the "
+            "model: outputs "
+            "(8, 10); labels (3, 7) (from labels=)",
+        ]
+    )
+    out = result.stdout.str()
+    assert "def prepare" not in out and "runner.py" not in out  # no traceback around it
+    assert "During handling" not in out and "direct cause" not in out  # nor a chain
+
+
+# Item 19: a pipeline timeout on the first batch was a raw traceback (the batch fetched to learn
+# the batch size or shape), where a later one is a clean ERROR row.
+SLOW_FIRST = """
+import threading
+from pytest_mxperf.testing import FakeArray, FakeModel
+
+RELEASE = threading.Event()  # the stuck fetch ends with the test
+
+
+class SlowFirst:
+    # Its first batch takes longer than the timeout; then 10 ms a batch (fake clock).
+
+    def __init__(self, backend, batch_size=None):
+        self.backend = backend
+        if batch_size is not None:
+            self.batch_size = batch_size  # as a DataIter declares it
+
+    def __iter__(self):
+        RELEASE.wait(10)
+        for _ in range(4):
+            self.backend.now += 0.01
+            yield FakeArray((8, 4))
+
+
+def test_e2e(mxperf, mxperf_backend):
+    try:
+        mxperf.training(FakeModel(300.0), data=SlowFirst(mxperf_backend, 8), model="e2e")
+    finally:
+        RELEASE.set()
+
+
+def test_pipeline(mxperf, mxperf_backend):
+    RELEASE.clear()
+    try:
+        mxperf.pipeline(SlowFirst(mxperf_backend), model="pipe")
+    finally:
+        RELEASE.set()
+"""
+
+
+def test_a_timeout_on_the_first_batch_is_a_clean_failure(fake_pytester: pytest.Pytester) -> None:
+    fake_pytester.makepyfile(test_slow=SLOW_FIRST)
+    result = fake_pytester.runpytest(
+        "--mxperf", "--mxperf-pipeline-timeout", "0.2", "--mxperf-json", "report.json"
+    )
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*_ test_e2e _*",
+            "mxperf: e2e/training/float32/bs8/cpu/e2e: PipelineTimeout: the source delivered no "
+            "batch within 0.2 s (--mxperf-pipeline-timeout)*",
+            "*_ test_pipeline _*",
+            "mxperf: pipeline pipe: PipelineTimeout: the source delivered no batch within 0.2 s "
+            "(--mxperf-pipeline-timeout), fetching its first batch to learn the batch size; "
+            "pass batch_size=*",
+        ]
+    )
+    out = result.stdout.str()
+    assert "Traceback" not in out and "source.py" not in out
+    # The case whose batch size is known is an ERROR row, as a later timeout makes it.
+    case = _cases(fake_pytester)["e2e/training/float32/bs8/cpu/e2e"]
+    assert case["status"] == "error" and "PipelineTimeout" in case["error"]
