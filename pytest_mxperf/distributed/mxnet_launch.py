@@ -12,6 +12,11 @@ work as MXNet documents them.
 
 MXNet is located, not imported: importing it in a process that has ``DMLC_ROLE`` set would
 start a ps-lite node here.
+
+``launch.py`` returns once the scheduler has exited, while the threads that started the
+workers and servers are daemons: a server may still be exiting, and would outlive the launch.
+This entry point waits (up to `SETTLE_SECONDS`) for those threads, so the ranks they started
+have ended when it returns.
 """
 
 from __future__ import annotations
@@ -20,7 +25,11 @@ import importlib.util
 import runpy
 import sys
 import threading
+import time
 from pathlib import Path
+
+#: How long, after launch.py returns, to wait for the threads that run the ranks.
+SETTLE_SECONDS = 30.0
 
 
 def allow_is_alive() -> None:
@@ -46,7 +55,17 @@ def main(argv: list[str] | None = None) -> int:
     script = launch_script()
     sys.argv = [str(script), *(sys.argv[1:] if argv is None else argv)]
     runpy.run_path(str(script), run_name="__main__")
+    settle(SETTLE_SECONDS)
     return 0
+
+
+def settle(seconds: float) -> None:
+    """Wait up to ``seconds`` for the other threads (dmlc_tracker's, each running one rank's
+    command) to finish."""
+    deadline = time.monotonic() + seconds
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread():
+            thread.join(max(0.0, deadline - time.monotonic()))
 
 
 if __name__ == "__main__":

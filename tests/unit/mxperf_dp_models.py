@@ -53,6 +53,31 @@ def biased_convnet() -> Any:
     return net
 
 
+def ssd_300_vgg16() -> Any:
+    """GluonCV's SSD-300 VGG16 (``[gluoncv]`` extra; random init, nothing downloaded) with its
+    class and box predictions reduced to one (batch, 21) output, so that the ranks'
+    classification loss reaches every parameter. Needs 300x300 input (smaller inputs leave its
+    last extra layers no room)."""
+    from gluoncv import model_zoo
+    from mxnet import gluon
+
+    class Head(gluon.HybridBlock):  # type: ignore[misc]
+        def __init__(self, net: Any) -> None:
+            super().__init__()
+            with self.name_scope():
+                self.net = net
+
+        def hybrid_forward(self, F: Any, x: Any) -> Any:
+            cls_preds, box_preds, anchors = self.net(x)
+            boxes = F.mean(box_preds, axis=(1, 2)).expand_dims(1)
+            out = F.broadcast_add(F.mean(cls_preds, axis=1), boxes)
+            # The anchors carry no parameter: in the graph so their constants' shapes are known.
+            return F.broadcast_add(out, 0 * F.mean(anchors).reshape((1, 1)))
+
+    ssd = model_zoo.get_model("ssd_300_vgg16_atrous_voc", pretrained=False, pretrained_base=False)
+    return Head(ssd)
+
+
 def resnet18() -> Any:
     """resnet18_v1 (its dist workers aborted every time before `train.default_layouts`)."""
     from mxnet.gluon.model_zoo import vision

@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -317,8 +317,14 @@ print("worker", kv.rank, "of", n, "summed", out.asnumpy().tolist(), flush=True)
 """
 
 
-def run_bounded(cmd: list[str], env: dict[str, str], timeout: float) -> tuple[int, str]:
-    """Run in a session of its own; on timeout the whole session is killed."""
+def run_bounded(
+    cmd: list[str],
+    env: dict[str, str],
+    timeout: float,
+    before_kill: Callable[[], None] | None = None,
+) -> tuple[int, str]:
+    """Run in a session of its own; on timeout the whole session is killed, and whatever of
+    it is left after the command (``before_kill`` runs first) is killed too."""
     import signal
     import subprocess
 
@@ -335,6 +341,9 @@ def run_bounded(cmd: list[str], env: dict[str, str], timeout: float) -> tuple[in
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
         return -1, out.decode(errors="replace")
+    else:
+        if before_kill is not None:
+            before_kill()
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)  # anything of the session still there
@@ -356,11 +365,17 @@ def test_mxnets_launch_py_runs_a_dist_sync_job_through_the_python_3_9_entry(
     env.update({RUN_ID_ENV: run_id, "DMLC_NODE_HOST": "127.0.0.1", "OMP_NUM_THREADS": "1"})
     args = ["-n", "2", "-s", "1", "--launcher", "local", sys.executable, str(job)]
     entry = [sys.executable, "-m", "pytest_mxperf.distributed.mxnet_launch", *args]
-    code, out = run_bounded(entry, env, timeout=120)
+    left: list[int] = []
+
+    def on_exit() -> None:  # the entry point has returned; its session is not ended yet
+        left.extend(pids_with_env(RUN_ID_ENV, run_id))
+
+    code, out = run_bounded(entry, env, timeout=120, before_kill=on_exit)
     assert code == 0, out
     assert "worker 0 of 2 summed [3.0, 3.0, 3.0, 3.0]" in out
     assert "worker 1 of 2 summed [3.0, 3.0, 3.0, 3.0]" in out
-    assert pids_with_env(RUN_ID_ENV, run_id) == []
+    # Every rank had ended when the entry point returned (it waits for the launcher's threads).
+    assert left == []
 
 
 def test_mxnets_tracker_calls_thread_isalive_which_this_python_lacks() -> None:
