@@ -21,7 +21,7 @@ from typing import Any, Callable
 import pytest
 
 from pytest_mxperf.paired import envs
-from pytest_mxperf.system import locks
+from pytest_mxperf.system import locks, scratch
 
 
 def _cases(pytester: pytest.Pytester, name: str = "report.json") -> dict[str, Any]:
@@ -344,8 +344,9 @@ def test_a_paired_run_leaves_no_empty_cache_directory(
     commit("HEAD")
     _paired(fake_pytester, "HEAD~1").assert_outcomes(passed=1)
     tmp = Path(os.environ["TMPDIR"])
+    # (The per-user scratch directory stays, as the lock directory it is in does.)
     left = [p for p in tmp.rglob("*") if p.is_dir() and not any(p.iterdir())]
-    assert left == []
+    assert left == [scratch.root(tmp)]
     assert not list(tmp.glob("pytest-mxperf-cache-*"))
 
 
@@ -537,3 +538,44 @@ def test_the_next_run_removes_what_a_sigkilled_one_left(
     assert len(_worktrees(fake_pytester.path)) == 1
     assert _scratch(tmp) == []
     assert not list(tmp.glob("pytest-mxperf-cache-*/worktrees/*/*"))
+
+
+DP_RECORDED = """
+import os
+import time
+from pathlib import Path
+from pytest_mxperf.testing import FakeModel
+
+def toy():
+    # The fake launch's span, as the ranks' would be: start, set-up, end (one line a launch).
+    start = time.monotonic()
+    time.sleep(0.4)
+    with open(Path(os.environ["MXPERF_TEST_LAUNCHES"]), "a") as fh:
+        fh.write(f"{os.getpid()} {start} {time.monotonic()}\\n")
+    return FakeModel(300.0, scaling=0.9)
+
+def test_dist(mxperf):
+    mxperf.data_parallel("test_suite:toy", batch_size=8, workers=2, model="toy")
+"""
+
+
+def test_paired_data_parallel_launches_of_the_two_sides_never_overlap(
+    fake_pytester: pytest.Pytester,
+    commit: Callable[[str], str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    log = tmp_path / "launches.txt"
+    monkeypatch.setenv("MXPERF_TEST_LAUNCHES", str(log))
+    fake_pytester.makepyfile(test_suite=DP_RECORDED)
+    commit("base")
+    commit("HEAD")
+    rounds = ("--mxperf-rounds", "2", "--mxperf-max-rounds", "2")
+    _paired(fake_pytester, "HEAD~1", *rounds).assert_outcomes(passed=1)
+    spans = sorted(
+        (float(start), float(end), pid)
+        for pid, start, end in (line.split() for line in log.read_text().splitlines())
+    )
+    assert len(spans) == 4 and len({pid for _, _, pid in spans}) == 4  # 2 sides x 2 rounds
+    for (_, end, _), (start, _, _) in zip(spans, spans[1:]):
+        assert end <= start, f"two sides' launches ran at once: {spans}"

@@ -17,6 +17,7 @@ from pytest_mxperf.measuring.records import CaseResult, Status
 from pytest_mxperf.paired import envs
 from pytest_mxperf.paired.pairdata import HEAD, REV, PairedData, SideResult
 from pytest_mxperf.paired.rounds import side_outcome
+from pytest_mxperf.paired.turns import BLOCK, GO, SOLO, Conductor
 from pytest_mxperf.system import scratch
 from pytest_mxperf.system.procgroup import Finished
 from pytest_mxperf.testing import fake_blocks
@@ -141,3 +142,27 @@ def test_scratch_directories_of_processes_that_are_gone_are_swept(tmp_path: Path
         assert f"mxperf-pair-{dead.pid}-abcdefgh" not in names
         assert f"mxperf-dist-{os.getpid()}-abcdefgh" in names and "someone-elses" in names
     assert not made.exists()
+
+
+def _solo(key: str, nodeid: str) -> dict[str, object]:
+    return {"ready": key, "nodeid": nodeid, "solo": True}
+
+
+IDS = ["t.py::dp", "t.py::b"]
+
+
+def test_a_data_parallel_case_runs_alone_one_side_after_the_other() -> None:
+    # Overlapping set-ups: still, a launch (its ranks' set-up included) is a timed turn.
+    c = Conductor(("rev", "head"), IDS, pairs=2, overlap=True)
+    assert c.event("head", {"hello": "head"}) == []
+    assert c.event("rev", {"hello": "rev"}) == [("rev", GO), ("head", GO)]
+    # REV asks to launch while HEAD still collects: it waits until HEAD is idle too.
+    assert c.event("rev", _solo("DP", IDS[0])) == []
+    assert c.event("head", _solo("DP", IDS[0])) == [("rev", SOLO)]
+    assert c.sides["head"].state == "ready"  # HEAD's launch waits for REV's turn to end
+    # REV's launch is over: it asks for its next case; only now does HEAD launch.
+    assert c.event("rev", {"ready": "B", "nodeid": IDS[1]}) == [("head", SOLO)]
+    assert c.locked == []
+    # Then the next case in turns, as usual.
+    assert c.event("head", {"ready": "B", "nodeid": IDS[1]}) == [("rev", BLOCK)]
+    assert c.locked == ["B"]
