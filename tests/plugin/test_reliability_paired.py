@@ -208,8 +208,8 @@ def test_a_paired_run_that_has_to_wait_for_the_cpu_lock_says_so(
 
 
 # Run by --mxperf-env-command in REV's new environment: it sees this environment's packages
-# through a directory that lacks the plugin's own tabulate and GitPython (a user's
-# requirements.txt that names MXNet, numpy and pytest, not what the plugin needs).
+# through a directory that lacks the plugin's own tabulate and GitPython, and the plugin itself
+# (a user's requirements.txt that names MXNet, numpy and pytest, not what the plugin needs).
 WITHOUT_PLUGIN_DEPS = """
 import pathlib, sysconfig
 site = pathlib.Path(sysconfig.get_paths()["purelib"])
@@ -217,6 +217,8 @@ site.mkdir(parents=True, exist_ok=True)
 (site / "outer.pth").write_text({outer!r} + "\\n")
 """
 MISSING = ("tabulate", "GitPython")
+#: Not installed in REV's environment either (its entry point registers the plugin here).
+NOT_THERE = ("pytest-mxperf",)
 
 
 def _without(missing: Sequence[str], into: Path) -> None:
@@ -224,8 +226,10 @@ def _without(missing: Sequence[str], into: Path) -> None:
     import site
 
     into.mkdir()
-    skip = {importlib.metadata.distribution(name).metadata["Name"].lower() for name in missing}
-    tops = set()
+    names = [*missing, *NOT_THERE]
+    skip = {importlib.metadata.distribution(n).metadata["Name"].lower() for n in names}
+    skip |= {s.replace("-", "_") for s in skip}
+    tops = {"__editable__"}
     for name in missing:
         dist = importlib.metadata.distribution(name)
         tops |= {f.parts[0] for f in dist.files or () if f.parts[0] != ".."}
@@ -233,6 +237,8 @@ def _without(missing: Sequence[str], into: Path) -> None:
         for entry in base.iterdir():
             lowered = entry.name.lower()
             if entry.name in tops or any(lowered.startswith(s + "-") for s in skip):
+                continue
+            if lowered.startswith("__editable__"):
                 continue
             if not (into / entry.name).exists():
                 (into / entry.name).symlink_to(entry)
