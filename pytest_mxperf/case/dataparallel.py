@@ -132,6 +132,11 @@ def data_parallel(
         for lock in locks_held:
             index = 0 if lock == "cpu" else int(lock[3:])
             stack.enter_context(bench.device_lock(result.key, kind, index))
+        baton = bench._session.baton
+        if baton is not None:
+            # A lock-step side of a paired run: the launch (set-up, warm-up and timing in its
+            # ranks) is one timed turn; the other side's ranks never run beside these.
+            baton.alone(bench._item.nodeid, str(result.key))
         start = time.time()
         ref = _measure_data_parallel(bench, result, block, spec)
         result.window = [start, time.time()]

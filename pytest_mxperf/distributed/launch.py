@@ -17,7 +17,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -34,6 +33,7 @@ from pytest_mxperf.measuring.dataparallel import (
     aggregate,
 )
 from pytest_mxperf.measuring.dp_result import DataParallelResult
+from pytest_mxperf.system import scratch
 
 TAIL_LINES = 40
 _PR_SET_PDEATHSIG = 1
@@ -155,8 +155,8 @@ def _workdir(path: Path | None) -> Iterator[Path]:
         path.mkdir(parents=True, exist_ok=True)
         yield path
         return
-    with tempfile.TemporaryDirectory(prefix="mxperf-dist-") as tmp:
-        yield Path(tmp)
+    with scratch.directory("dist") as tmp:
+        yield tmp
 
 
 def launch(

@@ -23,7 +23,6 @@ import select
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
@@ -31,7 +30,7 @@ from typing import IO, Any
 
 import pytest_mxperf
 from pytest_mxperf.system import cpus as cpu_sets
-from pytest_mxperf.system import procgroup
+from pytest_mxperf.system import procgroup, scratch
 
 #: Modules the server imports before forking (comma-separated; empty: none). The fake back end
 #: of this repository's own tests needs no MXNet, so its pytester runs set it empty.
@@ -189,7 +188,7 @@ class ForkServer:
         anything, KeyboardInterrupt included, interrupts the wait: re-raised after cleanup)."""
         if timeout <= 0:
             raise ValueError(f"timeout must be > 0, got {timeout!r}")
-        with tempfile.TemporaryDirectory(prefix="mxperf-side-") as tmp:
+        with scratch.directory("side") as tmp:
             log = Path(tmp) / "out.log"
             start = time.monotonic()
             request = {"args": list(args), "cwd": str(cwd), "log": str(log)}

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import signal
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from pytest_mxperf.config.settings import Settings
@@ -27,6 +29,29 @@ from pytest_mxperf.paired.sides import (
     side_env,
 )
 from pytest_mxperf.system import cpus as cpu_sets
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (CI cancellation, ``timeout``, ``docker stop``) ends the run as Ctrl-C does:
+    its sides, fork servers, REV's worktree and temporary files are removed on the way out.
+    Only where SIGTERM has its default action, in the main thread (the only one that may
+    set a handler); the previous handler comes back on leaving."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+    ):
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _took(start: float) -> str:
@@ -60,6 +85,7 @@ class Pairer:
         self.repo_root = repo_root
         self.rootdir = rootdir
         self._stack = contextlib.ExitStack()
+        self._stack.enter_context(sigterm_as_interrupt())
         self._trees: dict[str, Path] = {}
         self._sides: dict[str, SideSpec] = {}
         #: Revisions whose side could not be set up, with why (not retried in this session).

@@ -10,7 +10,6 @@ import os
 import select
 import signal
 import socket
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -35,7 +34,7 @@ from pytest_mxperf.paired.sides import (
     write_plan,
 )
 from pytest_mxperf.system import cpus as cpu_sets
-from pytest_mxperf.system import procgroup
+from pytest_mxperf.system import procgroup, scratch
 
 
 def run_rounds(
@@ -65,7 +64,7 @@ def run_rounds(
     the controller inside ``hold()`` for the round: the session's device locks (the CPU's and
     every GPU's the run sees), so no other run measures on them meanwhile. With ``overlap`` the
     sides of such a round do their untimed work at once (`turns.Conductor`)."""
-    with tempfile.TemporaryDirectory(prefix="mxperf-pair-", dir=_round_tmp()) as tmp:
+    with scratch.directory("pair", _round_tmp()) as tmp:
         select = Path(tmp) / "select.txt"
 
         def commands_for(ids: Sequence[str]) -> list[tuple[str, SideSpec, list[str] | None, Path]]:
@@ -181,10 +180,11 @@ _SOCKET_PATH_MAX = 104
 
 def _round_tmp() -> str | None:
     """Where a round's temporary directory goes: the usual place, unless a lock-step socket
-    in it (``<tmp>/mxperf-pair-XXXXXXXX/turns.sock``) would be too long a path to bind (a deep
-    TMPDIR), then ``/tmp``."""
-    usual = tempfile.gettempdir()
-    fits = len(os.fsencode(usual)) + len("/mxperf-pair-XXXXXXXX/turns.sock") < _SOCKET_PATH_MAX
+    in it (``<tmp>/pytest-mxperf-<uid>/scratch/mxperf-pair-<pid>-XXXXXXXX/turns.sock``) would
+    be too long a path to bind (a deep TMPDIR), then under ``/tmp``."""
+    usual = scratch.root()
+    tail = f"/mxperf-pair-{os.getpid()}-XXXXXXXX/turns.sock"
+    fits = len(os.fsencode(str(usual))) + len(tail) < _SOCKET_PATH_MAX
     return None if fits or not Path("/tmp").is_dir() else "/tmp"
 
 

@@ -23,10 +23,15 @@ from pytest_mxperf.paired.pairdata import (
     SideResult,
 )
 
-#: Runs pytest in a side process with this installed plugin importable first.
+#: Runs pytest in a side process with this installed plugin importable first, registered
+#: through its entry point where the side's environment has one, else passed to pytest (REV's
+#: own environment, ``--mxperf-env-command``, need not have the plugin installed).
 BOOTSTRAP = (
     "import sys; sys.path.insert(0, {root!r}); import pytest_mxperf.plugin, pytest; "
-    "sys.exit(pytest.main(sys.argv[1:]))"
+    "from importlib.metadata import entry_points; e = entry_points(); "
+    "g = e.select(group='pytest11') if hasattr(e, 'select') else e.get('pytest11', ()); "
+    "known = any(x.name == 'mxperf' for x in g); "
+    "sys.exit(pytest.main(sys.argv[1:], plugins=[] if known else [pytest_mxperf.plugin]))"
 )
 #: Per-side timed-block time as a share of a plain run's ``--mxperf-min-time``: every case is
 #: measured 2 x rounds times, and the rounds' spread is mostly between processes (2-4% here),

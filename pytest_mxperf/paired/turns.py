@@ -20,6 +20,9 @@ The messages:
 - ``{"ready": key, "nodeid": id}`` after a case's warm-up: ``block`` (time one block, then
   report ``{"done": 1}``; the answer is ``block`` again or ``end``) or ``solo`` (the other
   side has no such case now: measure it alone, as a side does without lock-step);
+- ``{"ready": key, "nodeid": id, "solo": true}`` before a case that cannot be timed block by
+  block in turns (a data-parallel launch: its ranks set up, warm up and time on their own):
+  always ``solo``, when nothing else runs; all of it is the side's timed turn;
 - a side that exits (its socket closes) frees the other.
 
 A side pinned to the timing CPUs (``cpus.for_sides``) may be given wider ones for its untimed
@@ -99,6 +102,11 @@ class Baton:
         measure it alone."""
         return self._ask({"ready": key, "nodeid": nodeid}) == BLOCK
 
+    def alone(self, nodeid: str, key: str) -> None:
+        """Wait for a turn to run ``key`` alone, set-up included (a data-parallel launch):
+        nothing of the other side runs until this side asks for its next turn or ends."""
+        self._ask({"ready": key, "nodeid": nodeid, "solo": True})
+
     def next_block(self) -> bool:
         """A block is done: True to time another."""
         return self._ask({"done": 1}) == BLOCK
@@ -138,6 +146,8 @@ class _Side:
     state: str = "starting"
     key: str = ""
     index: int = 0
+    #: Its ready case runs alone (never block by block in turns).
+    solo: bool = False
 
 
 @dataclass
@@ -172,6 +182,7 @@ class Conductor:
             s.state = "hello"
         elif "ready" in message:
             s.state, s.key = "ready", str(message["ready"])
+            s.solo = bool(message.get("solo"))
             s.index = self._index.get(str(message.get("nodeid", "")), len(self.nodeids))
         elif "done" in message:
             s.state = "done"
@@ -208,7 +219,7 @@ class Conductor:
             return []  # nothing is timed beside a side's untimed work
         a, b = sides[first], sides[second]
         if a.state == "ready" and b.state == "ready":
-            if a.key == b.key:
+            if a.key == b.key and not (a.solo or b.solo):
                 self.locked.append(a.key)
                 self.sequence = [
                     name

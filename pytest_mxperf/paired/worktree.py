@@ -144,6 +144,7 @@ def _remove(repo_root: Path, path: Path, env: Mapping[str, str] | None) -> None:
     _git(repo_root, "worktree", "remove", "--force", "--force", str(path), env=env, check=False)
     if path.exists():
         shutil.rmtree(path, ignore_errors=True)
+    _kept_path(path).unlink(missing_ok=True)
     _git(repo_root, "worktree", "prune", env=env, check=False)
 
 
@@ -182,7 +183,15 @@ def checkout(
     cache.mkdir(parents=True, exist_ok=True)
     target = (cache / sha[:12]).resolve()
     _git(root, "worktree", "prune", env=env)
+    # Worktrees of runs killed earlier (this sha's is reused or replaced below).
+    sweep_stale(root, cache, env, spare=target)
+    with _in_use(target):
+        yield from _checkout(root, sha, target, keep, env)
 
+
+def _checkout(
+    root: Path, sha: str, target: Path, keep: bool, env: Mapping[str, str] | None
+) -> Iterator[Path]:
     registered = _registered(root, env)
     if target in registered:
         if registered[target] == sha and target.is_dir() and _is_clean(target, env):
@@ -198,6 +207,70 @@ def checkout(
             )
         shutil.rmtree(target)
     yield from _hold(root, target, keep, env, created=True, sha=sha)
+
+
+def _lock_path(path: Path) -> Path:
+    return path.parent / f"{path.name}.lock"
+
+
+def _kept_path(path: Path) -> Path:
+    return path.parent / f"{path.name}.kept"
+
+
+@contextlib.contextmanager
+def _in_use(target: Path) -> Iterator[None]:
+    """A shared ``flock`` on ``<target>.lock`` while a run uses the worktree (it dies with the
+    process, SIGKILL included): `sweep_stale` removes only worktrees nobody holds. The lock
+    file goes too when no other run holds it."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - no flock: nothing is swept either
+        yield
+        return
+    lock = _lock_path(target)
+    with open(lock, "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                pass  # another run uses it: its lock file stays
+            else:
+                lock.unlink(missing_ok=True)
+
+
+def sweep_stale(
+    repo_root: str | Path,
+    cache_dir: str | Path,
+    env: Mapping[str, str] | None = None,
+    spare: Path | None = None,
+) -> list[Path]:
+    """Remove this repository's worktrees under ``cache_dir`` that no live run holds (see
+    `_in_use`) and none kept on purpose (``keep=True``): those a run killed by SIGKILL (or
+    one that could not clean up) left registered.
+    ``spare``: one to leave alone. Returns them."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover
+        return []
+    root = Path(repo_root).resolve()
+    cache = Path(cache_dir).resolve()
+    removed = []
+    for path in list_worktrees(root, env):
+        if path.parent != cache or path == spare or _kept_path(path).exists():
+            continue
+        lock = _lock_path(path)
+        with open(lock, "a+") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # in use by a live run
+            _remove(root, path, env)
+            lock.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
 
 
 def _check_sha(sha: str) -> None:
@@ -229,6 +302,8 @@ def _hold(
         # Also for KeyboardInterrupt: the with-block's body or `git worktree add` itself.
         if not (keep and complete):
             _remove(root, target, env)
+        else:  # kept on purpose: not a killed run's leftover for `sweep_stale`
+            _kept_path(target).touch()
 
 
 def remove_all(

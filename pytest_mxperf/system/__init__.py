@@ -7,6 +7,7 @@ Lowest wing: every other wing may import it; it imports none of them.
 - ``locks``: cross-process ``flock`` locks for device turns and baseline writes.
 - ``files``: the one atomic writer (temporary file, fsync, ``os.replace``).
 - ``procgroup``: a command in its own process group, bounded in time, nothing left behind.
+- ``scratch``: temporary directories named by their process, swept once it is gone.
 - ``gitinfo``: commit facts and ancestry from git, CI variables first.
 - ``nvml``: GPU facts from NVML (no MXNet import).
 - ``cudalibs`` / ``cuda``: where ``mxnet-cu112``'s CUDA libraries are, and loading them.

@@ -3,11 +3,13 @@ collection error elsewhere, the CPU lock, usage errors and REV's own environment
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import json
 import os
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -19,7 +21,7 @@ from typing import Any, Callable
 import pytest
 
 from pytest_mxperf.paired import envs
-from pytest_mxperf.system import locks
+from pytest_mxperf.system import locks, scratch
 
 
 def _cases(pytester: pytest.Pytester, name: str = "report.json") -> dict[str, Any]:
@@ -206,8 +208,8 @@ def test_a_paired_run_that_has_to_wait_for_the_cpu_lock_says_so(
 
 
 # Run by --mxperf-env-command in REV's new environment: it sees this environment's packages
-# through a directory that lacks the plugin's own tabulate and GitPython (a user's
-# requirements.txt that names MXNet, numpy and pytest, not what the plugin needs).
+# through a directory that lacks the plugin's own tabulate and GitPython, and the plugin itself
+# (a user's requirements.txt that names MXNet, numpy and pytest, not what the plugin needs).
 WITHOUT_PLUGIN_DEPS = """
 import pathlib, sysconfig
 site = pathlib.Path(sysconfig.get_paths()["purelib"])
@@ -215,6 +217,8 @@ site.mkdir(parents=True, exist_ok=True)
 (site / "outer.pth").write_text({outer!r} + "\\n")
 """
 MISSING = ("tabulate", "GitPython")
+#: Not installed in REV's environment either (its entry point registers the plugin here).
+NOT_THERE = ("pytest-mxperf",)
 
 
 def _without(missing: Sequence[str], into: Path) -> None:
@@ -222,8 +226,10 @@ def _without(missing: Sequence[str], into: Path) -> None:
     import site
 
     into.mkdir()
-    skip = {importlib.metadata.distribution(name).metadata["Name"].lower() for name in missing}
-    tops = set()
+    names = [*missing, *NOT_THERE]
+    skip = {importlib.metadata.distribution(n).metadata["Name"].lower() for n in names}
+    skip |= {s.replace("-", "_") for s in skip}
+    tops = {"__editable__"}
     for name in missing:
         dist = importlib.metadata.distribution(name)
         tops |= {f.parts[0] for f in dist.files or () if f.parts[0] != ".."}
@@ -231,6 +237,8 @@ def _without(missing: Sequence[str], into: Path) -> None:
         for entry in base.iterdir():
             lowered = entry.name.lower()
             if entry.name in tops or any(lowered.startswith(s + "-") for s in skip):
+                continue
+            if lowered.startswith("__editable__"):
                 continue
             if not (into / entry.name).exists():
                 (into / entry.name).symlink_to(entry)
@@ -342,8 +350,9 @@ def test_a_paired_run_leaves_no_empty_cache_directory(
     commit("HEAD")
     _paired(fake_pytester, "HEAD~1").assert_outcomes(passed=1)
     tmp = Path(os.environ["TMPDIR"])
+    # (The per-user scratch directory stays, as the lock directory it is in does.)
     left = [p for p in tmp.rglob("*") if p.is_dir() and not any(p.iterdir())]
-    assert left == []
+    assert left == [scratch.root(tmp)]
     assert not list(tmp.glob("pytest-mxperf-cache-*"))
 
 
@@ -399,3 +408,180 @@ def test_revs_collection_error_is_shown_once_whole_and_not_rerun(
     assert syntax.rstrip().endswith(("invalid syntax", "expected ':'", "expected ')'"))
     rounds = json.loads((fake_pytester.path / "report.json").read_text())["paired"]["rounds"]
     assert len(rounds) == 1  # REV is not asked again to collect what it cannot
+
+
+SLOW_SUITE = """
+import time
+
+def test_slow(mxperf):
+    # Real seconds per call, so the controller can be signalled while a side runs.
+    mxperf.callable(lambda: time.sleep(0.05), items_per_call=1, model="slow")
+"""
+
+
+def _worktrees(path: Path) -> list[str]:
+    done = subprocess.run(
+        ["git", "worktree", "list"], cwd=path, capture_output=True, text=True, check=True
+    )
+    return [line for line in done.stdout.splitlines() if line.strip()]
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every descendant of ``pid`` now (from /proc)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    found, frontier = [], [pid]
+    while frontier:
+        current = frontier.pop()
+        kids = [p for p, parent in parents.items() if parent == current]
+        found += kids
+        frontier += kids
+    return found
+
+
+AB = ("--mxperf-ab", "HEAD~1", "--mxperf-min-time", "0.3", "--mxperf-warmup-time", "0.1")
+
+
+def _start_paired(path: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--mxperf", *AB],
+        cwd=path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def _when_a_side_runs(proc: subprocess.Popen[bytes], path: Path) -> list[int]:
+    deadline = time.monotonic() + 120
+    while len(_worktrees(path)) < 2:  # REV's worktree exists: the rounds have begun
+        assert time.monotonic() < deadline and proc.poll() is None, "no worktree appeared"
+        time.sleep(0.1)
+    time.sleep(1.5)
+    sides = _descendants(proc.pid)
+    assert sides, "no side process was running"
+    return sides
+
+
+def _scratch(tmp: Path) -> list[str]:
+    return sorted(p.name for p in tmp.glob("pytest-mxperf-*/scratch/*"))
+
+
+def _gone(pids: Sequence[int], within: float = 60.0) -> bool:
+    deadline = time.monotonic() + within
+    while any(Path(f"/proc/{pid}").exists() for pid in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
+def test_sigterm_mid_round_ends_the_run_as_ctrl_c_does(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    fake_pytester.makepyfile(test_suite=SLOW_SUITE)
+    commit("A")
+    fake_pytester.makepyfile(test_suite=SLOW_SUITE + "\n# B\n")
+    commit("B")
+    proc = _start_paired(fake_pytester.path)
+    try:
+        sides = _when_a_side_runs(proc, fake_pytester.path)
+        assert _scratch(Path(os.environ["TMPDIR"])), "a round's directory is under scratch"
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+        if proc.stdout is not None:
+            proc.stdout.close()
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, out.decode()[-2000:]
+    assert len(_worktrees(fake_pytester.path)) == 1
+    assert _gone(sides, within=10), "a side outlived it"
+    assert _scratch(Path(os.environ["TMPDIR"])) == []
+    assert not list(Path(os.environ["TMPDIR"]).glob("pytest-mxperf-cache-*/worktrees/*/*"))
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
+def test_the_next_run_removes_what_a_sigkilled_one_left(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    fake_pytester.makepyfile(test_suite=SLOW_SUITE)
+    commit("A")
+    fake_pytester.makepyfile(test_suite=SLOW_SUITE + "\n# B\n")
+    commit("B")
+    tmp = Path(os.environ["TMPDIR"])
+    proc = _start_paired(fake_pytester.path)
+    try:
+        _when_a_side_runs(proc, fake_pytester.path)
+        # As `docker kill` does: every process of the run at once, no clean-up.
+        everyone = [proc.pid, *_descendants(proc.pid)]
+        for pid in everyone:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+        if proc.stdout is not None:
+            proc.stdout.close()
+    assert _gone(everyone)
+    left = _scratch(tmp)
+    assert any(name.startswith(f"mxperf-pair-{proc.pid}-") for name in left), left
+    assert len(_worktrees(fake_pytester.path)) == 2  # REV's, still registered
+    # The next paired run (here of another revision) removes both.
+    fake_pytester.makepyfile(test_suite=GOOD)
+    commit("C")
+    _paired(fake_pytester, "HEAD").assert_outcomes(passed=1)
+    assert len(_worktrees(fake_pytester.path)) == 1
+    assert _scratch(tmp) == []
+    assert not list(tmp.glob("pytest-mxperf-cache-*/worktrees/*/*"))
+
+
+DP_RECORDED = """
+import os
+import time
+from pathlib import Path
+from pytest_mxperf.testing import FakeModel
+
+def toy():
+    # The fake launch's span, as the ranks' would be: start, set-up, end (one line a launch).
+    start = time.monotonic()
+    time.sleep(0.4)
+    with open(Path(os.environ["MXPERF_TEST_LAUNCHES"]), "a") as fh:
+        fh.write(f"{os.getpid()} {start} {time.monotonic()}\\n")
+    return FakeModel(300.0, scaling=0.9)
+
+def test_dist(mxperf):
+    mxperf.data_parallel("test_suite:toy", batch_size=8, workers=2, model="toy")
+"""
+
+
+def test_paired_data_parallel_launches_of_the_two_sides_never_overlap(
+    fake_pytester: pytest.Pytester,
+    commit: Callable[[str], str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    log = tmp_path / "launches.txt"
+    monkeypatch.setenv("MXPERF_TEST_LAUNCHES", str(log))
+    fake_pytester.makepyfile(test_suite=DP_RECORDED)
+    commit("base")
+    commit("HEAD")
+    rounds = ("--mxperf-rounds", "2", "--mxperf-max-rounds", "2")
+    _paired(fake_pytester, "HEAD~1", *rounds).assert_outcomes(passed=1)
+    spans = sorted(
+        (float(start), float(end), pid)
+        for pid, start, end in (line.split() for line in log.read_text().splitlines())
+    )
+    assert len(spans) == 4 and len({pid for _, _, pid in spans}) == 4  # 2 sides x 2 rounds
+    for (_, end, _), (start, _, _) in zip(spans, spans[1:]):
+        assert end <= start, f"two sides' launches ran at once: {spans}"

@@ -3,6 +3,11 @@ environment, a failed side's message, errors on either side, clipping long messa
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from pytest_mxperf.config import parsers
@@ -12,6 +17,8 @@ from pytest_mxperf.measuring.records import CaseResult, Status
 from pytest_mxperf.paired import envs
 from pytest_mxperf.paired.pairdata import HEAD, REV, PairedData, SideResult
 from pytest_mxperf.paired.rounds import side_outcome
+from pytest_mxperf.paired.turns import BLOCK, GO, SOLO, Conductor
+from pytest_mxperf.system import scratch
 from pytest_mxperf.system.procgroup import Finished
 from pytest_mxperf.testing import fake_blocks
 
@@ -24,7 +31,7 @@ def test_revs_environment_gets_the_plugins_requirements_without_extras() -> None
     assert envs.plugin_requirements("no-such-distribution-for-mxperf") == []
 
 
-def test_the_requirements_are_part_of_an_environments_key(tmp_path: object) -> None:
+def test_the_requirements_are_part_of_an_environments_key(tmp_path: Path) -> None:
     plain = envs.env_key("{python} -c pass", str(tmp_path), "a" * 40, "3.11")
     assert plain == envs.env_key("{python} -c pass", str(tmp_path), "a" * 40, "3.11", ())
     assert plain != envs.env_key("{python} -c pass", str(tmp_path), "a" * 40, "3.11", ["x<2"])
@@ -119,3 +126,43 @@ def test_an_empty_revision_is_refused(text: str) -> None:
     with pytest.raises(ValueError, match="an empty revision"):
         parsers.revision(text)
     assert parsers.revision("HEAD~1") == "HEAD~1"
+
+
+def test_scratch_directories_of_processes_that_are_gone_are_swept(tmp_path: Path) -> None:
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    where = scratch.root(tmp_path)
+    assert where == tmp_path / f"pytest-mxperf-{os.getuid()}" / "scratch"
+    (where / f"mxperf-pair-{dead.pid}-abcdefgh").mkdir()
+    (where / f"mxperf-dist-{os.getpid()}-abcdefgh").mkdir()  # this process: alive
+    (where / "someone-elses").mkdir()
+    with scratch.directory("side", tmp_path) as made:
+        assert made.name.startswith(f"mxperf-side-{os.getpid()}-") and made.is_dir()
+        names = sorted(p.name for p in where.iterdir())
+        assert f"mxperf-pair-{dead.pid}-abcdefgh" not in names
+        assert f"mxperf-dist-{os.getpid()}-abcdefgh" in names and "someone-elses" in names
+    assert not made.exists()
+
+
+def _solo(key: str, nodeid: str) -> dict[str, object]:
+    return {"ready": key, "nodeid": nodeid, "solo": True}
+
+
+IDS = ["t.py::dp", "t.py::b"]
+
+
+def test_a_data_parallel_case_runs_alone_one_side_after_the_other() -> None:
+    # Overlapping set-ups: still, a launch (its ranks' set-up included) is a timed turn.
+    c = Conductor(("rev", "head"), IDS, pairs=2, overlap=True)
+    assert c.event("head", {"hello": "head"}) == []
+    assert c.event("rev", {"hello": "rev"}) == [("rev", GO), ("head", GO)]
+    # REV asks to launch while HEAD still collects: it waits until HEAD is idle too.
+    assert c.event("rev", _solo("DP", IDS[0])) == []
+    assert c.event("head", _solo("DP", IDS[0])) == [("rev", SOLO)]
+    assert c.sides["head"].state == "ready"  # HEAD's launch waits for REV's turn to end
+    # REV's launch is over: it asks for its next case; only now does HEAD launch.
+    assert c.event("rev", {"ready": "B", "nodeid": IDS[1]}) == [("head", SOLO)]
+    assert c.locked == []
+    # Then the next case in turns, as usual.
+    assert c.event("head", {"ready": "B", "nodeid": IDS[1]}) == [("rev", BLOCK)]
+    assert c.locked == ["B"]

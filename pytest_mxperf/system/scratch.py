@@ -1,0 +1,66 @@
+"""Temporary directories a killed run does not leave behind for good.
+
+Each is made under one directory per user (``<tmp>/pytest-mxperf-<uid>/scratch``, private to
+the user) and named by the pid of the process that made it (``mxperf-pair-<pid>-XXXXXXXX``).
+A run removes its own on the way out; one killed by SIGKILL cannot, so every new one first
+removes those whose process is gone (`sweep`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+_OWNED = re.compile(r"^mxperf-[a-z]+-(\d+)-")
+
+
+def root(base: str | Path | None = None) -> Path:
+    """``<base or tmp>/pytest-mxperf-<uid>/scratch``, made private to the user."""
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    parent = Path(base or tempfile.gettempdir()) / f"pytest-mxperf-{uid}"
+    parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = parent / "scratch"
+    path.mkdir(mode=0o700, exist_ok=True)
+    return path
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (one of another user's counts: it may be ours in a
+    container that maps users)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep(where: Path) -> list[Path]:
+    """Remove the directories under ``where`` whose maker's pid is gone; return them."""
+    removed = []
+    with contextlib.suppress(OSError):
+        for entry in where.iterdir():
+            match = _OWNED.match(entry.name)
+            if match and entry.is_dir() and not alive(int(match.group(1))):
+                shutil.rmtree(entry, ignore_errors=True)
+                removed.append(entry)
+    return removed
+
+
+@contextlib.contextmanager
+def directory(prefix: str, base: str | Path | None = None) -> Iterator[Path]:
+    """A new directory ``<root>/mxperf-<prefix>-<pid>-XXXXXXXX``, removed on leaving (also on
+    KeyboardInterrupt); those of processes that are gone are removed first."""
+    where = root(base)
+    sweep(where)
+    path = Path(tempfile.mkdtemp(prefix=f"mxperf-{prefix}-{os.getpid()}-", dir=where))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
