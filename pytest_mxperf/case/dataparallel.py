@@ -53,7 +53,7 @@ def data_parallel(
     in_process = not kvstore.startswith("dist")
     names = [context_name(c) for c in contexts or ()]
     if not names and not in_process:
-        kind0, _ = bench._backend.describe(bench._default_ctx)
+        kind0, _ = bench.backend.describe(bench.default_ctx)
         names = ["gpu(0)" if kind0 == "gpu" else "cpu(0)"]
     block = None
     if isinstance(net, str):
@@ -67,7 +67,7 @@ def data_parallel(
         # One process needs no import: a block, or what a factory function returns.
         block = net() if inspect.isfunction(net) else net
         factory = f"{type(block).__module__}:{type(block).__qualname__}"
-    settings = bench._settings
+    settings = bench.settings
     spec = DataParallelSpec(
         factory=factory,
         batch_per_device=batch_size,
@@ -95,7 +95,7 @@ def data_parallel(
     n = spec.world_size
     gpus = n * len(spec.worker_contexts) if spec.distributed else n
     key = CaseKey(
-        bench._label(model),
+        bench.label(model),
         "training",
         "float32",
         batch_size,
@@ -103,10 +103,10 @@ def data_parallel(
         kvstore if name is None else f"{kvstore}-{name}",
         world_size=n,
     )
-    bench._claim(key)
+    bench.claim(key)
     first = spec.worker_contexts[0]
     device = f"{n}x {first}" if spec.distributed else f"{kind}({_indices(spec.contexts)})"
-    run = bench._run
+    run = bench.run
     if kind == "gpu":
         gpu_name = run.gpus[0]["name"] if run.gpus else None
         hardware = fingerprint.hardware_key(
@@ -120,11 +120,11 @@ def data_parallel(
         hardware=hardware,
         threads=fingerprint.threads_in_force(os.environ),
         environment=fingerprint.perf_environment(os.environ),
-        nodeid=bench._item.nodeid,
+        nodeid=bench.item.nodeid,
         worker=os.environ.get("PYTEST_XDIST_WORKER"),
     )
     if settings.ab:
-        bench._judge_pair(result)
+        bench.judge_pair(result)
         bench.results.append(result)
         return result
     locks_held = ["cpu"] if kind == "cpu" else [f"gpu{i}" for i in range(gpus)]
@@ -132,16 +132,16 @@ def data_parallel(
         for lock in locks_held:
             index = 0 if lock == "cpu" else int(lock[3:])
             stack.enter_context(bench.device_lock(result.key, kind, index))
-        baton = bench._session.baton
+        baton = bench.session.baton
         if baton is not None:
             # A lock-step side of a paired run: the launch (set-up, warm-up and timing in its
             # ranks) is one timed turn; the other side's ranks never run beside these.
-            baton.alone(bench._item.nodeid, str(result.key))
+            baton.alone(bench.item.nodeid, str(result.key))
         start = time.time()
         ref = _measure_data_parallel(bench, result, block, spec)
         result.window = [start, time.time()]
-    if result.verdict is not None and suspected(result.verdict, bench._settings.tolerance):
-        bench._arbitrate(result, ref)
+    if result.verdict is not None and suspected(result.verdict, bench.settings.tolerance):
+        bench.arbitrate(result, ref)
     bench.results.append(result)
     return result
 
@@ -177,29 +177,29 @@ def _measure_data_parallel(
     judge the aggregate img/s and the scaling efficiency."""
     from pytest_mxperf.measuring.dataparallel import DataParallelError
 
-    settings, run = bench._settings, bench._run
-    ref, expectations = bench._reference(result)
+    settings, run = bench.settings, bench.run
+    ref, expectations = bench.reference(result)
     n = spec.world_size
-    floor = bench._marker.efficiency_floor(
+    floor = bench.marker.efficiency_floor(
         model=result.model, world_size=n, hardware=result.hardware
     )
-    why_not = None if ref is None else bench._session.why_no_pair(ref.commit.get("sha"))
+    why_not = None if ref is None else bench.session.why_no_pair(ref.commit.get("sha"))
     tolerance = settings.tolerance
     if why_not is not None:
         tolerance = max(tolerance, settings.unconfirmed_tolerance)
-    policy = bench._policy(tolerance)
+    policy = bench.policy(tolerance)
     elsewhere = run.baselines.elsewhere(result.hardware, str(result.key))
     # Each attempt is two launches; update mode stores the first (no best-of-N here).
     attempts = 1 if settings.update else 1 + settings.confirm
     tried: list[tuple[Measurement, Scaling]] = []
     for _ in range(attempts):
         try:
-            measured = bench._backend.data_parallel(block, spec)
+            measured = bench.backend.data_parallel(block, spec)
         except DataParallelError as exc:
             result.status, result.error = Status.ERROR, str(exc)
             break
         except Exception as exc:
-            if bench._backend.is_oom(exc):
+            if bench.backend.is_oom(exc):
                 result.status = Status.OOM
                 result.error = str(exc).strip().splitlines()[-1][:300]
             else:

@@ -32,7 +32,7 @@ class MxPerf(CaseBench):
             ``dtype`` (float32/float16), ``input_shape`` (default ``(3, 224, 224)``).
         """
         first = len(self.results)
-        result = self._case(net, "inference", batch_size, **options)
+        result = self.case(net, "inference", batch_size, **options)
         self.fail_if_errored(first)
         return result
 
@@ -64,7 +64,7 @@ class MxPerf(CaseBench):
         elif batch_size is None:
             raise TypeError("training() needs batch_size= (or data=, a data source)")
         else:
-            result = self._case(net, "training", batch_size, **options)
+            result = self.case(net, "training", batch_size, **options)
         self.fail_if_errored(first)
         return result
 
@@ -93,7 +93,7 @@ class MxPerf(CaseBench):
     def forward_backward(self, net: Any, *, batch_size: int, **options: Any) -> CaseResult:
         """Forward + backward without an optimizer update (same options as `training`)."""
         first = len(self.results)
-        result = self._case(net, "forward_backward", batch_size, **options)
+        result = self.case(net, "forward_backward", batch_size, **options)
         self.fail_if_errored(first)
         return result
 
@@ -104,7 +104,7 @@ class MxPerf(CaseBench):
         synced at the end of every timed block."""
         check_positive("items_per_call", items_per_call)
         first = len(self.results)
-        result = self._case(fn, mode, items_per_call, items_per_call=items_per_call, **options)
+        result = self.case(fn, mode, items_per_call, items_per_call=items_per_call, **options)
         self.fail_if_errored(first)
         return result
 

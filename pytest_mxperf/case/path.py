@@ -56,35 +56,35 @@ class CaseBench:
         marker: MarkerSpec,
         default_ctx: Any,
     ) -> None:
-        self._item = item
-        self._session = session
-        self._settings = session.settings
-        self._run = session.run
-        self._backend = backend
-        self._marker = marker
-        self._default_ctx = default_ctx
+        self.item = item
+        self.session = session
+        self.settings = session.settings
+        self.run = session.run
+        self.backend = backend
+        self.marker = marker
+        self.default_ctx = default_ctx
         self._seen = session.seen
         self.results: list[CaseResult] = []
         #: Warnings of the case being finished (memory growth, start-up), said once it is kept.
         self._pending_warnings: list[str] = []
 
-    def _unsupported(self, dtype: str, kind: str, mode: str) -> str | None:
+    def unsupported(self, dtype: str, kind: str, mode: str) -> str | None:
         if dtype in ("float32", "float16") and kind == "gpu":
             return None  # nothing to ask the back end
-        features = str(self._backend.software().get("mxnet_features", ""))
+        features = str(self.backend.software().get("mxnet_features", ""))
         return sweeps.unsupported_dtype(
             dtype, kind, mode, flags=sweeps.cpu_flags(), features=features
         )
 
-    def _label(self, model: str | None) -> str:
+    def label(self, model: str | None) -> str:
         if model:
             return model
-        if self._marker.model:
-            return self._marker.model
-        name = getattr(self._item, "originalname", None) or self._item.name
+        if self.marker.model:
+            return self.marker.model
+        name = getattr(self.item, "originalname", None) or self.item.name
         return name[5:] if name.startswith("test_") else name
 
-    def _case(
+    def case(
         self,
         net: Any,
         mode: str,
@@ -99,29 +99,29 @@ class CaseBench:
         **options: Any,
     ) -> CaseResult:
         check_positive("batch_size", batch_size)
-        backend = self._backend
-        ctx = self._default_ctx if ctx is None else ctx
+        backend = self.backend
+        ctx = self.default_ctx if ctx is None else ctx
         spec = PrepareSpec.from_options(
             mode=mode, batch_size=batch_size, ctx=ctx, dtype=dtype, options=options
         )
         kind, index = backend.describe(ctx)
-        why_not = self._unsupported(dtype, kind, mode)
+        why_not = self.unsupported(dtype, kind, mode)
         if why_not:
             pytest.skip(why_not)
-        key = CaseKey(self._label(model), mode, dtype, batch_size, kind, name)
-        self._claim(key)
+        key = CaseKey(self.label(model), mode, dtype, batch_size, kind, name)
+        self.claim(key)
         result = CaseResult(
             key=key,
             device=f"{kind}({index})",
-            hardware=self._run.hardware_for(kind, index),
+            hardware=self.run.hardware_for(kind, index),
             threads=fingerprint.threads_in_force(os.environ),
             environment=fingerprint.perf_environment(os.environ),
-            nodeid=self._item.nodeid,
+            nodeid=self.item.nodeid,
             worker=os.environ.get("PYTEST_XDIST_WORKER"),
         )
-        if self._settings.ab:
+        if self.settings.ab:
             # Paired mode: the side processes measured this case; judge the pair.
-            self._judge_pair(result)
+            self.judge_pair(result)
             self._finish_pair(result)
             if after is not None:
                 after(result)
@@ -133,8 +133,8 @@ class CaseBench:
             ref = self._measure(result, net, spec, runner)
             result.window = [start, time.time()]
         why_no_base: str | None = None
-        if result.verdict is not None and suspected(result.verdict, self._settings.tolerance):
-            why_no_base = self._arbitrate(result, ref)  # outside the lock: sides take it
+        if result.verdict is not None and suspected(result.verdict, self.settings.tolerance):
+            why_no_base = self.arbitrate(result, ref)  # outside the lock: sides take it
         self._finish(result, ref, why_no_base)
         if after is not None:
             after(result)
@@ -166,9 +166,9 @@ class CaseBench:
         None in a lock-step side of a paired run: it takes turns with the other side through
         the baton, and its controller holds the CPU lock for the round (waiting here for a lock
         the controller or the other side holds would never end)."""
-        if self._session.baton is not None:
+        if self.session.baton is not None:
             return contextlib.nullcontext()
-        device = self._run.device_lock_name(kind, index)
+        device = self.run.device_lock_name(kind, index)
 
         def waiting(holder: str) -> None:
             self.tell(
@@ -176,12 +176,12 @@ class CaseBench:
                 f"this machine is measuring ({holder}); runs take turns"
             )
 
-        return locks.device_lock(self._run.lock_dir, device, on_wait=waiting)
+        return locks.device_lock(self.run.lock_dir, device, on_wait=waiting)
 
     def tell(self, text: str) -> None:
         """One line on the terminal now, whatever the capture and verbosity (stderr in an
         xdist worker, whose terminal output the controller does not show)."""
-        config = self._item.config
+        config = self.item.config
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         capture = config.pluginmanager.get_plugin("capturemanager")
         if reporter is None or capture is None or os.environ.get("PYTEST_XDIST_WORKER"):
@@ -196,7 +196,7 @@ class CaseBench:
         for text in pending:
             warnings.warn(f"mxperf: {result.key}: {text}", pytest.PytestWarning, stacklevel=4)
 
-    def _claim(self, key: CaseKey) -> None:
+    def claim(self, key: CaseKey) -> None:
         """Two cases with one key in one run are an error."""
         text = str(key)
         if text in self._seen:
@@ -205,14 +205,14 @@ class CaseBench:
                 f"{self._seen[text]}); pass name= to tell the cases apart",
                 pytrace=False,
             )
-        self._seen[text] = self._item.nodeid
+        self._seen[text] = self.item.nodeid
 
-    def _reference(self, result: CaseResult) -> tuple[BaselineRef | None, list[Expectation]]:
+    def reference(self, result: CaseResult) -> tuple[BaselineRef | None, list[Expectation]]:
         """Record the software, then the case's stored baseline and the marker expectations
         that apply to it on this hardware."""
-        result.software = self._backend.software()
-        ref = self._run.baseline_for(result.hardware, str(result.key))
-        expectations = self._marker.matching(
+        result.software = self.backend.software()
+        ref = self.run.baseline_for(result.hardware, str(result.key))
+        expectations = self.marker.matching(
             model=result.model,
             mode=result.mode,
             dtype=result.dtype,
@@ -224,15 +224,15 @@ class CaseBench:
     def _measure(
         self, result: CaseResult, net: Any, spec: PrepareSpec, runner: Runner | None = None
     ) -> BaselineRef | None:
-        settings, run = self._settings, self._run
-        ref, expectations = self._reference(result)
-        why_not = None if ref is None else self._session.why_no_pair(ref.commit.get("sha"))
+        settings, run = self.settings, self.run
+        ref, expectations = self.reference(result)
+        why_not = None if ref is None else self.session.why_no_pair(ref.commit.get("sha"))
         # Without a paired run to confirm it, a drop must clear the floor sized for noisy
         # shared runners; with one, the lower floor lets a quiet machine catch small losses.
         tolerance = settings.tolerance
         if why_not is not None:
             tolerance = max(tolerance, settings.unconfirmed_tolerance)
-        policy = self._policy(tolerance)
+        policy = self.policy(tolerance)
 
         def again(best: Measurement) -> bool:
             # Update mode always takes every attempt (the baseline is a best-of-N); otherwise
@@ -247,11 +247,11 @@ class CaseBench:
         )
         if settings.side_out:
             config = for_side(config)
-            steps = self._session.block_plan.get(str(result.key))
+            steps = self.session.block_plan.get(str(result.key))
             if steps is not None:
                 config = replace(config, steps_per_block=steps)
-        if self._session.baton is not None:
-            turns = CaseTurns(self._session.baton, self._item.nodeid, str(result.key))
+        if self.session.baton is not None:
+            turns = CaseTurns(self.session.baton, self.item.nodeid, str(result.key))
             config = replace(config, interleave=turns)
 
         def suspect(best: Measurement) -> bool:
@@ -276,7 +276,7 @@ class CaseBench:
                 outcome = runner(spec, config, attempts, again)
             else:
                 outcome = run_case(
-                    self._backend,
+                    self.backend,
                     net,
                     spec,
                     config,
@@ -298,9 +298,9 @@ class CaseBench:
         result.macs_per_image = outcome.macs_per_image
         if outcome.macs_per_image and result.status == Status.OK:
             # Still inside the device lock: the probe never runs beside another benchmark.
-            device = self._backend.describe(spec.ctx)
-            result.peak_gflops = self._session.peak_gflops(
-                self._backend, spec.ctx, device, result.dtype
+            device = self.backend.describe(spec.ctx)
+            result.peak_gflops = self.session.peak_gflops(
+                self.backend, spec.ctx, device, result.dtype
             )
         for text in outcome.warnings:
             warnings.warn(f"mxperf: {result.key}: {text}", pytest.PytestWarning, stacklevel=4)
@@ -311,15 +311,15 @@ class CaseBench:
             tight = (
                 result.verdict
                 if settings.update
-                else judge(result, ref, expectations, self._policy(settings.tolerance), elsewhere)
+                else judge(result, ref, expectations, self.policy(settings.tolerance), elsewhere)
             )
             result.verdict = fixture_pair.unconfirmed(
                 result.verdict, tight, why_not, self._other_machine(ref), what_changed(result, ref)
             )
         return ref
 
-    def _policy(self, tolerance: float) -> Policy:
-        s = self._settings
+    def policy(self, tolerance: float) -> Policy:
+        s = self.settings
         return Policy(
             tolerance=tolerance,
             strict=s.strict,
@@ -329,15 +329,15 @@ class CaseBench:
 
     def _context(self) -> fixture_evidence.CaseContext:
         return fixture_evidence.CaseContext(
-            session=self._session,
-            nodeid=self._item.nodeid,
-            path=str(self._item.path),
-            policy=self._policy(0.0),
-            max_memory_mb=self._marker.max_memory_mb,
+            session=self.session,
+            nodeid=self.item.nodeid,
+            path=str(self.item.path),
+            policy=self.policy(0.0),
+            max_memory_mb=self.marker.max_memory_mb,
             pending_warnings=self._pending_warnings,
         )
 
-    def _arbitrate(self, result: CaseResult, ref: BaselineRef | None) -> str | None:
+    def arbitrate(self, result: CaseResult, ref: BaselineRef | None) -> str | None:
         return fixture_pair.arbitrate(self._context(), result, ref)
 
     def _finish(self, result: CaseResult, ref: BaselineRef | None, why_no_base: str | None) -> None:
@@ -346,8 +346,8 @@ class CaseBench:
     def _finish_pair(self, result: CaseResult) -> None:
         fixture_evidence.finish_paired(self._context(), result)
 
-    def _judge_pair(self, result: CaseResult) -> None:
+    def judge_pair(self, result: CaseResult) -> None:
         fixture_pair.judge_pair(self._context(), result)
 
     def _other_machine(self, ref: BaselineRef | None) -> bool:
-        return fixture_pair.other_machine(self._run.machine_id, ref)
+        return fixture_pair.other_machine(self.run.machine_id, ref)

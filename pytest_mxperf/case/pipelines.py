@@ -43,13 +43,13 @@ def pipeline(
 
 
 def _sweep(bench: CaseBench, sweep: Any) -> tuple[str, tuple[Any, ...]] | None:
-    return parsers.parse_sweep(sweep) if sweep is not None else bench._marker.sweep
+    return parsers.parse_sweep(sweep) if sweep is not None else bench.marker.sweep
 
 
 def _peek(bench: CaseBench, source: Any) -> tuple[int, ...] | str:
     """The shape of the source's first batch, or why it gave none (a timeout, the source's own
     exception: what makes a later batch's case an ERROR row); usage errors propagate."""
-    clock, timeout = bench._backend.clock, bench._settings.pipeline_timeout
+    clock, timeout = bench.backend.clock, bench.settings.pipeline_timeout
     try:
         return pipelines.peek_shape(source, clock=clock, timeout=timeout)
     except USAGE_ERRORS:
@@ -83,13 +83,13 @@ def pipeline_case(
     if size is None:
         peeked = _peek(bench, source)
         if isinstance(peeked, str):
-            _no_first_batch(f"pipeline {bench._label(model)}", peeked, "the batch size")
+            _no_first_batch(f"pipeline {bench.label(model)}", peeked, "the batch size")
         size = peeked[0]
-    timeout = bench._settings.pipeline_timeout
+    timeout = bench.settings.pipeline_timeout
 
     def runner(spec: PrepareSpec, config: MeasureConfig, attempts: int, again: Any) -> CaseRun:
         return pipelines.run_pipeline(
-            bench._backend,
+            bench.backend,
             source,
             config,
             timeout=timeout,
@@ -98,8 +98,8 @@ def pipeline_case(
             again=again,
         )
 
-    ctx = bench._backend.context("cpu", 0)  # decoding runs on the host
-    return bench._case(source, "pipeline", size, model=model, name=name, ctx=ctx, runner=runner)
+    ctx = bench.backend.context("cpu", 0)  # decoding runs on the host
+    return bench.case(source, "pipeline", size, model=model, name=name, ctx=ctx, runner=runner)
 
 
 def end_to_end(
@@ -120,8 +120,8 @@ def end_to_end(
         size = batch_size or pipelines.declared_batch(source)
         model, name = options.pop("model", None), options.pop("name", None) or "e2e"
         if size is None:
-            _no_first_batch(f"training {bench._label(model)} (data=)", shape, "its shape")
-        return bench._case(
+            _no_first_batch(f"training {bench.label(model)} (data=)", shape, "its shape")
+        return bench.case(
             net, "training", size, model=model, name=name, runner=_errored(shape), **options
         )
     if batch_size is not None and batch_size != shape[0]:
@@ -135,11 +135,11 @@ def end_to_end(
         point = pipelines.point_name(plan[0], value)  # type: ignore[index]
         swept = pipeline_case(bench, data(**{plan[0]: value}), shape[0], model, point)  # type: ignore[index]
         points.append((point, swept.images_per_sec))
-    timeout = bench._settings.pipeline_timeout
+    timeout = bench.settings.pipeline_timeout
 
     def runner(spec: PrepareSpec, config: MeasureConfig, attempts: int, again: Any) -> CaseRun:
         return pipelines.run_end_to_end(
-            bench._backend,
+            bench.backend,
             net,
             source,
             spec,
@@ -163,7 +163,7 @@ def end_to_end(
             text = pipelines.explain_input_bound(str(result.key), bound, points)
             result.verdict = pipelines.input_bound_verdict(verdict, text)
 
-    return bench._case(
+    return bench.case(
         net,
         "training",
         shape[0],

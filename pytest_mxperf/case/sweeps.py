@@ -34,14 +34,14 @@ def sweep(
 ) -> sweeps.Sweep:
     """`MxPerf.sweep` (its docstring and defaults) with the object first."""
     plan = sweeps.make_plan(batch_sizes, start, max_batch)
-    ctx = bench._default_ctx if ctx is None else ctx
-    kind, _ = bench._backend.describe(ctx)
-    label = bench._label(model)
+    ctx = bench.default_ctx if ctx is None else ctx
+    kind, _ = bench.backend.describe(ctx)
+    label = bench.label(model)
     build = net if callable(net) and not _is_model(net) else _constant(net)
     out = sweeps.Sweep(label, mode, kind)
-    deadline = time.monotonic() + bench._settings.sweep_time
+    deadline = time.monotonic() + bench.settings.sweep_time
     for dtype in dtypes:
-        why_not = bench._unsupported(dtype, kind, mode)
+        why_not = bench.unsupported(dtype, kind, mode)
         if why_not:
             out.curves[dtype] = sweeps.Curve(dtype, skipped=why_not)
             continue
@@ -83,7 +83,7 @@ def sweep(
 
 def _memory_budget(bench: CaseBench) -> sweep_memory.MemoryBudget | None:
     start = sweep_memory.read_status().get("VmRSS")
-    budget = bench._settings.memory_budget
+    budget = bench.settings.memory_budget
     if budget is None:
         available = sweep_memory.available_memory()
         if available is None or start is None:
@@ -95,13 +95,13 @@ def _memory_budget(bench: CaseBench) -> sweep_memory.MemoryBudget | None:
 def _point(bench: CaseBench, build: Any, mode: str, batch: int, **kwargs: Any) -> sweeps.Point:
     meter = sweep_memory.PeakMeter()
     with meter.measuring():
-        r = bench._case(build(), mode, batch, **kwargs)
+        r = bench.case(build(), mode, batch, **kwargs)
     point = sweeps.Point(batch, r.status.value, r.images_per_sec, r.rel_iqr, meter.peak)
     if r.status == Status.OOM:
         # Free what the failed allocation left (run_case dropped the model), then say how
         # much the process still holds: MXNet's pool and the allocator may keep it.
         gc.collect()
-        bench._backend.sync()
+        bench.backend.sync()
         now = sweep_memory.read_status().get("VmRSS")
         kept = None if now is None or meter.before is None else now - meter.before
         point.note = r.error or "out of memory"
@@ -118,7 +118,7 @@ def _close_curve(
 ) -> None:
     drop = None
     for r in results:
-        ref = bench._run.baseline_for(r.hardware, str(r.key))
+        ref = bench.run.baseline_for(r.hardware, str(r.key))
         if ref is not None and drop is None:
             drop = sweeps.largest_fit_drop(curve.largest_fit, ref.case.record.get("sweep"))
     curve.notes += [f"batch {p.batch_size}: {p.note}" for p in curve.points if p.note]

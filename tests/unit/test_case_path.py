@@ -76,7 +76,7 @@ def test_a_new_case_is_measured_on_the_fake_clock_and_kept(
     session = session_of(tmp_path)
     bench = make_bench(request, session, backend)
     seen: list[str] = []
-    result = bench._case(
+    result = bench.case(
         FakeModel(400.0), "inference", 8, model="toy", after=lambda r: seen.append(str(r.key))
     )
     assert str(result.key) == KEY
@@ -117,7 +117,7 @@ def test_a_case_measures_inside_the_device_lock_and_frees_it(
         busy.append(_cpu_lock_busy(tmp_path / "locks"))
         return True  # (what it computed: a callable returning None is warned about)
 
-    bench._case(step, "inference", 1, items_per_call=1, model="locked")
+    bench.case(step, "inference", 1, items_per_call=1, model="locked")
     assert busy and all(busy)  # every call ran with the CPU lock held
     assert not _cpu_lock_busy(tmp_path / "locks")  # and it was given back
 
@@ -128,7 +128,7 @@ def _stored(request: pytest.FixtureRequest, tmp_path: Path, images_per_sec: floa
     backend = FakeBackend()
     session = session_of(tmp_path, update=True, allow_dirty=True)
     bench = make_bench(request, session, backend)
-    result = bench._case(FakeModel(images_per_sec), "inference", 8, model="toy")
+    result = bench.case(FakeModel(images_per_sec), "inference", 8, model="toy")
     session.collected.add(result.as_dict())
     assert not session.finish(interrupted=False), session.errors
     (written,) = (tmp_path / "baselines").rglob("*.json")
@@ -154,7 +154,7 @@ def test_a_case_is_judged_against_its_stored_baseline(
     stored = _stored(request, tmp_path, 100.0)
     assert stored.get(run_info(tmp_path).hardware_for("cpu", 0), KEY) is not None
     session = session_of(tmp_path, stored)
-    result = make_bench(request, session, FakeBackend())._case(
+    result = make_bench(request, session, FakeBackend()).case(
         FakeModel(speed), "inference", 8, model="toy"
     )
     verdict = result.verdict
@@ -174,9 +174,9 @@ def test_update_mode_takes_every_attempt_and_a_judged_run_only_one(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     updating = make_bench(request, session_of(tmp_path, update=True, confirm=2), FakeBackend())
-    assert len(updating._case(FakeModel(100.0), "inference", 8, model="toy").attempts) == 3
+    assert len(updating.case(FakeModel(100.0), "inference", 8, model="toy").attempts) == 3
     judging = make_bench(request, session_of(tmp_path, confirm=2), FakeBackend())
-    assert len(judging._case(FakeModel(100.0), "inference", 8, model="toy").attempts) == 1
+    assert len(judging.case(FakeModel(100.0), "inference", 8, model="toy").attempts) == 1
 
 
 def test_a_suspected_regression_is_measured_again(
@@ -184,7 +184,7 @@ def test_a_suspected_regression_is_measured_again(
 ) -> None:
     stored = _stored(request, tmp_path, 100.0)
     bench = make_bench(request, session_of(tmp_path, stored, confirm=2), FakeBackend())
-    result = bench._case(FakeModel(50.0), "inference", 8, model="toy")
+    result = bench.case(FakeModel(50.0), "inference", 8, model="toy")
     assert len(result.attempts) == 3  # every confirmation, as each one still looked regressed
     assert result.verdict is not None and result.verdict.outcome == Outcome.REGRESSED
 
@@ -194,16 +194,16 @@ def test_a_second_case_with_one_key_is_refused(
 ) -> None:
     session = session_of(tmp_path)
     first = make_bench(request, session, FakeBackend())
-    first._case(FakeModel(100.0), "inference", 8, model="toy")
+    first.case(FakeModel(100.0), "inference", 8, model="toy")
     # Another test of the same run (its own bench, the session's claims) with the same key.
     second = make_bench(request, session, FakeBackend())
     with pytest.raises(pytest.fail.Exception, match="measured twice in this run") as failed:
-        second._case(FakeModel(100.0), "inference", 8, model="toy")
+        second.case(FakeModel(100.0), "inference", 8, model="toy")
     assert f"first by {request.node.nodeid}" in str(failed.value)
     assert "pass name= to tell the cases apart" in str(failed.value)
     assert second.results == []
     # A name tells them apart.
-    named = second._case(FakeModel(100.0), "inference", 8, model="toy", name="b")
+    named = second.case(FakeModel(100.0), "inference", 8, model="toy", name="b")
     assert str(named.key) == "toy/inference/float32/bs8/cpu/b"
 
 
@@ -214,12 +214,12 @@ def test_a_dtype_the_device_cannot_run_skips_before_claiming_the_key(
     backend = FakeBackend()
     bench = make_bench(request, session, backend)
     with pytest.raises(pytest.skip.Exception, match="float16"):
-        bench._case(FakeModel(100.0), "inference", 8, model="toy", dtype="float16")
+        bench.case(FakeModel(100.0), "inference", 8, model="toy", dtype="float16")
     assert session.seen == {} and bench.results == [] and backend.syncs == 0
     # The same case on a GPU context is measured, keyed and judged on that device.
     gpu = FakeBackend(gpus=1)
     on_gpu = make_bench(request, session, gpu, ctx=gpu.context("gpu", 0))
-    result = on_gpu._case(FakeModel(100.0), "inference", 8, model="toy", dtype="float16")
+    result = on_gpu.case(FakeModel(100.0), "inference", 8, model="toy", dtype="float16")
     assert str(result.key) == "toy/inference/float16/bs8/gpu" and result.device == "gpu(0)"
     assert result.status == Status.OK
 
@@ -230,13 +230,13 @@ def test_bad_batch_size_is_refused_before_anything_runs(
     session = session_of(tmp_path)
     bench = make_bench(request, session, FakeBackend())
     with pytest.raises(ValueError, match="batch_size must be a positive int, got 0"):
-        bench._case(FakeModel(100.0), "inference", 0, model="toy")
+        bench.case(FakeModel(100.0), "inference", 0, model="toy")
     assert session.seen == {}
 
 
 def test_out_of_memory_is_a_result(request: pytest.FixtureRequest, tmp_path: Path) -> None:
     bench = make_bench(request, session_of(tmp_path), FakeBackend())
-    result = bench._case(FakeModel(100.0, oom_from_batch=8), "inference", 8, model="toy")
+    result = bench.case(FakeModel(100.0, oom_from_batch=8), "inference", 8, model="toy")
     assert result.status == Status.OOM
     assert result.verdict is not None and result.verdict.outcome.value == "oom"
     assert not result.verdict.failed and bench.results == [result]
@@ -247,6 +247,6 @@ def test_the_label_comes_from_the_argument_the_marker_then_the_test_name(
 ) -> None:
     session = session_of(tmp_path)
     plain = make_bench(request, session, FakeBackend())
-    assert plain._label(None) == "the_label_comes_from_the_argument_the_marker_then_the_test_name"
+    assert plain.label(None) == "the_label_comes_from_the_argument_the_marker_then_the_test_name"
     marked = make_bench(request, session, FakeBackend(), marker=MarkerSpec(model="zoo"))
-    assert marked._label(None) == "zoo" and marked._label("given") == "given"
+    assert marked.label(None) == "zoo" and marked.label("given") == "given"

@@ -83,3 +83,29 @@ def test_each_wing_says_what_it_holds() -> None:
 @pytest.mark.parametrize("name", pytest_mxperf.__all__)
 def test_the_public_names_resolve(name: str) -> None:
     assert getattr(pytest_mxperf, name).__name__ == name
+
+
+def _own_private_names() -> set[str]:
+    """``_names`` this package defines: functions, classes, attributes set on ``self``."""
+    names: set[str] = set()
+    for path in modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                names.add(node.attr)
+    return {n for n in names if n.startswith("_") and not n.startswith("__")}
+
+
+def test_no_module_reaches_into_another_objects_private_members() -> None:
+    # Our own private names only: MXNet's (``mx.base._LIB``) are MXNet's business.
+    own = _own_private_names()
+    reached = [
+        f"{path.relative_to(PACKAGE)}:{node.lineno}: {ast.unparse(node)}"
+        for path in modules()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute)
+        and node.attr in own
+        and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+    ]
+    assert reached == []
