@@ -77,6 +77,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = kept
 
 
+#: What pytest-xdist sets in a worker's environment: an inner run that inherits them takes
+#: itself for an xdist worker (its cases say gw0) when this suite itself runs under ``-n N``.
+XDIST_VARIABLES = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
+
+
+@pytest.fixture
+def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """pytest's `pytester`, whose runs (in process and subprocess) are never xdist workers,
+    also when this suite runs under ``pytest -n N``."""
+    for name in XDIST_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    return pytester
+
+
 @pytest.fixture
 def fake_pytester(
     pytester: pytest.Pytester,

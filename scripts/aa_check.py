@@ -16,6 +16,11 @@ per batch (0.11 = 11% more work, a ~10% lower throughput). Every run is its own 
   arbitrate) for the wall-time figures: a paired run's wall against a plain run's, and a
   stored-baseline run's wall with and without arbitration.
 
+``--model convs20 --batch 8`` is the round-3 user's net (20 Conv2D of 32 channels). In paired mode
+every run also prints the mean log ratio of its interleaved block pairs, its standard error and
+z; for identical code the summary counts runs with |z| > 2.58 (a bias between the sides that
+the rounds' interval does not allow for).
+
 Every line is printed as it is measured; a ``SUMMARY`` block at the end repeats the figures
 (failures out of ``--runs`` per mode and slowdown, the host check's counts, the wall times).
 
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -139,6 +145,29 @@ def describe(case: dict[str, Any]) -> str:
     return f"{change}{span}{rounds} {v['status']}"
 
 
+def side_bias(report: Path) -> tuple[float, float, int] | None:
+    """Mean log ratio HEAD/REV over every interleaved block pair of a paired run's one case, its
+    standard error and the pair count (None without two pairs). For identical code the mean is
+    a bias between the sides; the rounds' interval assumes there is none, so |mean / SE| above
+    2.58 in more than about 1 run in 100 says the sides differ by more than their code."""
+    if not report.exists():
+        return None
+    logs: list[float] = []
+    for rnd in json.loads(report.read_text()).get("paired", {}).get("rounds", []):
+        try:
+            rev, head = (next(iter(rnd[side]["blocks"].values())) for side in ("rev", "head"))
+        except (KeyError, StopIteration):
+            continue
+        if rev["interleaved"] and head["interleaved"]:
+            logs += [math.log(b / a) for a, b in zip(rev["images_per_sec"], head["images_per_sec"])]
+    n = len(logs)
+    if n < 2:
+        return None
+    mean = math.fsum(logs) / n
+    sd = math.sqrt(math.fsum((x - mean) ** 2 for x in logs) / (n - 1))
+    return mean, sd / math.sqrt(n), n
+
+
 def median_of(values: list[float]) -> float:
     ordered = sorted(values)
     mid = len(ordered) // 2
@@ -154,12 +183,14 @@ def main() -> int:
     parser.add_argument("--slowdowns", default="0,0.053,0.11,0.25", help="extra work per batch")
     parser.add_argument("--model", default="resnet18_v1")
     parser.add_argument("--size", type=int, default=32)
+    parser.add_argument("--batch", type=int, default=10)
     args = parser.parse_args()
     env = {
         **os.environ,
         **GIT_ENV,
         "MXPERF_TEST_MODEL": args.model,
         "MXPERF_TEST_SIZE": str(args.size),
+        "MXPERF_TEST_BATCH": str(args.batch),
     }
     env.pop("MXPERF_EXTRA_WORK", None)
     slowdowns = [float(s) for s in args.slowdowns.split(",")]
@@ -199,6 +230,7 @@ def main() -> int:
                 git(repo, env, "checkout", "-q", "-B", f"b-{mode}-{extra}", start)
                 commit_work(repo, env, extra, f"B: {extra:.0%} more work")
                 failed, changes, these = 0, [], walls.setdefault((mode, extra), [])
+                zs: list[float] = []
                 for i in range(args.runs):
                     extra_args = ["--mxperf-ab", base] if mode == "paired" else []
                     case, seconds = pytest_run(repo, env, *extra_args)
@@ -209,9 +241,15 @@ def main() -> int:
                         arbitrated[bool(v.get("rounds"))].append(seconds)
                     if v.get("change") is not None:
                         changes.append(v["change"])
+                    bias = side_bias(repo.parent / "report.json") if mode == "paired" else None
+                    said = ""
+                    if bias is not None:
+                        mean, se, n = bias
+                        zs.append(mean / se if se > 0 else 0.0)
+                        said = f", block pairs {mean:+.1%} (SE {se:.1%}, n {n}, z {zs[-1]:+.1f})"
                     print(
                         f"  {mode} extra {extra:.1%} run {i + 1}: {describe(case)} "
-                        f"({seconds:.0f} s, load {loadavg()})",
+                        f"({seconds:.0f} s, load {loadavg()}{said})",
                         flush=True,
                     )
                 measured = f"{median_of(changes):+.1%}" if changes else "-"
@@ -222,6 +260,15 @@ def main() -> int:
                 )
                 print(line, flush=True)
                 summary.append(line)
+                if zs and extra == 0:
+                    far = sum(abs(z) > 2.58 for z in zs)
+                    line = (
+                        f"{mode}: A/A bias between the sides: |z| > 2.58 in {far}/{len(zs)} runs "
+                        f"(about 1% by chance), mean |z| {math.fsum(map(abs, zs)) / len(zs):.2f} "
+                        "(about 0.8 by chance)"
+                    )
+                    print(line, flush=True)
+                    summary.append(line)
     if plain:
         summary.append(
             f"cost: plain run (no baseline) median {median_of(plain):.0f} s over {len(plain)} runs"

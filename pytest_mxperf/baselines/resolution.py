@@ -3,7 +3,7 @@ an explicit revision, or (without history) the newest by commit date, said out l
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -107,6 +107,7 @@ def resolve(
     shallow: bool = False,
     explicit: str | None = None,
     explicit_label: str | None = None,
+    this_machine: Sequence[str] = (),
 ) -> Resolution:
     """Choose each case's baseline, for every hardware key stored under ``root``.
 
@@ -116,6 +117,8 @@ def resolve(
       files of commits that are not ancestors are ignored.
     - without history (no repository), or for cases no ancestor holds in a shallow clone: the
       newest file by commit date holding the case, with a warning.
+    - a hardware key of ``this_machine`` whose stored commits are none of them an ancestor (a
+      rewritten history): a warning naming them, as its cases are judged as new.
     """
     res = Resolution()
     for hardware in hardware_keys(root):
@@ -149,6 +152,9 @@ def resolve(
                     if key not in refs:
                         refs[key] = _ref(f, root, case, "newest by commit date", None)
                         fallback_used = True
+        rewritten = ancestors is not None and not shallow and files and not refs
+        if rewritten and hardware in this_machine:
+            res.warnings.append(_none_an_ancestor(hardware, files))
         if fallback_used:
             why = "no git history" if ancestors is None else "shallow clone"
             res.warnings.append(
@@ -157,6 +163,22 @@ def resolve(
             )
         res.refs[hardware] = refs
     return res
+
+
+#: How many stored commits a warning names before "and N more".
+NAMED_COMMITS = 3
+
+
+def _none_an_ancestor(hardware: str, files: Sequence[BaselineFile]) -> str:
+    newest = sorted(files, key=lambda f: _neg_date(f.date))
+    named = ", ".join(f"{f.sha[:10]} ({str(f.date)[:10]})" for f in newest[:NAMED_COMMITS])
+    more = len(newest) - NAMED_COMMITS
+    return (
+        f"{len(files)} stored baseline(s) for {hardware}, but none is an ancestor of HEAD "
+        "(history rewritten, or stored on another branch): its cases are judged as new; "
+        f"newest: {named}{f' and {more} more' if more > 0 else ''}; compare with one by "
+        "--mxperf-compare SHA"
+    )
 
 
 class CompareError(ValueError):

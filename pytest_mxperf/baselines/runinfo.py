@@ -72,13 +72,13 @@ class RunInfo:
         # NVML (nvidia-ml-py, in [cu112]) first: more facts, no subprocess; else nvidia-smi.
         gpus = nvml.visible_gpus(env)
         cpu = fingerprint.cpu_key()
+        keys = [fingerprint.hardware_key("cpu", machine=machine, cpu=cpu, gpu_name=None)]
+        keys += [
+            fingerprint.hardware_key("gpu", machine=machine, cpu=cpu, gpu_name=g["name"])
+            for g in gpus
+        ]
         if settings.compare:
             sha = gitinfo.rev_parse(commit.repo_root, settings.compare)
-            keys = [fingerprint.hardware_key("cpu", machine=machine, cpu=cpu, gpu_name=None)]
-            keys += [
-                fingerprint.hardware_key("gpu", machine=machine, cpu=cpu, gpu_name=g["name"])
-                for g in gpus
-            ]
             problem = explicit_problem(root, settings.compare, sha, keys, commit.repo_root)
             if problem:
                 raise CompareError(problem)
@@ -90,6 +90,7 @@ class RunInfo:
             shallow=commit.shallow,
             explicit=explicit,
             explicit_label=settings.compare,
+            this_machine=keys,
         )
         run_id = uuid.uuid4().hex[:12]
         return cls(

@@ -7,20 +7,17 @@ lost file. A file that cannot be read is reported by name and never overwritten.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import math
-import os
 import re
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pytest_mxperf.measuring.stats import median
-from pytest_mxperf.system import fingerprint, locks
+from pytest_mxperf.system import files, fingerprint, locks
 
 SCHEMA = 1
 #: What a stored file records of its commit: no paths, user or host names.
@@ -234,32 +231,6 @@ def _lock_path(folder: Path) -> Path:
     return locks.machine_lock_dir() / f"baselines-{digest}.lock"
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)  # the only portable way to read it is to set it, then restore it
-    os.umask(mask)
-    return mask
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write ``data`` as sorted, indented JSON; readers see the old file or the new, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        # mkstemp makes the file 0600; a baseline or report is as readable as any file the
-        # user writes (0644 under umask 022).
-        os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2, sort_keys=True, allow_nan=False)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 def store(
     root: Path,
     hardware: str,
@@ -289,7 +260,7 @@ def store(
             "commit": {k: v for k, v in commit.items() if k in STORED_COMMIT_FIELDS},
             "cases": merged,
         }
-        write_json_atomic(path, data)
+        files.write_json_atomic(path, data)
     return path
 
 

@@ -7,7 +7,6 @@ import contextlib
 import inspect
 import os
 import time
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,6 +59,8 @@ def data_parallel(
     if isinstance(net, str):
         # An exported symbol file: ranks start in this directory, but name it absolutely.
         factory = str(Path(net).resolve()) if is_symbol_file(net) else net
+        if not is_symbol_file(net):
+            check_factory(net)
     elif not in_process:
         factory = object_ref(net)  # ranks import it: a module-level function
     else:
@@ -140,6 +141,30 @@ def data_parallel(
     return result
 
 
+def check_factory(ref: str) -> None:
+    """Import a ``"module:callable"`` factory here, before any rank is launched: ranks import it
+    with this process's ``sys.path``, so one that fails here would fail in every rank (each
+    with its traceback, after the launch)."""
+    from pytest_mxperf.distributed.train import load_object
+    from pytest_mxperf.measuring.dataparallel import DataParallelError
+
+    problem = None
+    try:
+        obj = load_object(ref)
+    except (DataParallelError, ValueError) as exc:
+        problem = str(exc)
+    except Exception as exc:  # the module itself raises on import
+        problem = f"importing {ref!r} raised {type(exc).__name__}: {exc}"
+    if problem is not None:  # failed outside the except block: no chained traceback
+        pytest.fail(f"mxperf: data_parallel: {problem}", pytrace=False)
+    if not callable(obj):
+        pytest.fail(
+            f"mxperf: data_parallel: {ref!r} is not callable (a {type(obj).__name__}): name a "
+            "function that returns a fresh Gluon block",
+            pytrace=False,
+        )
+
+
 def _measure_data_parallel(
     bench: CaseBench, result: CaseResult, block: Any, spec: DataParallelSpec
 ) -> BaselineRef | None:
@@ -175,8 +200,6 @@ def _measure_data_parallel(
             else:
                 result.status, result.error = Status.ERROR, f"{type(exc).__name__}: {exc}"
             break
-        for note in measured.relaunched:
-            warnings.warn(f"mxperf: {result.key}: {note}", pytest.PytestWarning, stacklevel=3)
         tried.append((measured.aggregate_measurement(), measured.scaling()))
         result.measurement, result.scaling = tried[-1]
         result.attempts = [m.items_per_sec for m, _ in tried]

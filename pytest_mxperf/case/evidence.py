@@ -121,7 +121,7 @@ def finish_paired(ctx: CaseContext, result: CaseResult) -> None:
             median([m.warmup_seconds for m in measured]),
         )
     changed = changes_between(revs[0], heads[0]) if revs and heads else []
-    where = f"changed between {data.rev_label} and HEAD: "
+    where = f"changed between {data.rev_label} and {data.head_name}: "
     line = where + ("; ".join(changed) or "nothing recorded (both sides ran here)")
     result.verdict = _finish(ctx, result, v, base_mb, why_no_base or "", [line], data.rev_sha)
 

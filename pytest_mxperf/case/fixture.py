@@ -18,7 +18,9 @@ class MxPerf(CaseBench):
     """Benchmarks MXNet models inside a test; one object per test, from the ``mxperf`` fixture.
 
     Each call measures one case and returns its `CaseResult` (``.images_per_sec``, ``.verdict``
-    ...). A regression or a missed expectation fails the test after its body has run.
+    ...). A case that errors (or emits NaN/inf) fails its test at the call, with its message,
+    so the code after the call never sees a case without a figure; a regression or a missed
+    expectation fails the test after its body has run.
     """
 
     def inference(self, net: Any, *, batch_size: int, **options: Any) -> CaseResult:
@@ -29,7 +31,10 @@ class MxPerf(CaseBench):
         :param options: ``model`` (label of the case), ``name`` (extra key part), ``ctx``,
             ``dtype`` (float32/float16), ``input_shape`` (default ``(3, 224, 224)``).
         """
-        return self._case(net, "inference", batch_size, **options)
+        first = len(self.results)
+        result = self._case(net, "inference", batch_size, **options)
+        self.fail_if_errored(first)
+        return result
 
     def training(
         self,
@@ -51,13 +56,17 @@ class MxPerf(CaseBench):
         factory taking the swept keyword) it trains on the source's batches, copied to the
         context, and measures the model alone on synthetic data and the pipeline alone too:
         the verdict is ``input-bound`` when end-to-end is below the model alone beyond noise."""
+        first = len(self.results)
         if data is not None:
-            return fixture_pipeline.end_to_end(self, net, data, batch_size, sweep, options)
-        if sweep is not None:
+            result = fixture_pipeline.end_to_end(self, net, data, batch_size, sweep, options)
+        elif sweep is not None:
             raise TypeError("training(sweep=...) needs data= (the pipeline to sweep)")
-        if batch_size is None:
+        elif batch_size is None:
             raise TypeError("training() needs batch_size= (or data=, a data source)")
-        return self._case(net, "training", batch_size, **options)
+        else:
+            result = self._case(net, "training", batch_size, **options)
+        self.fail_if_errored(first)
+        return result
 
     def pipeline(
         self,
@@ -74,13 +83,19 @@ class MxPerf(CaseBench):
         source without counting the reset. With ``sweep={"num_workers": [0, 2]}`` (or the
         marker's ``sweep``) ``source`` is a factory called with each value; every point is its
         own case (name ``num_workers=0``) and the fastest point's result is returned."""
-        return fixture_pipeline.pipeline(
+        first = len(self.results)
+        result = fixture_pipeline.pipeline(
             self, source, batch_size=batch_size, model=model, name=name, sweep=sweep
         )
+        self.fail_if_errored(first)
+        return result
 
     def forward_backward(self, net: Any, *, batch_size: int, **options: Any) -> CaseResult:
         """Forward + backward without an optimizer update (same options as `training`)."""
-        return self._case(net, "forward_backward", batch_size, **options)
+        first = len(self.results)
+        result = self._case(net, "forward_backward", batch_size, **options)
+        self.fail_if_errored(first)
+        return result
 
     def callable(
         self, fn: Any, *, items_per_call: int, mode: str = "inference", **options: Any
@@ -88,7 +103,10 @@ class MxPerf(CaseBench):
         """Any function that does ``items_per_call`` images of work per call; the device is
         synced at the end of every timed block."""
         check_positive("items_per_call", items_per_call)
-        return self._case(fn, mode, items_per_call, items_per_call=items_per_call, **options)
+        first = len(self.results)
+        result = self._case(fn, mode, items_per_call, items_per_call=items_per_call, **options)
+        self.fail_if_errored(first)
+        return result
 
     def sweep(
         self,
@@ -114,7 +132,8 @@ class MxPerf(CaseBench):
         :param dtypes: any of float32, float16, amp, bfloat16; one the device cannot run is
             skipped with its reason (the test is skipped when none can run).
         """
-        return fixture_sweep.sweep(
+        first = len(self.results)
+        swept = fixture_sweep.sweep(
             self,
             net,
             batch_sizes=batch_sizes,
@@ -127,6 +146,8 @@ class MxPerf(CaseBench):
             ctx=ctx,
             **options,
         )
+        self.fail_if_errored(first)
+        return swept
 
     def data_parallel(
         self,
@@ -160,7 +181,8 @@ class MxPerf(CaseBench):
         :returns: a `CaseResult` whose img/s is the aggregate of all workers, with
             ``.scaling`` (per-worker img/s, img/s(1), efficiency, kvstore share, threads).
         """
-        return fixture_dp.data_parallel(
+        first = len(self.results)
+        result = fixture_dp.data_parallel(
             self,
             net,
             batch_size=batch_size,
@@ -177,3 +199,5 @@ class MxPerf(CaseBench):
             step_hook=step_hook,
             threads_per_worker=threads_per_worker,
         )
+        self.fail_if_errored(first)
+        return result

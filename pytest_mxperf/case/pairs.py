@@ -130,8 +130,19 @@ def judge_pair(ctx: CaseContext, result: CaseResult) -> None:
     if not heads:
         failures = data.side_failures(pairdata.HEAD, ctx.nodeid)
         result.status = Status.ERROR
-        result.error = "HEAD's side did not measure it: " + ("; ".join(failures) or "?")
+        result.error = f"{data.head_name}'s side did not measure it: " + (
+            "; ".join(failures) or "?"
+        )
         result.verdict = Verdict(Outcome.ERROR, True, f"{key}: {result.error}"[:1500])
+        return
+    broken = data.broken_message(key)
+    if broken is not None:
+        # An error (or NaN, or nothing measured) on either side is that, never "new": the
+        # pair cannot clear a case one side failed, as a plain run would fail it.
+        result.status, result.error = broken
+        outcome = Outcome.NAN if result.status == Status.NAN else Outcome.ERROR
+        result.software, result.threads = heads[-1].software, heads[-1].threads
+        result.verdict = Verdict(outcome, True, f"{key}: {result.error}"[:3000])
         return
     ranked = sorted(heads, key=lambda r: r.images_per_sec or 0.0)
     middle = ranked[len(ranked) // 2]
@@ -161,8 +172,11 @@ def judge_pair(ctx: CaseContext, result: CaseResult) -> None:
         ", ".join(pairdata.describe_round(p) for p in pairs),
         s.min_effect,
         failures,
+        data.head_name,
     )
-    sides = sides_line(pairs[-1][0], pairs[-1][1], data.rev_label) if pairs else None
+    sides = (
+        sides_line(pairs[-1][0], pairs[-1][1], data.rev_label, data.head_name) if pairs else None
+    )
     if sides:
         message += "\n" + sides
     if result.scaling is not None and estimate is not None:
@@ -197,6 +211,7 @@ def _pair_scaling(
         ", ".join(pairdata.describe_efficiency_round(p) for p in pairs),
         (rev_share[len(rev_share) // 2], head_share[len(head_share) // 2]),
         s.min_effect,
+        data.head_name,
     )
     verdict = replace(
         verdict,

@@ -24,12 +24,15 @@ from pytest_mxperf.judging.verdict import Policy, decide, suspected
 from pytest_mxperf.measuring import diagnosis
 from pytest_mxperf.measuring import sweep as sweeps
 from pytest_mxperf.measuring.measure import MeasureConfig, Measurement, for_side
-from pytest_mxperf.measuring.protocol import Backend, PrepareSpec
+from pytest_mxperf.measuring.protocol import Backend, PrepareSpec, SpecError
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Status
 from pytest_mxperf.measuring.runner import CaseRun, run_case
 from pytest_mxperf.paired.turns import CaseTurns
 from pytest_mxperf.run.session import MxperfSession
 from pytest_mxperf.system import fingerprint, locks
+
+#: A case that ends so has no figure to give its caller: its test fails at the call.
+FAILED_AT_CALL = (Status.ERROR, Status.NAN)
 
 #: How a case is measured: (spec, config, attempts, again) -> CaseRun; default `run_case`.
 Runner = Callable[[PrepareSpec, MeasureConfig, int, Callable[[Measurement], bool]], CaseRun]
@@ -138,6 +141,22 @@ class CaseBench:
         self.results.append(result)
         self._warn_pending(result)
         return result
+
+    def fail_if_errored(self, first: int) -> None:
+        """Fail the test now, at the call, when a case measured since ``results[first]`` errored
+        (or emitted NaN/inf): the caller's code after the call never sees a case without a
+        figure (``assert result.images_per_sec > 0`` would raise a TypeError that hides the
+        cause). The message lists every failed case of the test so far; the case stays on the
+        report (the call hook records it)."""
+        if not any(r.status in FAILED_AT_CALL for r in self.results[first:]):
+            return
+        messages = []
+        for r in self.results:
+            if r.verdict is not None and r.verdict.failed:
+                messages.append("mxperf: " + r.verdict.message)
+            elif r.status in FAILED_AT_CALL:
+                messages.append(f"mxperf: {r.key}: {r.error or r.status.value}")
+        pytest.fail("\n".join(messages), pytrace=False)
 
     def device_lock(
         self, key: CaseKey, kind: str, index: int
@@ -251,18 +270,27 @@ class CaseBench:
             profile_if=suspect,
         )
         attempts = 1 + settings.confirm
-        if runner is not None:
-            outcome = runner(spec, config, attempts, again)
-        else:
-            outcome = run_case(
-                self._backend,
-                net,
-                spec,
-                config,
-                attempts=attempts,
-                again=again,
-                diagnose=diagnose,
-            )
+        problem: SpecError | None = None
+        try:
+            if runner is not None:
+                outcome = runner(spec, config, attempts, again)
+            else:
+                outcome = run_case(
+                    self._backend,
+                    net,
+                    spec,
+                    config,
+                    attempts=attempts,
+                    again=again,
+                    diagnose=diagnose,
+                )
+        except SpecError as exc:
+            problem = exc
+        if problem is not None:
+            # What cannot be benchmarked at all says what to change: that message alone, not
+            # the back end's traceback and chained causes around it (a labels= mismatch: ~126
+            # lines). Failed outside the except block, so no chain is printed.
+            pytest.fail(f"mxperf: {result.key}: {type(problem).__name__}: {problem}", pytrace=False)
         diagnosis.apply(result, outcome.diagnosis)
         result.status, result.measurement = outcome.status, outcome.measurement
         result.attempts, result.error = outcome.attempts, outcome.error

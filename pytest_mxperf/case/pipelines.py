@@ -4,14 +4,16 @@ loops are in `pytest_mxperf.pipelines.pipeline`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NoReturn
 
-from pytest_mxperf.case.path import CaseBench
+import pytest
+
+from pytest_mxperf.case.path import CaseBench, Runner
 from pytest_mxperf.config import parsers
 from pytest_mxperf.measuring.measure import MeasureConfig
 from pytest_mxperf.measuring.protocol import PrepareSpec
-from pytest_mxperf.measuring.records import CaseResult
-from pytest_mxperf.measuring.runner import CaseRun
+from pytest_mxperf.measuring.records import CaseResult, Status
+from pytest_mxperf.measuring.runner import USAGE_ERRORS, CaseRun
 from pytest_mxperf.pipelines import pipeline as pipelines
 
 
@@ -44,15 +46,45 @@ def _sweep(bench: CaseBench, sweep: Any) -> tuple[str, tuple[Any, ...]] | None:
     return parsers.parse_sweep(sweep) if sweep is not None else bench._marker.sweep
 
 
-def _peek(bench: CaseBench, source: Any) -> tuple[int, ...]:
+def _peek(bench: CaseBench, source: Any) -> tuple[int, ...] | str:
+    """The shape of the source's first batch, or why it gave none (a timeout, the source's own
+    exception: what makes a later batch's case an ERROR row); usage errors propagate."""
     clock, timeout = bench._backend.clock, bench._settings.pipeline_timeout
-    return pipelines.peek_shape(source, clock=clock, timeout=timeout)
+    try:
+        return pipelines.peek_shape(source, clock=clock, timeout=timeout)
+    except USAGE_ERRORS:
+        raise
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
+def _no_first_batch(what: str, why: str, learn: str) -> NoReturn:
+    """No case key without a batch size: the failure alone, in one message."""
+    pytest.fail(
+        f"mxperf: {what}: {why}, fetching its first batch to learn {learn}; pass batch_size= "
+        "to measure it as a case (an ERROR row)",
+        pytrace=False,
+    )
+
+
+def _errored(error: str) -> Runner:
+    """A runner for a case whose source failed before measuring: an ERROR row with its error."""
+
+    def runner(spec: PrepareSpec, config: MeasureConfig, attempts: int, again: Any) -> CaseRun:
+        return CaseRun(status=Status.ERROR, error=error)
+
+    return runner
 
 
 def pipeline_case(
     bench: CaseBench, source: Any, batch_size: int | None, model: str | None, name: str | None
 ) -> CaseResult:
-    size = batch_size or pipelines.declared_batch(source) or _peek(bench, source)[0]
+    size = batch_size or pipelines.declared_batch(source)
+    if size is None:
+        peeked = _peek(bench, source)
+        if isinstance(peeked, str):
+            _no_first_batch(f"pipeline {bench._label(model)}", peeked, "the batch size")
+        size = peeked[0]
     timeout = bench._settings.pipeline_timeout
 
     def runner(spec: PrepareSpec, config: MeasureConfig, attempts: int, again: Any) -> CaseRun:
@@ -83,6 +115,15 @@ def end_to_end(
         raise TypeError(f"with sweep=, pass data= as a factory taking {plan[0]}=")
     source = data() if plan is not None else data
     shape = _peek(bench, source)
+    if isinstance(shape, str):
+        # As a timeout at a later batch: an ERROR row, when the batch size is known.
+        size = batch_size or pipelines.declared_batch(source)
+        model, name = options.pop("model", None), options.pop("name", None) or "e2e"
+        if size is None:
+            _no_first_batch(f"training {bench._label(model)} (data=)", shape, "its shape")
+        return bench._case(
+            net, "training", size, model=model, name=name, runner=_errored(shape), **options
+        )
     if batch_size is not None and batch_size != shape[0]:
         raise pipelines.PipelineError(
             f"batch_size={batch_size} but the source yields batches of {shape[0]}"

@@ -68,8 +68,16 @@ def sweep(
     if all(c.skipped for c in out.curves.values()):
         pytest.skip("; ".join(str(c.skipped) for c in out.curves.values()))
     for line in out.lines():
-        if any(what in line for what in ("not measured", "dropped", "no batch size fits")):
+        if any(what in line for what in ("not measured", "dropped")):
             warnings.warn(f"mxperf: sweep {label}: {line}", pytest.PytestWarning, stacklevel=2)
+    # A curve that fits no batch measured nothing: never a pass (strict or not).
+    empty = [c for c in out.curves.values() if not c.skipped and c.largest_fit is None]
+    if empty:
+        pytest.fail(
+            f"mxperf: sweep {label} ({mode}): nothing measured: "
+            + "; ".join(c.describe() for c in empty),
+            pytrace=False,
+        )
     return out
 
 

@@ -236,7 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     compare.add_argument("new")
     compare.add_argument(
         "--tolerance",
-        type=float,
+        type=report_command.fraction,
         default=Policy.tolerance,
         help=f"smallest drop that counts as a regression (default {Policy.tolerance:.2f})",
     )

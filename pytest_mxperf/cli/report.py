@@ -4,14 +4,17 @@ baselines and the git history of the repository that holds them."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_mxperf.config import floors
+from pytest_mxperf.config import floors, parsers
 from pytest_mxperf.config.options import DEFAULTS
 from pytest_mxperf.reporting import history, htmlchart, htmlreport, summary
+from pytest_mxperf.run import outputs
+from pytest_mxperf.system import files
 
 
 class ReportCommandError(Exception):
@@ -38,13 +41,23 @@ def add_parser(sub: Any, parents: Sequence[argparse.ArgumentParser] = ()) -> Non
     )
     report.add_argument(
         "--tolerance",
-        type=float,
+        type=fraction,
         default=DEFAULTS["unconfirmed_tolerance"],
         help="smallest change marked as a regression or improvement, when larger than twice "
         f"the stored noise (default {DEFAULTS['unconfirmed_tolerance']:.2f})",
     )
     report.add_argument("--markdown", type=Path, help="also write the summary table as Markdown")
     add_cost_arguments(report)
+
+
+def fraction(text: str) -> float:
+    """A tolerance: a fraction in [0, 1) (-1, nan or 1.5 would mark nothing or everything)."""
+    try:
+        return parsers.fraction(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be a fraction in [0, 1), e.g. 0.15 for 15%, got {text!r}"
+        ) from None
 
 
 def positive_float(text: str) -> float:
@@ -78,8 +91,28 @@ def add_cost_arguments(parser: Any, epoch: bool = True) -> None:
         )
 
 
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Refuse an output that cannot be written before anything is built."""
+    for option, path in (("--out", Path(args.out)), ("--markdown", args.markdown)):
+        if path is not None:
+            why = outputs.unwritable(path, directory=False)
+            if why:
+                raise ReportCommandError(f"{option}: cannot write {path} ({why})")
+
+
+@contextlib.contextmanager
+def _writing(option: str, path: Path) -> Iterator[None]:
+    """A file that still cannot be written (/proc, a full disk) is one line, exit 2."""
+    try:
+        yield
+    except OSError as exc:
+        raise ReportCommandError(f"{option}: cannot write {path}: {exc.strerror or exc}") from None
+
+
 def run(root: Path, args: argparse.Namespace) -> int:
     """Build the page; print where it went and what it holds."""
+    _check_outputs(args)
+    out = Path(args.out)
     try:
         found = floors.load(args.expectations) if args.expectations else []
         hist = history.load_history(root, tolerance=args.tolerance, floors=found)
@@ -91,17 +124,16 @@ def run(root: Path, args: argparse.Namespace) -> int:
                     f"no baselines for hardware {args.hardware!r} (stored: {stored})"
                 )
             hist = dataclasses.replace(hist, hardware=kept)
-        out = htmlreport.write_report(
-            hist,
-            Path(args.out),
-            price_per_hour=args.price_per_hour,
-            epoch_images=args.epoch_images,
-        )
+        with _writing("--out", out):
+            htmlreport.write_report(
+                hist, out, price_per_hour=args.price_per_hour, epoch_images=args.epoch_images
+            )
     except (floors.FloorError, htmlchart.ReportError) as exc:
         raise ReportCommandError(str(exc)) from None
     rows = history.summary_rows(hist)
     if args.markdown:
-        args.markdown.write_text(summary.to_markdown(rows), encoding="utf-8")
+        with _writing("--markdown", args.markdown):
+            files.write_text_atomic(Path(args.markdown), summary.to_markdown(rows))
     commits = sum(len(h.commits) for h in hist.hardware)
     keys = len(hist.hardware)
     print(f"{out}: {len(rows)} cases, {commits} stored commit(s), {keys} hardware key(s)")

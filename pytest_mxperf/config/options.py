@@ -89,14 +89,14 @@ SPECS: tuple[Spec, ...] = (
     Spec("json", parsers.any_text, None, "Write every measured case to this JSON file.", "PATH"),
     Spec(
         "min_time",
-        parsers.positive_float,
+        parsers.positive_seconds,
         1.0,
         "Measure each case for at least this many seconds of timed blocks.",
         "SECONDS",
     ),
     Spec(
         "max_time",
-        parsers.positive_float,
+        parsers.positive_seconds,
         5.0,
         "Soft time budget for the timed blocks of one case "
         "(at least 5 blocks are always measured).",
@@ -104,7 +104,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         "warmup_time",
-        parsers.positive_float,
+        parsers.positive_seconds,
         10.0,
         "Longest warm-up of one case before measuring "
         "anyway (warm-up stops earlier once throughput is steady).",
@@ -153,7 +153,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         "ab",
-        parsers.any_text,
+        parsers.revision,
         None,
         "Paired mode: measure every selected case for the code at this git revision and for "
         "the working tree, here, in alternating rounds, each side in its own process, and "
@@ -230,7 +230,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         "sweep_time",
-        parsers.positive_float,
+        parsers.positive_seconds,
         600.0,
         "Total time budget of one mxperf.sweep; points left when it runs out are listed as "
         "not measured.",
@@ -278,7 +278,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         "dist_timeout",
-        parsers.positive_float,
+        parsers.positive_seconds,
         900.0,
         "Longest a data-parallel case with launched ranks (dist kvstores) may run, per "
         "launch; then every rank is ended and that case alone fails with their output.",
@@ -288,7 +288,7 @@ SPECS: tuple[Spec, ...] = (
 SPECS += (
     Spec(
         "pipeline_timeout",
-        parsers.positive_float,
+        parsers.positive_seconds,
         60.0,
         "Longest wait for one batch of a data source (mxperf.pipeline, training with data=); "
         "a source that delivers nothing in this time fails its case instead of hanging the run.",

@@ -3,6 +3,7 @@ fraction, on/off, device kinds, size or hardware key, or a `ValueError` saying w
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -14,8 +15,22 @@ DEVICE_KINDS = ("cpu", "gpu")
 
 def positive_float(text: str) -> float:
     value = float(text)
+    if not math.isfinite(value):
+        raise ValueError("must be a finite number")
     if not value > 0:
         raise ValueError("must be > 0")
+    return value
+
+
+#: The longest time a seconds option takes (a week): timeouts are added to clocks and
+#: timestamps, which overflow on inf or 1e12 ("timestamp out of range for platform time_t").
+MAX_SECONDS = 7 * 24 * 3600
+
+
+def positive_seconds(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value) or not 0 < value <= MAX_SECONDS:
+        raise ValueError(f"must be > 0 seconds, finite and at most {MAX_SECONDS} (a week)")
     return value
 
 
@@ -83,6 +98,14 @@ def cpu_list(text: str) -> str:
 
 
 def any_text(text: str) -> str:
+    return text
+
+
+def revision(text: str) -> str:
+    """A git revision as given (resolved later, in the repository): never empty, which would
+    silently turn a paired run into a plain one."""
+    if not text.strip():
+        raise ValueError("an empty revision: name a commit (a sha, branch, tag or HEAD~1)")
     return text
 
 

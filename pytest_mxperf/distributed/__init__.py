@@ -6,5 +6,6 @@ Imports ``system``, ``config`` and ``measuring``.
 - ``local``: measure on this process's devices (``local``/``device``/``nccl`` kvstores).
 - ``launch``: scheduler, servers and workers on 127.0.0.1, bounded in time.
 - ``rank`` (``python -m pytest_mxperf.distributed.rank``) / ``rank_env``: one launched rank.
-- ``mxnet_races``: known MXNet failures of a rank that say nothing about speed.
+- ``mxnet_launch`` (``python -m pytest_mxperf.distributed.mxnet_launch``): MXNet's own
+  ``tools/launch.py`` (local/ssh/mpi) on Python 3.9+, for ranks on several machines.
 """

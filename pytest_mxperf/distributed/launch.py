@@ -25,7 +25,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Callable
 
-from pytest_mxperf.distributed.mxnet_races import known_race
 from pytest_mxperf.distributed.rank_env import default_threads, free_port, rank_environment
 from pytest_mxperf.measuring.dataparallel import (
     DataParallelError,
@@ -275,24 +274,16 @@ def run_distributed(
     """img/s(1) with one worker, then img/s(N) with ``spec.workers``, each a launched job.
 
     Both use the same OMP threads per worker (sized for N, so the N workers fit the cores):
-    weak scaling compares like devices.
+    weak scaling compares like devices. A rank that fails fails the call: no launch is
+    started again (the aborts once taken for MXNet start-up races were the ranks' own doing,
+    see `pytest_mxperf.distributed.train.default_layouts`).
     """
     threads = spec.threads_per_worker or default_threads(spec.workers)
     spec = replace(spec, threads_per_worker=threads)
     cases: list[ScalingCase] = []
-    relaunched: list[str] = []
     for n in (1, spec.workers):
-        for attempt in (1, 2):
-            started = time.perf_counter()
-            sub = None if workdir is None else workdir / f"workers-{n}-{attempt}"
-            try:
-                reports = launch(spec.with_world(n), workdir=sub, run_id=run_id, on_poll=on_poll)
-            except RankFailed as exc:
-                race = known_race(exc.tail)
-                if race is None or attempt == 2:
-                    raise
-                relaunched.append(f"{n} worker(s): relaunched once after {race}")
-                continue
-            cases.append(aggregate(reports, time.perf_counter() - started))
-            break
-    return DataParallelResult(spec, cases[0], cases[1], relaunched=tuple(relaunched))
+        started = time.perf_counter()
+        sub = None if workdir is None else workdir / f"workers-{n}"
+        reports = launch(spec.with_world(n), workdir=sub, run_id=run_id, on_poll=on_poll)
+        cases.append(aggregate(reports, time.perf_counter() - started))
+    return DataParallelResult(spec, cases[0], cases[1])

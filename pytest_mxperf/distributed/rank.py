@@ -30,6 +30,7 @@ from pytest_mxperf.distributed.train import (
 )
 from pytest_mxperf.measuring.dataparallel import DataParallelSpec, WorkerReport, parse_context
 from pytest_mxperf.measuring.measure import measure
+from pytest_mxperf.system import files
 
 #: Set by `launch`: the index of this worker on its host (GPU devices shift by it).
 LOCAL_RANK_ENV = "PYTEST_MXPERF_LOCAL_RANK"
@@ -224,9 +225,7 @@ def run_worker(spec: DataParallelSpec) -> WorkerReport:
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
     """Write atomically: the launcher never reads half a report."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, sort_keys=True, indent=1))
-    os.replace(tmp, path)
+    files.write_json_atomic(path, data, indent=1, allow_nan=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -170,7 +170,14 @@ def build_training_step(
         net.hybridize(static_alloc=True, static_shape=True)
     data = mx.nd.random.uniform(-1, 1, shape=(batch, *spec.input_shape))
     xs = gluon.utils.split_and_load(data, list(contexts))
-    classes = spec.num_classes or int(net(xs[0]).shape[-1])
+    if spec.num_classes:
+        classes = spec.num_classes
+    else:
+        # In training mode: an inference-mode forward leaves convolution weights in oneDNN's
+        # layout, which a dist kvstore cannot send (`default_layouts`).
+        with mx.autograd.train_mode():
+            classes = int(net(xs[0]).shape[-1])
+    default_layouts(mx, params)
     labels = mx.nd.random.randint(0, classes, shape=(batch,)).astype("float32")
     ys = gluon.utils.split_and_load(labels, list(contexts))
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
@@ -192,6 +199,41 @@ def build_training_step(
             hook()
 
     return TrainingStep(step, batch, kv, update_on_kvstore)
+
+
+def default_layouts(mx: Any, params: Any) -> None:
+    """Put every initialized parameter array of ``params`` back in MXNet's default layout.
+
+    MXNet's CPU build (oneDNN, ``MXNET_MKLDNN_ENABLED``) reorders the weight array of a
+    Convolution or Deconvolution in place into a blocked oneDNN layout whenever the operator
+    runs in inference mode (outside ``autograd.record``/``train_mode``), e.g. a factory that
+    runs one batch to finish deferred initialization. A dist kvstore cannot send such an
+    array: the ``Trainer``'s first ``step`` initializes every key on the servers with a push
+    from rank 0, whose engine operation then fails with "We can't generate TBlob for MKLDNN
+    data". The engine drops that error (the push writes no array that could carry it), so the
+    key never reaches the server, and the next request for it aborts a process: the server's
+    ``Check failed: !stored.is_none(): init K first`` on a pull, or, when the first request is
+    a worker's push-pull that the server takes for the initialization and answers without
+    data, the worker's ``kv_app.h:624 Check failed: msg.data.size() >= 2``. Whether a weight
+    is still in that layout when the push runs depends on whether the engine has yet run the
+    first training forward (which reorders it back), so some models failed every time and
+    others now and then.
+
+    ``MXNDArrayGetData`` (C API) reorders an array to the default layout and waits for it;
+    for an array already in it, it only returns its address. Parameters not initialized yet
+    (deferred to the first forward, which trains) are skipped.
+    """
+    import ctypes
+
+    mx.nd.waitall()  # a pending reorder must have run before the layout is looked at
+    address = ctypes.c_void_p()
+    for param in params.values():
+        try:
+            arrays = param.list_data()
+        except mx.gluon.parameter.DeferredInitializationError:
+            continue  # initialized by the first forward, which trains
+        for array in arrays:
+            mx.base.check_call(mx.base._LIB.MXNDArrayGetData(array.handle, ctypes.byref(address)))
 
 
 def make_hook(spec: DataParallelSpec, kv: Any, contexts: Sequence[Any]) -> StepHook | None:

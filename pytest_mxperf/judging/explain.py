@@ -56,13 +56,13 @@ def what_changed(result: CaseResult, ref: BaselineRef) -> list[str]:
     return changes_between(ref.case, result)
 
 
-def sides_line(rev: _Stack, head: _Stack, rev_label: str) -> str | None:
+def sides_line(rev: _Stack, head: _Stack, rev_label: str, head_name: str = "HEAD") -> str | None:
     """The line of a paired message naming what the two sides ran differently (with
     ``--mxperf-env-command`` REV's side runs in its own environment); None when nothing did."""
     changed = changes_between(rev, head)
     if not changed:
         return None
-    return f"the sides ran different software ({rev_label} -> HEAD): {', '.join(changed)}"
+    return f"the sides ran different software ({rev_label} -> {head_name}): {', '.join(changed)}"
 
 
 def where(ref: BaselineRef, hardware: str) -> str:
@@ -159,12 +159,32 @@ def judge(
     return verdict.explained(explain(result, verdict, ref, expectations, policy, elsewhere))
 
 
-def pair_summary(estimate: PairedEstimate, rev_label: str, confidence: float) -> str:
+def clip_lines(text: str, limit: int = 1500) -> str:
+    """``text``, or its first line and as many of its last whole lines as fit in ``limit``
+    characters (the end of a traceback says what went wrong; never cut mid-line)."""
+    if len(text) <= limit:
+        return text
+    first, *rest = text.splitlines()
+    kept: list[str] = []
+    size = len(first)
+    for line in reversed(rest):
+        if size + len(line) + 1 > limit:
+            break
+        kept.append(line)
+        size += len(line) + 1
+    skipped = len(rest) - len(kept)
+    return "\n".join([first, f"... ({skipped} line(s) left out)", *reversed(kept)])
+
+
+def pair_summary(
+    estimate: PairedEstimate, rev_label: str, confidence: float, head_name: str = "HEAD"
+) -> str:
     """``HEAD vs REV: -8.1% (99% interval -10.2% .. -6.0%, 3 rounds)``; a pair decided "the
-    same" also gives the equivalence interval that decided it."""
+    same" also gives the equivalence interval that decided it. ``head_name``: what HEAD's side
+    measured ("the working tree" when it has uncommitted changes)."""
     same = same_interval(estimate) if estimate.decision is paired.Decision.SAME else ""
     return (
-        f"HEAD vs {rev_label}: {estimate.ratio - 1:+.1%} ({confidence:.0%} interval "
+        f"{head_name} vs {rev_label}: {estimate.ratio - 1:+.1%} ({confidence:.0%} interval "
         f"{estimate.low - 1:+.1%} .. {estimate.high - 1:+.1%}, {estimate.n_rounds} round(s)"
         f"{same})"
     )
@@ -187,15 +207,17 @@ def explain_paired(
     rounds_text: str,
     min_effect: float,
     failures: Sequence[str] = (),
+    head_name: str = "HEAD",
 ) -> str:
     """The message of a paired verdict (``--mxperf-ab``)."""
     key = str(result.key)
     if estimate is None:
         if failures:
-            return f"{key}: {rev_label}'s side could not measure it: " + "; ".join(failures)[:800]
+            text = "\n".join(clip_lines(f) for f in failures)
+            return f"{key}: {rev_label}'s side could not measure it: {text}"
         return f"{key}: not measured at {rev_label} (the case does not exist there)"
-    head = f"{key}: {pair_summary(estimate, rev_label, paired.CONFIDENCE)}"
-    lines = [head, f"img/s per round ({rev_label}/HEAD): {rounds_text}"]
+    head = f"{key}: {pair_summary(estimate, rev_label, paired.CONFIDENCE, head_name)}"
+    lines = [head, f"img/s per round ({rev_label}/{head_name}): {rounds_text}"]
     out = verdict.outcome
     if out == Outcome.REGRESSED:
         lines[0] += f": slower, and a drop of {min_effect:.0%} or more is not ruled out"
@@ -203,15 +225,15 @@ def explain_paired(
         lines[0] += f": slower by {1 - estimate.ratio:.1%}, less than the minimum effect"
     elif out == Outcome.PASS:
         lines[0] += f": the same within the minimum effect ({min_effect:.0%})"
-    elif out == Outcome.UNSTABLE:
+    elif out == Outcome.INCONCLUSIVE:
         n = estimate.suggested_rounds
         if estimate.ratio >= 1:
             # No extra rounds go to a case that is not slower so far (unless --mxperf-strict):
             # only more rounds for every case would decide it.
-            lines[0] += f": too noisy to decide, but not slower; about {n} rounds would "
+            lines[0] += f": inconclusive, but not slower; about {n} rounds would decide "
             lines[0] += f"(--mxperf-rounds {n})"
         else:
-            lines[0] += f": too noisy to decide; about {n} rounds would (--mxperf-max-rounds {n})"
+            lines[0] += f": inconclusive; about {n} rounds would decide (--mxperf-max-rounds {n})"
     elif out == Outcome.IMPROVED:
         lines[0] += ": faster"
     return "\n".join(lines)
@@ -253,7 +275,7 @@ def explain_arbitrated(
             f"figure does not hold here{where}. Store a baseline for this machine with "
             f"--mxperf-update (or name it with --mxperf-machine)\n{rounds}"
         )
-    if verdict.outcome == Outcome.UNSTABLE:
+    if verdict.outcome == Outcome.INCONCLUSIVE:
         return f"{stored_message}\na paired run could not confirm it: {pair}\n{rounds}"
     if verdict.outcome in (Outcome.PASS, Outcome.IMPROVED):
         return f"{stored_message}\na paired run on this machine found no loss: {pair}\n{rounds}"

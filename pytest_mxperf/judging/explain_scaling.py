@@ -26,14 +26,15 @@ def explain_paired_scaling(
     rounds_text: str,
     shares: tuple[float, float],
     min_effect: float,
+    head_name: str = "HEAD",
 ) -> str:
     """The scaling part of a paired data-parallel verdict: the efficiency HEAD vs REV over the
     rounds, and the kvstore share of a step on each side (``shares``: REV's, HEAD's medians)."""
-    head = f"scaling efficiency {pair_summary(estimate, rev_label, paired.CONFIDENCE)}"
+    head = f"scaling efficiency {pair_summary(estimate, rev_label, paired.CONFIDENCE, head_name)}"
     if regressed:
         head += f": lower, and a drop of {min_effect:.0%} or more is not ruled out"
     rev_share, head_share = shares
-    share = f"kvstore ({kvstore}) share of a step ({rev_label} -> HEAD): {rev_share:.0%} -> "
+    share = f"kvstore ({kvstore}) share of a step ({rev_label} -> {head_name}): {rev_share:.0%} -> "
     share += f"{head_share:.0%}"
     if head_share - rev_share >= COMM_GREW:
         share += (
@@ -41,18 +42,34 @@ def explain_paired_scaling(
         )
     elif regressed:
         share += ": communication did not grow (a faster single device also lowers the efficiency)"
-    return "\n".join([head, f"efficiency per round ({rev_label}/HEAD): {rounds_text}", share])
+    rounds = f"efficiency per round ({rev_label}/{head_name}): {rounds_text}"
+    return "\n".join([head, rounds, share])
 
 
 def scaling_summary(s: Scaling) -> str:
     """``dist_sync x2: 310.2 img/s aggregate (per worker 155.3, 154.9), img/s(1) 180.4,
-    efficiency 86.0%, kvstore share 12%``."""
+    efficiency 86.0%, kvstore share 12%`` and, for several worker processes, where their
+    step went (`step_split`)."""
     workers = ", ".join(f"{r:.1f}" for r in s.per_worker_images_per_sec)
     aggregate = s.efficiency * s.world_size * s.single_images_per_sec
-    return (
+    text = (
         f"{s.kvstore} x{s.world_size}: {aggregate:.1f} img/s aggregate (per worker {workers}), "
         f"img/s(1) {s.single_images_per_sec:.1f}, efficiency {s.efficiency:.1%}, "
         f"kvstore share {s.comm_share:.0%}"
+    )
+    split = step_split(s)
+    return text if split is None else f"{text}; {split}"
+
+
+def step_split(s: Scaling) -> str | None:
+    """``a step of a worker: compute 60%, kvstore push/pull 30%, waiting for the slowest
+    worker 10%`` for worker processes (dist kvstores), else None."""
+    if not s.kvstore.startswith("dist") or s.world_size < 2:
+        return None
+    wait = min(s.wait_share, s.comm_share)
+    return (
+        f"a step of a worker: compute {1 - s.comm_share:.0%}, kvstore push/pull "
+        f"{s.comm_share - wait:.0%}, waiting for the slowest worker {wait:.0%}"
     )
 
 

@@ -17,12 +17,12 @@ Decision, with ``e = min_effect``:
 - IMPROVED: the whole interval is above 1 and it reaches ``1 + e`` or higher;
 - SAME: the narrower equivalence interval (:data:`SAME_CONFIDENCE`, two one-sided tests at 5%
   each) lies within ``(1 - e, 1 + e)``, including a real but confidently small change, which
-  :func:`explain` reports as "slower by x%, less than the minimum effect". Failing a case takes
-  the 99% interval; ruling out a change of ``e`` or more needs less certainty, so identical
-  code is called the same in about 4 rounds where it took more than 6 at 99%
+  the verdict's message reports as "slower by x%, less than the minimum effect". Failing a
+  case takes the 99% interval; ruling out a change of ``e`` or more needs less certainty, so
+  identical code is called the same in about 4 rounds where it took more than 6 at 99%
   (scripts/aa_check.py and ``tests/unit/test_pair_simulations.py`` give the figures);
 - UNKNOWN otherwise: more rounds may decide (:func:`need_more_rounds`); after the last round
-  the caller reports the case as unstable, with :attr:`PairedEstimate.suggested_rounds`.
+  the caller reports the case as inconclusive, with :attr:`PairedEstimate.suggested_rounds`.
   Rounds stop early for a case that they could no longer fail (:func:`could_still_regress`).
 """
 
@@ -324,37 +324,3 @@ def need_more_rounds(estimate: PairedEstimate, rounds_done: int, max_rounds: int
     if max_rounds < 1:
         raise ValueError(f"max_rounds must be >= 1, got {max_rounds}")
     return estimate.decision is Decision.UNKNOWN and rounds_done < max_rounds
-
-
-# --- explanation -----------------------------------------------------------------------------
-
-
-def _pct(x: float) -> str:
-    return f"{abs(x) * 100:.1f}%"
-
-
-def explain(estimate: PairedEstimate, *, final: bool = True) -> str:
-    """One sentence for the user, written from the estimate (deciding is done already).
-
-    :param final: no more rounds will run; an UNKNOWN is then reported as unstable.
-    """
-    est = estimate
-    level = f"{est.confidence * 100:g}%"
-    interval = f"{level} interval {est.low:.3f}-{est.high:.3f}, {est.n_rounds} paired rounds"
-    direction = "slower" if est.ratio < 1 else "faster"
-    if est.decision is Decision.REGRESSED:
-        return f"slower by {_pct(est.change)} than the base revision ({interval})"
-    if est.decision is Decision.IMPROVED:
-        return f"faster by {_pct(est.change)} than the base revision ({interval})"
-    if est.decision is Decision.SAME:
-        if est.significant:
-            return (
-                f"{direction} by {_pct(est.change)}, less than the minimum effect of "
-                f"{_pct(est.min_effect)} ({interval})"
-            )
-        return f"no change beyond {_pct(est.min_effect)}: ratio {est.ratio:.3f} ({interval})"
-    state = "unstable" if final else "undecided"
-    return (
-        f"{state}: {direction} by {_pct(est.change)} but the rounds disagree (SD "
-        f"{_pct(est.sd)} per round; {interval}); about {est.suggested_rounds} rounds would decide"
-    )

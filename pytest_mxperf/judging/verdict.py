@@ -144,9 +144,9 @@ def decide_paired(estimate: PairedEstimate | None, policy: Policy) -> Verdict:
         Decision.REGRESSED: Outcome.REGRESSED,
         Decision.IMPROVED: Outcome.IMPROVED,
         Decision.SAME: Outcome.PASS,
-        Decision.UNKNOWN: Outcome.UNSTABLE,
+        Decision.UNKNOWN: Outcome.INCONCLUSIVE,
     }[estimate.decision]
-    failed = outcome == Outcome.REGRESSED or (outcome == Outcome.UNSTABLE and policy.strict)
+    failed = outcome == Outcome.REGRESSED or (outcome == Outcome.INCONCLUSIVE and policy.strict)
     return Verdict(
         outcome,
         failed,
@@ -177,7 +177,7 @@ def decide_arbitrated(
 ) -> Verdict:
     """A suspected stored-baseline regression after a paired run of the baseline commit on this
     machine: confirmed -> regressed (also when the stored threshold, widened by noise, had let
-    it pass); cleared -> ``machine`` (passes) for a stored regression; undecided -> unstable.
+    it pass); cleared -> ``machine`` (passes) for a stored regression; undecided -> inconclusive.
     When the software or environment changed since the baseline and the pair did not
     reproduce the baseline's (``environment_changed``), a pair that does not confirm the loss
     clears nothing: it judged code only, and the drop may be the change, so a stored
@@ -197,9 +197,9 @@ def decide_arbitrated(
         return replace(stored, interval=interval, rounds=rounds)  # the pair agrees: no loss
     if environment_changed:
         return replace(stored, interval=interval, rounds=rounds)
-    if pair.outcome == Outcome.UNSTABLE:
+    if pair.outcome == Outcome.INCONCLUSIVE:
         return replace(
-            stored, outcome=Outcome.UNSTABLE, failed=False, interval=interval, rounds=rounds
+            stored, outcome=Outcome.INCONCLUSIVE, failed=False, interval=interval, rounds=rounds
         )
     return replace(stored, outcome=Outcome.MACHINE, failed=False, interval=interval, rounds=rounds)
 

@@ -202,6 +202,12 @@ class ScalingCase:
         """Mean exchange share over the workers."""
         return sum(w.comm_share for w in self.workers) / len(self.workers)
 
+    @property
+    def wait_share(self) -> float:
+        """Of `comm_share`, the mean share of a step spent waiting for the slowest worker
+        (`wait_share`)."""
+        return wait_share(self.workers)
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "world_size": self.world_size,
@@ -235,6 +241,28 @@ def comm_share(full_rate: float, compute_rate: float) -> float:
     if not (full_rate > 0 and compute_rate > 0):
         raise ValueError(f"rates must be > 0, got {full_rate} and {compute_rate}")
     return min(1.0, max(0.0, 1.0 - full_rate / compute_rate))
+
+
+def wait_share(workers: Sequence[WorkerReport]) -> float:
+    """Mean share of a worker's step spent waiting for the slowest worker's computation.
+
+    Under a sync kvstore a worker's push-pull of a step returns only once every worker has
+    pushed, so a worker whose compute-only step takes t(c) waits for the slowest one's
+    max t(c) before the exchange itself can finish. Of a worker's full step t(f), the
+    exchange share 1 - t(c)/t(f) (`comm_share`) is then ``(max t(c) - t(c)) / t(f)`` waiting
+    for the slowest worker (at most the exchange share itself) and the rest kvstore push-pull.
+    One worker, or a worker without a compute-only figure, waits for nobody: 0.
+    """
+    timed = [w for w in workers if w.compute is not None]
+    if len(timed) < 2:
+        return 0.0
+    slowest = max(1.0 / w.compute.items_per_sec for w in timed if w.compute is not None)
+    shares = []
+    for w in timed:
+        assert w.compute is not None
+        full, compute = 1.0 / w.images_per_sec, 1.0 / w.compute.items_per_sec
+        shares.append(min(max(0.0, slowest - compute), max(0.0, full - compute)) / full)
+    return sum(shares) / len(workers)
 
 
 def common_window(workers: Sequence[WorkerReport]) -> tuple[float, float]:

@@ -21,8 +21,6 @@ class DataParallelResult:
     spec: DataParallelSpec
     single: ScalingCase
     scaled: ScalingCase
-    #: Launches started again after a known MXNet start-up race (`mxnet_races.KNOWN_RACES`).
-    relaunched: tuple[str, ...] = ()
 
     @property
     def kvstore(self) -> str:
@@ -76,14 +74,7 @@ class DataParallelResult:
         )
 
     def _extra(self) -> dict[str, Any]:
-        extra: dict[str, Any] = {
-            "form": "data-parallel",
-            "kvstore": self.kvstore,
-            "world_size": self.world_size,
-        }
-        if self.relaunched:
-            extra["relaunched"] = list(self.relaunched)
-        return extra
+        return {"form": "data-parallel", "kvstore": self.kvstore, "world_size": self.world_size}
 
     def scaling(self) -> Scaling:
         """The record a `~pytest_mxperf.measuring.records.CaseResult` carries of this result."""
@@ -96,6 +87,7 @@ class DataParallelResult:
             efficiency=self.efficiency,
             comm_share=self.comm_share,
             single_comm_share=self.single.comm_share,
+            wait_share=self.scaled.wait_share,
             single_rel_iqr=max(w.full.rel_iqr for w in self.single.workers),
             threads_per_worker=self.threads_per_worker,
             contexts=first.contexts,
@@ -112,6 +104,7 @@ class DataParallelResult:
             "single_images_per_sec": self.single.images_per_sec,
             "efficiency": self.efficiency,
             "comm_share": self.comm_share,
+            "wait_share": self.scaled.wait_share,
             "threads_per_worker": self.threads_per_worker,
             "single": self.single.as_dict(),
             "scaled": self.scaled.as_dict(),

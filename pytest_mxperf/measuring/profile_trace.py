@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_mxperf.measuring.profile_record import ProfileUnavailable
+from pytest_mxperf.system.files import write_text_atomic
 
 
 @dataclass(frozen=True)
@@ -71,13 +72,6 @@ def write_trace(trace_path: Path, events: list[dict[str, Any]], table: str) -> T
     """Write a Chrome trace of ``events`` and the aggregate ``table`` beside it."""
     table_path = table_path_for(trace_path)
     trace_path.parent.mkdir(parents=True, exist_ok=True)
-    _write_text(trace_path, json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}))
-    _write_text(table_path, table if table.endswith("\n") else table + "\n")
+    write_text_atomic(trace_path, json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}))
+    write_text_atomic(table_path, table if table.endswith("\n") else table + "\n")
     return TraceFiles(trace_path, table_path)
-
-
-def _write_text(path: Path, text: str) -> None:
-    # Write then rename: a reader (or a crash) never sees half a file.
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)

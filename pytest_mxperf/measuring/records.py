@@ -32,7 +32,11 @@ class Outcome(str, enum.Enum):
     PASS = "pass"
     IMPROVED = "improved"
     REGRESSED = "regressed"
+    #: The case's own measurements spread too much to judge against a stored figure.
     UNSTABLE = "unstable"
+    #: A paired comparison that its rounds could not decide either way (the message says how
+    #: many rounds would); it passes, and fails only with ``--mxperf-strict``.
+    INCONCLUSIVE = "inconclusive"
     NEW = "new"
     BELOW = "below expectation"
     #: Looked regressed against a stored figure, but a paired run of the baseline commit's code
@@ -127,6 +131,9 @@ class Scaling:
     #: Share of a step spent exchanging gradients at N and at 1 (1 - compute-only / full time).
     comm_share: float
     single_comm_share: float = 0.0
+    #: Of ``comm_share`` at N: waiting for the slowest worker's computation (sync kvstores);
+    #: the rest of it is kvstore push-pull, ``1 - comm_share`` computing.
+    wait_share: float = 0.0
     #: Relative IQR of the img/s(1) blocks (its noise enters the efficiency's).
     single_rel_iqr: float = 0.0
     threads_per_worker: int | None = None

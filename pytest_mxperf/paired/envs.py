@@ -15,18 +15,24 @@ several commands instead):
 
 Example: ``{python} -m pip install -e {wt} mxnet==1.8.0.post0 "numpy<1.24"``.
 
+Whatever the command installs, the side runs this plugin in the environment (from its own
+source, put first on ``sys.path``), so its own requirements (:func:`plugin_requirements`:
+pytest, numpy, tabulate, GitPython, never an extra) are installed after the command, by
+``{python} -m pip install``; pip leaves those already satisfied alone.
+
 The cache key is the revision, a hash of the dependency files found in the worktree
-(:data:`DEPENDENCY_PATTERNS`), the command text, the worktree path (an editable install points
-there) and the base interpreter's version. A marker file written last says an environment is
-complete: one whose build was killed has none and is rebuilt, never used half-made. Two
-processes building the same environment at once are not coordinated: one controller per cache
-root.
+(:data:`DEPENDENCY_PATTERNS`), the command text, the plugin's requirements, the worktree path
+(an editable install points there) and the base interpreter's version. A marker file written
+last says an environment is complete: one whose build was killed has none and is rebuilt,
+never used half-made. Two processes building the same environment at once are not
+coordinated: one controller per cache root.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import importlib.metadata
 import json
 import os
 import shlex
@@ -38,6 +44,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_mxperf.system import files
 from pytest_mxperf.system.procgroup import run_bounded
 
 #: Files whose content decides what an install command installs (top level of the worktree).
@@ -101,6 +108,21 @@ def venv_python(venv: Path) -> Path:
     return _bin_dir(venv) / ("python.exe" if sys.platform == "win32" else "python")
 
 
+#: The distribution whose requirements every side's environment needs (the plugin's).
+DISTRIBUTION = "pytest-mxperf"
+
+
+def plugin_requirements(distribution: str = DISTRIBUTION) -> list[str]:
+    """The requirements of the installed plugin without its extras (MXNet is the user's
+    choice), as its metadata lists them (``tabulate<0.11,>=0.9``); [] when the plugin runs
+    from a source tree that is not installed."""
+    try:
+        found = importlib.metadata.requires(distribution) or []
+    except importlib.metadata.PackageNotFoundError:
+        return []
+    return [r.strip() for r in found if "extra" not in r.partition(";")[2]]
+
+
 def dependency_files(worktree: str | Path) -> list[Path]:
     """Dependency files of the worktree (:data:`DEPENDENCY_PATTERNS`), sorted, relative."""
     root = Path(worktree)
@@ -120,11 +142,15 @@ def env_key(
     worktree: str | Path,
     revision: str,
     base_python_version: str,
+    requirements: Sequence[str] = (),
 ) -> str:
     """The cache key ``<revision[:12]>-<digest>`` of an environment (see the module docstring)."""
     root = Path(worktree).resolve()
     digest = hashlib.sha256()
-    digest.update(json.dumps([_commands(install_command), str(root), base_python_version]).encode())
+    parts: list[object] = [_commands(install_command), str(root), base_python_version]
+    if requirements:  # (keys of environments built without them stay as they were)
+        parts.append(list(requirements))
+    digest.update(json.dumps(parts).encode())
     for rel in dependency_files(root):
         digest.update(f"\0{rel.as_posix()}\0".encode())
         digest.update(hashlib.sha256((root / rel).read_bytes()).digest())
@@ -173,6 +199,8 @@ def ensure_env(
     base_python: str | Path = sys.executable,
     with_pip: bool = True,
     on_tick: Callable[[float], None] | None = None,
+    requirements: Sequence[str] = (),
+    on_build: Callable[[], None] | None = None,
 ) -> RevisionEnv:
     """The environment of ``revision`` under ``cache_root``: reused if complete, else built.
 
@@ -186,16 +214,22 @@ def ensure_env(
     :param with_pip: seed pip into the environment (``python -m venv`` default); False builds
         faster when the command does not need pip.
     :param on_tick: called every few seconds with the seconds the current step has run.
+    :param requirements: installed after the commands (``{python} -m pip install``), e.g.
+        `plugin_requirements`: what the side needs to run the plugin, whatever the command
+        installed.
+    :param on_build: called once when a build starts (not for an environment reused).
     :raises EnvBuildError: a step failed or timed out; the message has the output's tail.
     """
     commands = _commands(install_command)
     wt = Path(worktree).resolve()
     root = Path(cache_root).resolve()
-    key = env_key(commands, wt, revision, _python_version(base_python))
+    key = env_key(commands, wt, revision, _python_version(base_python), requirements)
     venv = root / key
     python = venv_python(venv)
     if is_complete(venv):
         return RevisionEnv(python, venv, key, reused=True)
+    if on_build is not None:
+        on_build()
 
     # Leftover of a killed or failed build: never use it, start again.
     if venv.exists():
@@ -204,6 +238,8 @@ def ensure_env(
     deadline = time.monotonic() + timeout
     steps = [[str(base_python), "-m", "venv", *([] if with_pip else ["--without-pip"]), str(venv)]]
     steps += [_substitute(c, python, wt, venv) for c in commands]
+    if requirements:
+        steps.append([str(python), "-m", "pip", "install", "-q", *requirements])
     build_env = venv_environ(venv)
     try:
         for argv in steps:
@@ -251,6 +287,4 @@ def _write_marker(venv: Path, key: str, revision: str, commands: list[str], wt: 
         "dependency_files": [p.as_posix() for p in dependency_files(wt)],
         "built": _dt.datetime.now(_dt.timezone.utc).isoformat(),
     }
-    tmp = venv / (MARKER + ".tmp")
-    tmp.write_text(json.dumps(info, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, venv / MARKER)  # atomic: the marker is whole or absent
+    files.write_json_atomic(venv / MARKER, info, indent=1)  # the marker is whole or absent

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_mxperf.judging import pairstats as paired
-from pytest_mxperf.measuring.records import CaseResult
+from pytest_mxperf.measuring.records import CaseResult, Status
 
 REV, HEAD = "rev", "head"
 
@@ -31,6 +31,9 @@ class PairedData:
     rev_sha: str
     #: The CPUs both sides ran pinned to (`pytest_mxperf.system.cpus.describe`; "": not pinned).
     cpus: str = ""
+    #: What HEAD's side measured, in messages: "HEAD", or "the working tree" when it has
+    #: uncommitted changes (the side measures the files as they are, not the commit).
+    head_name: str = "HEAD"
     rounds: list[dict[str, SideResult]] = field(default_factory=list)
     #: Rounds run only to profile the cases found regressed (their figures are no evidence:
     #: adding them would move a decision already taken); see `pairing.Pairer.run`.
@@ -58,9 +61,60 @@ class PairedData:
         }
         return failures + sorted(errors)
 
+    def broken(self, side: str, key: str) -> list[tuple[int, Status, str]]:
+        """Why ``side`` measured no figure for ``key`` in rounds that should have one: the case
+        errored or gave NaN there, or it measured no img/s, or (a whole process failing, a
+        data-parallel case whose ranks measured nothing) it is missing in a round where the
+        other side measured it. Each as ``(round number, status, why)``; [] when every round of
+        this side that ran the case measured it. A case missing from every round of a side is
+        not broken (it does not exist there: `side_failures` says why)."""
+        other = HEAD if side == REV else REV
+        ever = any(key in r[side].cases for r in self.rounds)
+        out: list[tuple[int, Status, str]] = []
+        for index, r in enumerate(self.rounds, 1):
+            mine, theirs = r[side].cases.get(key), r[other].cases.get(key)
+            if mine is None:
+                if theirs is not None and (ever or r[side].error):
+                    why = r[side].error or "the side process did not report the case"
+                    out.append((index, Status.ERROR, why))
+            elif mine.status in (Status.ERROR, Status.NAN):
+                why = mine.error or ("NaN output" if mine.status == Status.NAN else "error")
+                out.append((index, mine.status, why))
+            elif mine.status == Status.OK and not mine.images_per_sec:
+                why = mine.error or "no img/s measured"
+                out.append((index, Status.ERROR, why))
+        return out
+
+    def collect_problems(self, side: str) -> list[tuple[str, str]]:
+        """``(node id, error)`` of what ``side`` could not collect, once each, in the order
+        first seen (the same file fails the same way every round)."""
+        seen: dict[str, str] = {}
+        for r in self.rounds:
+            for nodeid, text in r[side].collect_errors:
+                seen.setdefault(nodeid, text)
+        return list(seen.items())
+
     def side_label(self, side: str) -> str:
         """``rev (HEAD~1)`` or ``head (HEAD)``, for progress lines."""
-        return f"{side} ({self.rev_label if side == REV else 'HEAD'})"
+        return f"{side} ({self.rev_label if side == REV else self.head_name})"
+
+    def broken_message(self, key: str) -> tuple[Status, str] | None:
+        """The status and message of a case `broken` on either side (None: neither): NaN when
+        a side gave NaN, else an error; each side's reasons grouped by rounds."""
+        parts, statuses = [], set()
+        for side, name in ((HEAD, self.head_name), (REV, self.rev_label)):
+            found = self.broken(side, key)
+            by_why: dict[str, list[int]] = {}
+            for index, status, why in found:
+                statuses.add(status)
+                by_why.setdefault(why.strip(), []).append(index)
+            for why, rounds in by_why.items():
+                which = "round" if len(rounds) == 1 else "rounds"
+                listed = ", ".join(map(str, rounds))
+                parts.append(f"{name}'s side measured nothing in {which} {listed}: {why}")
+        if not parts:
+            return None
+        return (Status.NAN if Status.NAN in statuses else Status.ERROR), "\n".join(parts)
 
     def measured(self, side: str, key: str) -> bool:
         return any(key in r[side].cases for r in self.rounds)
@@ -138,7 +192,7 @@ def worth_more_rounds(
     side's too) could still fail (`paired.could_still_regress`), and with ``strict`` every
     undecided one (an undecided case fails there). An undecided case that measured no slower,
     or whose rounds disagree too much to ever fail it in time, passes either way, as pass or
-    unstable."""
+    inconclusive."""
     left = max_rounds - len(data.rounds)
     if left < 1:
         return []

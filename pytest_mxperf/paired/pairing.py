@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -28,6 +29,11 @@ from pytest_mxperf.paired.sides import (
 from pytest_mxperf.system import cpus as cpu_sets
 
 
+def _took(start: float) -> str:
+    seconds = time.monotonic() - start
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
 class PairSetupError(Exception):
     """A revision's side cannot be set up (its worktree or its environment); the message says
     which revision and why, without a traceback."""
@@ -44,8 +50,11 @@ class Pairer:
         rootdir: Path,
         hold: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext,
         overlap: bool = False,
+        tell: Callable[[str], None] = lambda _: None,
     ) -> None:
         self.settings = settings
+        #: One line on the terminal now (an environment's build: minutes for MXNet's wheels).
+        self.tell = tell
         #: The device locks the controller holds for a lock-step round (`run_rounds`).
         self.hold = hold
         self.repo_root = repo_root
@@ -120,6 +129,10 @@ class Pairer:
     def _tree(self, sha: str) -> Path:
         if sha not in self._trees:
             cache = worktree.default_cache_dir(self.repo_root)
+            if not self._trees:
+                # Runs once the worktrees are removed: no empty directory per repository stays
+                # (<tmp>/pytest-mxperf-cache-<user>/worktrees/<repo>-<hash>, and above it).
+                self._stack.callback(worktree.remove_empty, cache, 3)
             self._trees[sha] = self._stack.enter_context(
                 worktree.checkout(self.repo_root, sha, cache)
             )
@@ -131,13 +144,40 @@ class Pairer:
         if not command:
             return SideSpec(REV, rootdir, cpus=self.cpus, spread=self.spread)
         cache = worktree.default_cache_dir(self.repo_root).parent.parent / "envs"
-        env = envs.ensure_env(command, tree, cache, revision=sha)
+        started: list[float] = []
+        what = f"the environment of revision {sha[:10]}"
+
+        def building() -> None:
+            started.append(time.monotonic())
+            self.tell(f"mxperf: building {what} ({command!r}; MXNet's wheels take minutes)")
+
+        try:
+            # The side runs this plugin there: its own requirements go in after the command.
+            env = envs.ensure_env(
+                command,
+                tree,
+                cache,
+                revision=sha,
+                requirements=envs.plugin_requirements(),
+                on_build=building,
+            )
+        except envs.EnvBuildError:
+            if started:
+                self.tell(f"mxperf: {what} failed to build ({_took(started[0])})")
+            raise
+        if started:
+            self.tell(f"mxperf: {what} built in {_took(started[0])}")
         return SideSpec(
             REV, rootdir, str(env.python), env.environ(side_env()), self.cpus, self.spread
         )
 
     def run(
-        self, rev_label: str, sha: str, nodeids: Sequence[str], progress: Callable[[str], None]
+        self,
+        rev_label: str,
+        sha: str,
+        nodeids: Sequence[str],
+        progress: Callable[[str], None],
+        head_name: str = "HEAD",
     ) -> PairedData:
         """Paired rounds of ``nodeids``: at least ``--mxperf-rounds``, more (up to
         ``--mxperf-max-rounds``) for the undecided cases more rounds could fail
@@ -151,7 +191,7 @@ class Pairer:
             HEAD: SideSpec(HEAD, self.rootdir, cpus=self.cpus, spread=self.spread),
         }
         pinned = "" if self.cpus is None else cpu_sets.describe(self.cpus)
-        data = PairedData(rev_label, sha, cpus=pinned)
+        data = PairedData(rev_label, sha, cpus=pinned, head_name=head_name)
         s = self.settings
         run = functools.partial(
             run_rounds,

@@ -65,17 +65,23 @@ def run_rounds(
     the controller inside ``hold()`` for the round: the session's device locks (the CPU's and
     every GPU's the run sees), so no other run measures on them meanwhile. With ``overlap`` the
     sides of such a round do their untimed work at once (`turns.Conductor`)."""
-    files = sorted({n.split("::")[0] for n in nodeids})
     with tempfile.TemporaryDirectory(prefix="mxperf-pair-", dir=_round_tmp()) as tmp:
         select = Path(tmp) / "select.txt"
-        select.write_text("\n".join(nodeids) + "\n", encoding="utf-8")
-        commands = []
-        for name in (REV, HEAD):
-            side = sides_[name]
-            present = [f for f in files if (side.rootdir / f).exists()]
-            out = Path(tmp) / f"{name}.json"
-            argv = side_args(side, settings, present, out, select) if present else None
-            commands.append((name, side, argv, out))
+
+        def commands_for(ids: Sequence[str]) -> list[tuple[str, SideSpec, list[str] | None, Path]]:
+            select.write_text("\n".join(ids) + "\n", encoding="utf-8")
+            files = sorted({n.split("::")[0] for n in ids})
+            commands = []
+            for name in (REV, HEAD):
+                side = sides_[name]
+                present = [f for f in files if (side.rootdir / f).exists()]
+                out = Path(tmp) / f"{name}.json"
+                argv = side_args(side, settings, present, out, select) if present else None
+                commands.append((name, side, argv, out))
+            return commands
+
+        todo = list(nodeids)
+        commands = commands_for(todo)
         for _ in range(rounds):
             index = len(data.rounds)
             traces = bool(settings.profile) and index == 0 and not profile
@@ -89,6 +95,8 @@ def run_rounds(
             ]
             this: dict[str, SideResult] = {}
             finished: dict[str, procgroup.Finished] = {}
+            #: Whether each side's process ended as pytest does and wrote its results.
+            ended: dict[str, bool] = {}
             together = (
                 settings.pair_lockstep
                 and not (profile or traces)
@@ -106,6 +114,7 @@ def run_rounds(
             for name, side, argv, out in order:
                 if argv is None:
                     this[name] = SideResult()  # none of the files exists on that side
+                    ended[name] = True
                     continue
                 if name in finished:
                     done = finished[name]
@@ -117,13 +126,53 @@ def run_rounds(
                         if name == HEAD and settings.profile:
                             argv += ["--mxperf-profile", str(Path(settings.profile).resolve())]
                     done = _run_side(side, argv, server(name), timeout)
-                result = read_side(out)
-                # pytest exits 1 when a test failed: the side's JSON still holds its cases.
-                failed = done.timed_out or done.returncode not in (0, 1)
-                if failed and not result.cases:
-                    result.error = f"the side process {done.describe(timeout)}:\n{done.tail}"
-                this[name] = result
+                this[name] = side_outcome(read_side(out), done, timeout)
+                # pytest's own endings (0, 1: a test failed) with the side's results written.
+                ended[name] = this[name].error is None and done.returncode in (0, 1)
+                ended[name] = ended[name] and not done.timed_out
             (data.profile_rounds if profile else data.rounds).append(this)
+            if profile or traces:
+                continue
+            # What REV has nothing to pair with (no such test there, or a file it cannot
+            # collect) is measured once at HEAD, not once a round.
+            alone = unpaired(data, todo) if ended.get(REV) and ended.get(HEAD) else set()
+            if alone:
+                todo = [n for n in todo if n not in alone]
+                if not todo:
+                    break
+                commands = commands_for(todo)
+
+
+def unpaired(data: PairedData, nodeids: Sequence[str]) -> set[str]:
+    """Node ids whose cases HEAD's side measured in the last round while REV's side, in every
+    round so far, had none of them: more rounds pair nothing for them."""
+    last = data.rounds[-1]
+    rev_keys = {k for r in data.rounds for k in r[REV].cases}
+    by_node: dict[str, set[str]] = {}
+    for key, case in last[HEAD].cases.items():
+        by_node.setdefault(case.nodeid, set()).add(key)
+    return {n for n in nodeids if n in by_node and not by_node[n] & rev_keys}
+
+
+#: Lines of a failed side's output its cases' messages show.
+SIDE_TAIL_LINES = 15
+
+
+def side_outcome(result: SideResult, done: procgroup.Finished, timeout: float) -> SideResult:
+    """``result`` as read from a side's file, with why it has nothing when the process failed
+    to start or died (no file, or killed before a case): how it ended and the last lines of
+    its output (a missing module in REV's environment, a crash), not only "no results"."""
+    # pytest exits 1 when a test failed: the side's JSON still holds its cases.
+    failed = done.timed_out or done.returncode not in (0, 1)
+    if result.cases or not (failed or result.error):
+        return result
+    how = done.describe(timeout)
+    text = f"the side process {how} and wrote no results"
+    tail = done.tail.rstrip().splitlines()[-SIDE_TAIL_LINES:]
+    if tail:
+        text += "; the last lines of its output:\n" + "\n".join(tail)
+    result.error = text
+    return result
 
 
 #: The longest path a Unix socket may bind (108 bytes on Linux, 104 on macOS).

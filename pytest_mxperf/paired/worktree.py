@@ -106,6 +106,18 @@ def default_cache_dir(repo_root: str | Path) -> Path:
     )
 
 
+def remove_empty(path: str | Path, levels: int = 1) -> None:
+    """Remove ``path`` and then up to ``levels - 1`` of its parents, each only while it is
+    empty (the cache directories a run made and left with nothing in them)."""
+    here = Path(path)
+    for _ in range(levels):
+        try:
+            here.rmdir()
+        except OSError:  # not empty, or gone, or not ours to remove: stop there
+            return
+        here = here.parent
+
+
 def _registered(repo_root: Path, env: Mapping[str, str] | None) -> dict[Path, str | None]:
     """Registered worktrees of the repository: resolved path -> checked-out sha."""
     out = _git(repo_root, "worktree", "list", "--porcelain", env=env).stdout

@@ -117,6 +117,11 @@ def pytest_configure(config: pytest.Config) -> None:
                     raise pytest.UsageError(f"--mxperf-{flag.replace('_', '-')} needs --mxperf")
             return
         run = configure.detect_run(config, settings)
+    if settings.threads is None and workerinput is None:
+        # Refused here, before MXNet loads: it would abort the whole session (exit 134).
+        problem = fingerprint.thread_env_problem(os.environ)
+        if problem is not None:
+            raise pytest.UsageError(f"mxperf: {problem}")
     if settings.threads is not None:
         if "mxnet" in sys.modules and os.environ.get("OMP_NUM_THREADS") != str(settings.threads):
             config.issue_config_time_warning(

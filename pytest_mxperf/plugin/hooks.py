@@ -4,12 +4,16 @@ the stash keys they share with `pytest_mxperf.plugin`."""
 
 from __future__ import annotations
 
+import contextlib
+import sys
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_mxperf.config.markers import MarkerSpec
+from pytest_mxperf.judging.explain import clip_lines
+from pytest_mxperf.paired import pairdata
 from pytest_mxperf.paired.pairing import PairSetupError
 from pytest_mxperf.reporting.progress import Progress
 from pytest_mxperf.run.session import PROPERTY, MxperfSession
@@ -24,6 +28,21 @@ class SessionHooks:
     def __init__(self, config: pytest.Config, session: MxperfSession) -> None:
         self.config = config
         self.session = session
+        session.tell = self.tell
+
+    def tell(self, text: str) -> None:
+        """One line on the terminal now, whatever the capture (stderr where there is no
+        terminal reporter)."""
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        capture = self.config.pluginmanager.get_plugin("capturemanager")
+        if reporter is None:
+            print(text, file=sys.__stderr__, flush=True)
+            return
+        with contextlib.ExitStack() as stack:
+            if capture is not None:
+                stack.enter_context(capture.global_and_fixture_disabled())
+            reporter.ensure_newline()
+            reporter.write_line(text, yellow=True)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
@@ -56,9 +75,17 @@ class SessionHooks:
         if not self.session.settings.ab or self.session.is_worker:
             return
         nodeids = [item.nodeid for item in session.items if is_benchmark(item)]
-        if not nodeids:
+        if not nodeids or self.config.option.collectonly:
             return
         tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        if session.testsfailed and not self.config.option.continue_on_collection_errors:
+            # pytest stops after collection errors: rounds measured now would be discarded.
+            if tr is not None:
+                tr.write_line(
+                    f"mxperf: paired run vs {self.session.settings.ab} not started: "
+                    f"{session.testsfailed} error(s) during collection"
+                )
+            return
         s = self.session.settings
         # Each round runs two side processes; more rounds may follow for undecided cases.
         meter = Progress(2 * s.rounds)
@@ -82,6 +109,13 @@ class SessionHooks:
         except PairSetupError as exc:
             # REV's worktree or environment cannot be made: nothing can be paired.
             raise pytest.UsageError(f"mxperf: --mxperf-ab {s.ab}: {exc}") from None
+        data = self.session.paired
+        for nodeid, text in [] if data is None else data.collect_problems(pairdata.REV):
+            # Its cases pass as "new": said here, not only in the JSON report.
+            self.tell(
+                f"mxperf: paired run vs {s.ab}: {s.ab}'s side could not collect "
+                f"{nodeid or 'the tests'}; its cases there are new:\n{clip_lines(text)}"
+            )
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:

@@ -9,6 +9,7 @@ clone), are kept and placed by the date stored in their file; nothing is dropped
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
 from collections.abc import Sequence
@@ -201,19 +202,31 @@ def load_history(
                 errors.append(str(exc))
     shas = {f.sha for files in loaded.values() for f in files}
     facts = git if git is not None else git_facts(root, shas)
+    shown = shown_root(root, facts.repo_root)
     notes = []
     if facts.repo_root is None:
         notes.append(
-            f"No git repository holds {root}: commits are ordered by the date stored in each "
+            f"No git repository holds {shown}: commits are ordered by the date stored in each "
             "baseline file."
         )
     elif facts.head is None:
-        notes.append(f"The repository {facts.repo_root} has no commits: ordered by file dates.")
+        notes.append(f"The repository {facts.name} has no commits: ordered by file dates.")
     hardware = tuple(
         _hardware_history(root, hw, files, facts, tolerance, floors)
         for hw, files in sorted(loaded.items())
     )
-    return History(str(root), facts, tolerance, hardware, tuple(notes), tuple(errors))
+    return History(str(root), facts, tolerance, hardware, tuple(notes), tuple(errors), shown)
+
+
+def shown_root(root: Path, repo_root: str | None) -> str:
+    """The baseline directory as a published page names it: its path inside the repository,
+    or (outside one) its own name; never this machine's absolute path."""
+    where = Path(root).resolve()
+    if repo_root is not None:
+        with contextlib.suppress(ValueError):
+            inside = where.relative_to(Path(repo_root).resolve()).as_posix()
+            return inside if inside != "." else where.name
+    return where.name or str(root)
 
 
 def summary_rows(history: History) -> list[Row]:

@@ -4,6 +4,7 @@ the other stored commits git knows, their dates as UTC text (GitPython; no repos
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,31 @@ class GitFacts:
     first_parent: tuple[GitCommit, ...] = ()
     #: Other stored commits git knows (side branches, merged or not).
     known: tuple[GitCommit, ...] = ()
+    #: The repository's name as a published page shows it (`repository_name`), never a path.
+    name: str | None = None
+
+
+def repository_name(working_tree: str, origin: str | None) -> str:
+    """The repository's name for a page meant to be published: ``owner/name`` from the URL of
+    its ``origin`` remote (no host, no credentials), else the name of its folder; never a path.
+    """
+    text = (origin or "").strip().rstrip("/")
+    local = True
+    if "://" in text:
+        scheme, _, rest = text.partition("://")
+        if scheme != "file":
+            local, text = False, rest.partition("/")[2]
+        else:
+            text = rest
+    elif re.match(r"^[^/:]+:(?!/)", text):  # scp-like: [user@]host:owner/name.git
+        local, text = False, text.partition(":")[2]
+    parts = [p for p in text.split("/") if p]
+    if parts and parts[-1].endswith(".git"):
+        parts[-1] = parts[-1][: -len(".git")]
+    parts = [p for p in parts if p]
+    if not parts:
+        return Path(working_tree).name
+    return "/".join(parts[-1:] if local else parts[-2:])
 
 
 def utc_text(iso: str) -> str:
@@ -68,9 +94,14 @@ def git_facts(path: Path, shas: Iterable[str] = (), limit: int = LOG_LIMIT) -> G
     with repo:  # close() ends git's cat-file processes
         root = str(repo.working_tree_dir)
         try:
+            origin: str | None = repo.git.config("--get", "remote.origin.url")
+        except Exception:  # no origin remote
+            origin = None
+        name = repository_name(root, origin)
+        try:
             log = _parse_log(repo.git.log("--first-parent", _FORMAT, f"--max-count={limit}"))
         except Exception:  # an empty repository has no HEAD
-            return GitFacts(root, None)
+            return GitFacts(root, None, name=name)
         on_line = {c.sha for c in log}
         known = []
         for sha in sorted(set(shas)):
@@ -81,4 +112,4 @@ def git_facts(path: Path, shas: Iterable[str] = (), limit: int = LOG_LIMIT) -> G
             except Exception:
                 continue  # not in this clone: placed by the file's date
         head = log[0].sha if log else None
-        return GitFacts(root, head, tuple(reversed(log)), tuple(known))
+        return GitFacts(root, head, tuple(reversed(log)), tuple(known), name)

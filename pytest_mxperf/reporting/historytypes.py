@@ -125,3 +125,5 @@ class History:
     hardware: tuple[HardwareHistory, ...]
     notes: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()
+    #: The baseline directory as the page shows it: relative to the repository, or its name.
+    shown_root: str = ""

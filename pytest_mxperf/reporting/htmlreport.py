@@ -16,6 +16,7 @@ from pytest_mxperf.reporting import cost
 from pytest_mxperf.reporting.history import summary_rows
 from pytest_mxperf.reporting.historytypes import CaseHistory, History, Mark
 from pytest_mxperf.reporting.htmlchart import STYLE, case_figure, load_plotly
+from pytest_mxperf.system import files
 
 
 def _e(value: object) -> str:
@@ -30,7 +31,7 @@ table{border-collapse:collapse;font-size:.85rem}
 th,td{padding:.25rem .6rem;border-bottom:1px solid #eee;text-align:left}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
 .regressed,.oom{color:#d62728;font-weight:600}.improved{color:#2ca02c}
-.below-expectation{color:#ff7f0e;font-weight:600}.unstable{color:#8c8c8c}
+.below-expectation{color:#ff7f0e;font-weight:600}.unstable{color:#8c8c8c}.inconclusive{color:#8c8c8c}
 .meta,.notes{color:#555;font-size:.85rem}#filters{margin:1rem 0;display:flex;gap:1rem}
 #filters label{font-size:.85rem}.key span{margin-right:1rem}
 """
@@ -146,9 +147,11 @@ def render_html(
     an epoch size, the summary table shows what the latest figures cost."""
     _, offline = load_plotly()
     git = history.git
-    meta = [f"Baselines: <code>{_e(history.root)}</code>"]
-    if git.repo_root:
-        meta.append(f"repository <code>{_e(git.repo_root)}</code>")
+    # A page meant to be published as a CI artifact: names, never this machine's paths.
+    shown = history.shown_root or Path(history.root).name
+    meta = [f"Baselines: <code>{_e(shown)}</code>"]
+    if git.name:
+        meta.append(f"repository <code>{_e(git.name)}</code>")
     if git.head:
         meta.append(f"HEAD <code>{_e(git.head[:10])}</code>")
     meta.append(
@@ -190,7 +193,7 @@ def render_html(
         parts.append("</section>")
         sections.append("".join(parts))
     if not sections:
-        sections.append(f"<p>No baselines stored under <code>{_e(history.root)}</code>.</p>")
+        sections.append(f"<p>No baselines stored under <code>{_e(shown)}</code>.</p>")
     notes_html = "".join(f'<p class="notes">{_e(note)}</p>' for note in notes)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -214,8 +217,5 @@ def write_report(
 ) -> Path:
     """Write the page to ``out`` atomically (readers never see half a page)."""
     text = render_html(history, price_per_hour=price_per_hour, epoch_images=epoch_images)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(out)
+    files.write_text_atomic(out, text)  # a failed write leaves no temporary (megabytes)
     return out

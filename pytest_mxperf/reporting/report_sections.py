@@ -4,6 +4,7 @@ counts, cost, peaks and missing baselines). Pure functions of the results and th
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -84,7 +85,8 @@ def _dtype_order(dtype: str) -> int:
 def render_scaling(results: Iterable[CaseResult], width: int = 120) -> list[str]:
     """Data-parallel cases as the published scaling tables show them: per model, kvstore and
     per-device batch, devices (world size) -> aggregate img/s -> efficiency, with img/s(1),
-    the per-worker figures, the kvstore share of a step and the stored efficiency."""
+    the per-worker figures, the kvstore share of a step (and of it, for worker processes, the
+    share spent waiting for the slowest worker) and the stored efficiency."""
     rows = []
     scaled = [r for r in results if r.scaling is not None]
     for r in sorted(scaled, key=lambda r: (r.model, r.device_kind, r.batch_size, str(r.key))):
@@ -103,6 +105,7 @@ def render_scaling(results: Iterable[CaseResult], width: int = 120) -> list[str]
                 rate_text(s.single_images_per_sec),
                 " ".join(rate_text(x) for x in s.per_worker_images_per_sec),
                 f"{s.comm_share:.0%}",
+                f"{min(s.wait_share, s.comm_share):.0%}" if s.kvstore.startswith("dist") else "-",
                 "-" if s.threads_per_worker is None else str(s.threads_per_worker),
             ]
         )
@@ -118,9 +121,11 @@ def render_scaling(results: Iterable[CaseResult], width: int = 120) -> list[str]
         "img/s(1)",
         "per worker",
         "kv share",
+        "of it wait",
         "threads",
     ]
-    return fit_table(rows, headers, ("threads", "bs/dev", "baseline", "img/s(1)"), width)
+    drop = ("of it wait", "threads", "bs/dev", "baseline", "img/s(1)")
+    return fit_table(rows, headers, drop, width)
 
 
 def verdict_counts(results: Iterable[CaseResult]) -> dict[str, int]:
@@ -200,13 +205,7 @@ def results_sections(
         sections.append(("mxperf: data-parallel scaling (weak: same batch per device)", scaling))
     counts = ", ".join(f"{n} {status}" for status, n in verdict_counts(results).items())
     tail = [f"mxperf verdicts: {counts}"]
-    machine = sum(1 for r in results if r.verdict and r.verdict.outcome == Outcome.MACHINE)
-    if machine:
-        tail.append(
-            f"mxperf: {machine} case(s) below their stored figures run as fast as the baseline "
-            "commit on this machine: the baselines do not hold here; store a baseline for this "
-            "machine with --mxperf-update (or name its hardware key with --mxperf-machine)"
-        )
+    tail += machine_lines(results)
     unchecked = [r for r in results if r.verdict and r.verdict.unconfirmed]
     if unchecked:
         tail.append(
@@ -232,6 +231,68 @@ def results_sections(
             )
     sections.append((None, tail))
     return sections
+
+
+#: The stored figures do not describe this machine when their cases measure, in the median,
+#: this far from them (a ratio beyond 1/1.15 .. 1.15) and at least two thirds of them lean the
+#: same way: a faster or slower host, never a verdict on the code (pairs judge that).
+MACHINE_FACTOR = 1.15
+
+
+def machine_factor(results: Iterable[CaseResult]) -> tuple[float, float, float, int] | None:
+    """This machine's img/s over the stored figures, across the cases compared with a stored
+    baseline: (median, lowest, highest, cases), or None when the stored figures describe this
+    machine (fewer than 3 cases, a median within `MACHINE_FACTOR`, or cases that disagree)."""
+    ratios = sorted(
+        r.images_per_sec / r.verdict.baseline_images_per_sec
+        for r in results
+        if r.verdict is not None
+        and r.images_per_sec
+        and r.verdict.baseline_images_per_sec
+        and r.scaling is None
+    )
+    if len(ratios) < 3:
+        return None
+    mid = (
+        ratios[len(ratios) // 2]
+        if len(ratios) % 2
+        else math.sqrt(ratios[len(ratios) // 2 - 1] * ratios[len(ratios) // 2])
+    )
+    if 1 / MACHINE_FACTOR < mid < MACHINE_FACTOR:
+        return None
+    leaning = sum(1 for x in ratios if (x < 1) == (mid < 1))
+    if 3 * leaning < 2 * len(ratios):
+        return None
+    return mid, ratios[0], ratios[-1], len(ratios)
+
+
+def machine_lines(results: Sequence[CaseResult]) -> list[str]:
+    """Said once: the stored figures do not hold on this machine (by about what factor), and
+    what the pairs found for the cases they judged."""
+    machine = sum(1 for r in results if r.verdict and r.verdict.outcome == Outcome.MACHINE)
+    factor = machine_factor(results)
+    if factor is None and not machine:
+        return []
+    fix = (
+        "store a baseline for this machine with --mxperf-update (or name its hardware key "
+        "with --mxperf-machine)"
+    )
+    if factor is None:
+        return [
+            f"mxperf: {machine} case(s) below their stored figures run as fast as the baseline "
+            f"commit on this machine: the baselines do not hold here; {fix}"
+        ]
+    mid, low, high, n = factor
+    line = (
+        f"mxperf: the stored figures do not hold on this machine: it measures them at about "
+        f"{mid:.2f}x (median of {n} cases, {low:.2f}x .. {high:.2f}x)"
+    )
+    if machine:
+        line += (
+            f"; {machine} case(s) that looked slower ran as fast as the baseline commit's code "
+            "here (machine)"
+        )
+    return [f"{line}; {fix}"]
 
 
 def _pinned(setting: str) -> str:

@@ -3,13 +3,12 @@ measured results when writing still fails at the end (pure: no pytest)."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from pytest_mxperf.baselines.store import write_json_atomic
+from pytest_mxperf.system.files import write_json_atomic, write_text_atomic
 
 
 def unwritable(path: Path, *, directory: bool) -> str | None:
@@ -80,25 +79,6 @@ def check_summaries(markdown: str | None, benchmark_action: str | None) -> str |
             if why:
                 return f"mxperf: --mxperf-{option}: cannot write {path} ({why})"
     return None
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text``; readers see the old file or the new, never half (as the JSON report)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        mask = os.umask(0o022)  # read by setting, then restored
-        os.umask(mask)
-        os.fchmod(fd, 0o666 & ~mask)  # mkstemp's 0600 would hide the file from other readers
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def write_summaries(

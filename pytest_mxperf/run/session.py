@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from pytest_mxperf.baselines import store as baselines
 from pytest_mxperf.baselines.runinfo import RunInfo
 from pytest_mxperf.config.settings import Settings
 from pytest_mxperf.measuring.protocol import Backend
@@ -25,7 +25,7 @@ from pytest_mxperf.paired.turns import Baton
 from pytest_mxperf.reporting import report, report_sections, summary
 from pytest_mxperf.run import outputs
 from pytest_mxperf.run.updating import StoreReport, store_results
-from pytest_mxperf.system import cpus, fingerprint, gitinfo, locks
+from pytest_mxperf.system import cpus, files, fingerprint, gitinfo, locks
 
 #: The name results travel under on ``report.user_properties``.
 PROPERTY = "mxperf"
@@ -49,6 +49,23 @@ class Collected:
                 )
         self.results.append(result)
         return result
+
+
+def collect_error_text(text: str, lines: int = 15) -> str:
+    """What a collection error says about the user's file: pytest's error lines (``E ...``)
+    when it has them, else its last ``lines`` lines; never frames of Python's import machinery
+    (``<frozen importlib._bootstrap>`` and their ``???``), which say nothing about it."""
+    kept = [
+        line
+        for line in text.strip().splitlines()
+        if "<frozen importlib" not in line and line.strip() != "???"
+    ]
+    errors = [line for line in kept if line.startswith("E ")]
+    return "\n".join((errors or kept)[-lines:])
+
+
+def _to_stderr(text: str) -> None:
+    print(text, file=sys.__stderr__, flush=True)
 
 
 def _by_key(result: CaseResult) -> str:
@@ -89,6 +106,8 @@ class MxperfSession:
         #: The rounds of ``--mxperf-ab``, run once the tests are collected.
         self.paired: PairedData | None = None
         self._pairer: Pairer | None = None
+        #: One line on the terminal now, whatever the capture (the plugin's hooks set it).
+        self.tell: Callable[[str], None] = _to_stderr
         #: Matrix-multiply peak per (device kind, index, dtype), probed once per process.
         self.peaks: dict[tuple[str, int, str], float | None] = {}
 
@@ -102,12 +121,24 @@ class MxperfSession:
                 root,
                 Path(self.run.rootdir),
                 hold=functools.partial(
-                    locks.all_devices, self.run.lock_dir, self.run.device_lock_names()
+                    locks.all_devices,
+                    self.run.lock_dir,
+                    self.run.device_lock_names(),
+                    self._waiting,
                 ),
                 # Not on a GPU: cuDNN's autotune times algorithms in a side's first steps.
                 overlap=self.run.device_lock_names() == ["cpu"],
+                tell=lambda text: self.tell(text),
             )
         return self._pairer
+
+    def _waiting(self, device: str, holder: str) -> None:
+        """A paired round waits for a device lock: said as a plain run's case says it."""
+        what = f"paired run vs {self.settings.ab}" if self.settings.ab else "paired run"
+        self.tell(
+            f"mxperf: {what}: waiting for the {device} lock: another pytest --mxperf run on "
+            f"this machine is measuring ({holder}); runs take turns"
+        )
 
     def peak_gflops(
         self, backend: Backend, ctx: Any, device: tuple[str, int], dtype: str
@@ -144,7 +175,9 @@ class MxperfSession:
         assert rev is not None and self.run.commit.repo_root
         sha = gitinfo.rev_parse(self.run.commit.repo_root, rev)
         assert sha is not None  # checked when the run was configured
-        self.paired = self.pairer.run(rev, sha, nodeids, progress)
+        # A dirty tree is measured as it is: say so, not "HEAD" (which may be REV itself).
+        head = "the working tree" if self.run.commit.dirty else "HEAD"
+        self.paired = self.pairer.run(rev, sha, nodeids, progress, head_name=head)
 
     def close(self) -> None:
         if self._pairer is not None:
@@ -153,7 +186,7 @@ class MxperfSession:
             self.baton.close()
 
     def collect_error(self, nodeid: str, text: str) -> None:
-        self.collect_errors.append((nodeid, "\n".join(text.strip().splitlines()[-15:])))
+        self.collect_errors.append((nodeid, collect_error_text(text)))
 
     def failures(
         self, results: list[CaseResult], properties: list[tuple[str, object]]
@@ -184,7 +217,7 @@ class MxperfSession:
                 "cases": [r.as_dict() for r in self.collected.results],
                 "collect_errors": [list(e) for e in self.collect_errors],
             }
-            baselines.write_json_atomic(Path(s.side_out), side)
+            files.write_json_atomic(Path(s.side_out), side)
             return False
         self.errors += self.collected.duplicates
         if s.strict:

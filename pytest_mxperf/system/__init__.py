@@ -5,6 +5,7 @@ Lowest wing: every other wing may import it; it imports none of them.
 - ``fingerprint``: hardware keys, the thread setting in force, the performance environment.
 - ``cpus``: which CPUs the sides of a paired run may use (pinning, parsing CPU lists).
 - ``locks``: cross-process ``flock`` locks for device turns and baseline writes.
+- ``files``: the one atomic writer (temporary file, fsync, ``os.replace``).
 - ``procgroup``: a command in its own process group, bounded in time, nothing left behind.
 - ``gitinfo``: commit facts and ancestry from git, CI variables first.
 - ``nvml``: GPU facts from NVML (no MXNet import).

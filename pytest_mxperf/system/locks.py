@@ -11,6 +11,7 @@ a killed or SIGTERMed holder never blocks a later run.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -79,10 +80,16 @@ def device_lock(
 
 
 @contextlib.contextmanager
-def all_devices(lock_dir: str, devices: Sequence[str]) -> Iterator[None]:
+def all_devices(
+    lock_dir: str,
+    devices: Sequence[str],
+    on_wait: Callable[[str, str], None] | None = None,
+) -> Iterator[None]:
     """Hold the device locks of ``devices`` together, taken in sorted order, so two runs that
-    both take several never wait on each other in a cycle."""
+    both take several never wait on each other in a cycle. ``on_wait`` is told the device and
+    its holder before waiting for a busy one (see `exclusive`)."""
     with contextlib.ExitStack() as stack:
         for device in sorted(set(devices)):
-            stack.enter_context(device_lock(lock_dir, device))
+            told = None if on_wait is None else functools.partial(on_wait, device)
+            stack.enter_context(device_lock(lock_dir, device, told))
         yield

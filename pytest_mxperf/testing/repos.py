@@ -134,10 +134,18 @@ import pytest
 
 MODEL = os.environ.get("MXPERF_TEST_MODEL", "resnet18_v1")
 SIZE = int(os.environ.get("MXPERF_TEST_SIZE", "32"))
-BATCH = 10
+BATCH = int(os.environ.get("MXPERF_TEST_BATCH", "10"))
 
 
 def build():
+    if MODEL.startswith("convs"):  # "convs20": 20 Conv2D of 32 channels (a user's net)
+        from mxnet.gluon import nn
+
+        net = nn.HybridSequential()
+        for _ in range(int(MODEL[len("convs"):] or 20)):
+            net.add(nn.Conv2D(32, 3, padding=1, activation="relu"))
+        net.add(nn.GlobalAvgPool2D(), nn.Dense(10))
+        return net
     from mxnet.gluon.model_zoo import vision
 
     return vision.get_model(MODEL, classes=10)

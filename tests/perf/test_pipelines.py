@@ -3,7 +3,8 @@ threads and DataLoader workers swept (train_imagenet's --test-io), and end-to-en
 is input-bound (a tiny network) or compute-bound (mobilenet0.25), both at 224x224.
 
 The images are built once into a per-user cache (`pytest_mxperf.pipelines.imagedata`): JPEG files in class
-folders for ImageFolderDataset and the same images in an indexed RecordIO file.
+folders for ImageFolderDataset and the same images in an indexed RecordIO file. pillow draws
+them (``pip install pillow``, or the ``dev`` extra); without it the whole file skips saying so.
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ from typing import Any
 
 import pytest
 
-from pytest_mxperf.pipelines.imagedata import ImageSet, image_set
+from pytest_mxperf.pipelines.imagedata import NEEDS_PILLOW, ImageSet, image_set
+
+# The images are drawn with pillow (in [dev]); without it the file skips, saying what to install.
+pytest.importorskip("PIL", reason=NEEDS_PILLOW)
 
 BATCH = 32
 

@@ -2,7 +2,8 @@
 
 Weak scaling as the published multi-GPU tables report it: the same batch per device at 1 and
 N devices (or workers), aggregate images/sec and efficiency img/s(N) / (N x img/s(1)). On CPU
-runners: MobileNet 0.25 with 1 and 2 dist_sync workers and 1 server on 127.0.0.1. On GPU
+runners: MobileNet 0.25 and ResNet-18 v1 (32x32) with 1 and 2 dist_sync workers and 1 server
+on 127.0.0.1. On GPU
 runners (`--mxperf-ctx gpu`): ResNet-50 over 2, 4 and 8 GPUs with the `device` and `nccl`
 kvstores, skipping sizes the runner lacks. Not in `--suite quick`: a CPU case launches eight
 processes and takes about 35 s, a third of the quick suite's time.

@@ -246,15 +246,15 @@ def test_an_undecided_case_that_is_not_slower_gets_no_more_rounds_unless_strict(
     )  # fmt: skip
     report = read_report(fake_pytester.path)
     verdict = report["cases"][0]["verdict"]
-    assert verdict["status"] == "unstable" and verdict["change"] > 0
+    assert verdict["status"] == "inconclusive" and verdict["change"] > 0
     assert report["paired"]["profile_rounds"] == []  # nothing slower to profile
-    if strict:  # unstable fails here: every round up to the cap is worth running
+    if strict:  # inconclusive fails here: every round up to the cap is worth running
         result.assert_outcomes(failed=1)
         assert len(report["paired"]["rounds"]) == 5 and verdict["rounds"] == 5
-        assert "too noisy to decide, but not slower" in verdict["message"]
+        assert "inconclusive, but not slower" in verdict["message"]
     else:  # it passes either way: no round beyond the first 3
         result.assert_outcomes(passed=1)
         assert len(report["paired"]["rounds"]) == 3 and verdict["rounds"] == 3
         first = verdict["message"].splitlines()[0]
-        suggested = re.search(r": too noisy to decide, but not slower; about (\d+) rounds", first)
-        assert suggested and first.endswith(f" would (--mxperf-rounds {suggested[1]})")
+        suggested = re.search(r": inconclusive, but not slower; about (\d+) rounds", first)
+        assert suggested and first.endswith(f" would decide (--mxperf-rounds {suggested[1]})")

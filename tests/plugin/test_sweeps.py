@@ -255,24 +255,24 @@ def test_a_drop_of_the_largest_fit_is_reported(fake_pytester: pytest.Pytester, c
 
 def test_a_budget_below_the_first_batch_is_named(fake_pytester: pytest.Pytester) -> None:
     """--mxperf-memory-budget below what the process already holds: nothing is measured, and
-    the run says why in a warning (not a crash, not a silent pass)."""
+    the test fails saying why (not a crash, not a pass; issue 29, item 17)."""
     fake_pytester.makepyfile(
         """
         from pytest_mxperf.testing import FakeModel
 
         def test_auto(mxperf):
-            s = mxperf.sweep(lambda: FakeModel(images_per_sec=500.0), model="toy", max_batch=64)
-            assert s.results == [] and s.curves["float32"].largest_fit is None
+            mxperf.sweep(lambda: FakeModel(images_per_sec=500.0), model="toy", max_batch=64)
         """
     )
     result = fake_pytester.runpytest(
         "--mxperf", "--mxperf-memory-budget", "1MiB", "-W", "default::pytest.PytestWarning"
     )
-    result.assert_outcomes(passed=1)
+    result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*mxperf: sweep toy: float32: no batch size fits (batch 1: the memory budget 1 MiB "
-            "is below what the process already holds before the first batch (* MiB resident))*"
+            "mxperf: sweep toy (inference): nothing measured: float32: no batch size fits "
+            "(batch 1: the memory budget 1 MiB is below what the process already holds before "
+            "the first batch (* MiB resident))*"
         ]
     )
 

@@ -167,7 +167,17 @@ def test_real_model_under_xdist_matches_serial(
         == set(p)
         == {f"resnet18_v1-{w}/inference/float32/bs10/cpu" for w in ("target", "steady")}
     )
-    assert {c["verdict"]["status"] for c in p.values()} <= {"pass", "improved", "unstable"}
+    # The serial run stores a case only when its blocks are steady enough (a loaded machine,
+    # e.g. this suite itself under -n 2, may make one too noisy): a case not stored is new,
+    # and the numbers of the cases that were stored are judged against them.
+    stored = {
+        key
+        for path in (fake_pytester.path / "baselines").rglob("*.json")
+        for key in json.loads(path.read_text())["cases"]
+    }
+    for key, case in p.items():
+        allowed = {"pass", "improved", "unstable"} if key in stored else {"new"}
+        assert case["verdict"]["status"] in allowed, (key, case["verdict"])
     assert_no_overlap(p)
     assert par.stdout.str().count("mxperf: throughput") == 1
 

@@ -36,8 +36,50 @@ def mobilenet() -> Any:
     return vision.mobilenet0_25(classes=10)
 
 
+def biased_convnet() -> Any:
+    """VGG-style: two blocks of two 3x3 Conv2D with bias and a max pool, then Dense(10).
+
+    Before the ranks kept the weights in MXNet's default layout (`train.default_layouts`),
+    every dist_sync launch of it aborted (ps-lite kv_app.h:624).
+    """
+    from mxnet import gluon
+
+    net = gluon.nn.HybridSequential()
+    for channels in (8, 16):
+        for _ in range(2):
+            net.add(gluon.nn.Conv2D(channels, 3, padding=1, activation="relu"))
+        net.add(gluon.nn.MaxPool2D(2))
+    net.add(gluon.nn.Dense(10))
+    return net
+
+
+def ssd_300_vgg16() -> Any:
+    """GluonCV's SSD-300 VGG16 (``[gluoncv]`` extra; random init, nothing downloaded) with its
+    class and box predictions reduced to one (batch, 21) output, so that the ranks'
+    classification loss reaches every parameter. Needs 300x300 input (smaller inputs leave its
+    last extra layers no room)."""
+    from gluoncv import model_zoo
+    from mxnet import gluon
+
+    class Head(gluon.HybridBlock):  # type: ignore[misc]
+        def __init__(self, net: Any) -> None:
+            super().__init__()
+            with self.name_scope():
+                self.net = net
+
+        def hybrid_forward(self, F: Any, x: Any) -> Any:
+            cls_preds, box_preds, anchors = self.net(x)
+            boxes = F.mean(box_preds, axis=(1, 2)).expand_dims(1)
+            out = F.broadcast_add(F.mean(cls_preds, axis=1), boxes)
+            # The anchors carry no parameter: in the graph so their constants' shapes are known.
+            return F.broadcast_add(out, 0 * F.mean(anchors).reshape((1, 1)))
+
+    ssd = model_zoo.get_model("ssd_300_vgg16_atrous_voc", pretrained=False, pretrained_base=False)
+    return Head(ssd)
+
+
 def resnet18() -> Any:
-    """resnet18_v1. Its dist workers abort in MXNet 1.9.1 here (ps-lite kv_app.h:624)."""
+    """resnet18_v1 (its dist workers aborted every time before `train.default_layouts`)."""
     from mxnet.gluon.model_zoo import vision
 
     return vision.resnet18_v1(classes=10)

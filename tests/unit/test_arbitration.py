@@ -28,7 +28,7 @@ def test_the_pairs_are_what_they_say() -> None:
     assert (SAME.outcome, SLOWER.outcome, NOISY.outcome) == (
         Outcome.PASS,
         Outcome.REGRESSED,
-        Outcome.UNSTABLE,
+        Outcome.INCONCLUSIVE,
     )
 
 
@@ -39,7 +39,7 @@ def test_the_pairs_are_what_they_say() -> None:
         (STORED, SLOWER, True, Outcome.REGRESSED, True),
         (PASSED, SLOWER, False, Outcome.REGRESSED, True),  # noise had hidden it
         (STORED, SAME, False, Outcome.MACHINE, False),  # the figure does not hold here
-        (STORED, NOISY, False, Outcome.UNSTABLE, False),  # not confirmed, not cleared
+        (STORED, NOISY, False, Outcome.INCONCLUSIVE, False),  # not confirmed, not cleared
         (STORED, SAME, True, Outcome.REGRESSED, True),  # the change is the suspect
         # A pair without the baseline's software that cannot decide clears nothing either:
         # the upgrade may be the whole drop.

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 from baseline_data import HW, SHA_A, SHA_B, commit, rec
 
-from pytest_mxperf.baselines import store as baselines
 from pytest_mxperf.baselines.store import (
     RUNS_KEPT,
     SCHEMA,
@@ -23,6 +22,7 @@ from pytest_mxperf.baselines.store import (
     load,
     store,
 )
+from pytest_mxperf.system import files
 
 
 def test_store_then_load(tmp_path: Path) -> None:
@@ -235,7 +235,7 @@ def test_hardware_keys_and_commit_files(tmp_path: Path) -> None:
 
 def test_write_json_atomic_creates_the_folder(tmp_path: Path) -> None:
     path = tmp_path / "deep" / "er" / "f.json"
-    baselines.write_json_atomic(path, {"b": 1, "a": [1, 2]})
+    files.write_json_atomic(path, {"b": 1, "a": [1, 2]})
     assert path.read_text() == '{\n  "a": [\n    1,\n    2\n  ],\n  "b": 1\n}\n'
     assert os.listdir(path.parent) == ["f.json"]
 
@@ -285,7 +285,7 @@ def test_written_files_respect_the_umask(tmp_path: Path, umask: int, mode: int) 
     old = os.umask(umask)
     try:
         path = store(tmp_path, HW, commit(SHA_A), {"x": rec(10.0)})
-        baselines.write_json_atomic(tmp_path / "report.json", {"a": 1})
+        files.write_json_atomic(tmp_path / "report.json", {"a": 1})
     finally:
         os.umask(old)
     assert path.stat().st_mode & 0o777 == mode

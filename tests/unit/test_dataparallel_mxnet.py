@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 
@@ -283,6 +284,173 @@ def test_dist_async_one_and_two_workers(no_test_env: pytest.MonkeyPatch) -> None
     assert all(rate > 0 for rate in result.per_worker_images_per_sec)
     assert result.efficiency == result.images_per_sec / (2 * result.single.images_per_sec)
     watch.assert_all_gone()
+
+
+def test_dist_sync_trains_biased_convolutions_with_one_and_two_servers(
+    no_test_env: pytest.MonkeyPatch,
+) -> None:
+    # Every launch of this net aborted before (kv_app.h:624 or "init K first"): an inference
+    # forward had left its conv weights in oneDNN's layout, which a dist kvstore cannot send.
+    for servers in (1, 2):
+        watch = Watch()
+        spec = replace(SPEC, factory="mxperf_dp_models:biased_convnet", step_hook=None)
+        result = run_distributed(replace(spec, servers=servers), run_id=watch.run_id, on_poll=watch)
+        assert result.world_size == 2
+        assert all(rate > 0 for rate in result.per_worker_images_per_sec)
+        assert result.single.images_per_sec > 0
+        watch.assert_all_gone()
+
+
+# MXNet's own launcher ----------------------------------------------------------------------
+
+KV_SUM_JOB = """
+import os
+import mxnet as mx  # a scheduler or server runs its ps-lite node in this import and exits
+
+kv = mx.kv.create("dist_sync")
+kv.init(3, mx.nd.zeros((4,)))
+out = mx.nd.zeros((4,))
+kv.pushpull(3, mx.nd.ones((4,)) * (kv.rank + 1), out=out)
+n = kv.num_workers
+assert out.asnumpy().tolist() == [n * (n + 1) / 2] * 4, out
+print("worker", kv.rank, "of", n, "summed", out.asnumpy().tolist(), flush=True)
+"""
+
+
+def run_bounded(
+    cmd: list[str],
+    env: dict[str, str],
+    timeout: float,
+    before_kill: Callable[[], None] | None = None,
+) -> tuple[int, str]:
+    """Run in a session of its own; on timeout the whole session is killed, and whatever of
+    it is left after the command (``before_kill`` runs first) is killed too."""
+    import signal
+    import subprocess
+
+    proc = subprocess.Popen(
+        cmd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        return -1, out.decode(errors="replace")
+    else:
+        if before_kill is not None:
+            before_kill()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # anything of the session still there
+    return proc.returncode, out.decode(errors="replace")
+
+
+def test_mxnets_launch_py_runs_a_dist_sync_job_through_the_python_3_9_entry(
+    tmp_path: Path,
+) -> None:
+    import sys
+
+    host = socket.gethostbyname(socket.getfqdn())
+    if not host.startswith("127."):
+        pytest.skip(f"dmlc_tracker would put the scheduler on {host}, not on loopback")
+    job = tmp_path / "kv_sum_job.py"
+    job.write_text(KV_SUM_JOB)
+    run_id = uuid.uuid4().hex
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DMLC_", "PS_"))}
+    env.update({RUN_ID_ENV: run_id, "DMLC_NODE_HOST": "127.0.0.1", "OMP_NUM_THREADS": "1"})
+    args = ["-n", "2", "-s", "1", "--launcher", "local", sys.executable, str(job)]
+    entry = [sys.executable, "-m", "pytest_mxperf.distributed.mxnet_launch", *args]
+    left: list[int] = []
+
+    def on_exit() -> None:  # the entry point has returned; its session is not ended yet
+        left.extend(pids_with_env(RUN_ID_ENV, run_id))
+
+    code, out = run_bounded(entry, env, timeout=120, before_kill=on_exit)
+    assert code == 0, out
+    assert "worker 0 of 2 summed [3.0, 3.0, 3.0, 3.0]" in out
+    assert "worker 1 of 2 summed [3.0, 3.0, 3.0, 3.0]" in out
+    # Every rank had ended when the entry point returned (it waits for the launcher's threads).
+    assert left == []
+
+
+def test_mxnets_tracker_calls_thread_isalive_which_this_python_lacks() -> None:
+    # What the entry point is for; if a later MXNet fixes its tracker, this says so.
+    import threading
+
+    from pytest_mxperf.distributed.mxnet_launch import launch_script
+
+    tracker = launch_script().parent.parent.parent / "dmlc_tracker" / "tracker.py"
+    assert "self.thread.isAlive()" in tracker.read_text()
+    assert not hasattr(threading.Thread, "isAlive")
+
+
+# oneDNN weight layouts ------------------------------------------------------------------------
+
+
+def default_layout(array: Any) -> bool:
+    """Whether MXNet can hand out the array's memory as is (DLPack needs the default
+    layout: an array in a oneDNN layout raises "We can't generate TBlob for MKLDNN data")."""
+    try:
+        capsule = mx.nd.to_dlpack_for_read(array)
+    except mx.base.MXNetError as exc:
+        assert "MKLDNN" in str(exc)
+        return False
+    del capsule
+    return True
+
+
+def weights_of(net: Any) -> list[Any]:
+    params = net.collect_params()
+    return [p.data() for name, p in params.items() if name.endswith("weight")]
+
+
+def test_an_inference_forward_leaves_conv_weights_that_default_layouts_restores() -> None:
+    from pytest_mxperf.distributed.train import default_layouts
+
+    net = models.biased_convnet()
+    net.initialize(mx.init.Xavier())
+    net.hybridize()
+    net(mx.nd.ones((1, 3, 16, 16)))  # inference mode: oneDNN keeps conv weights its own way
+    mx.nd.waitall()
+    weights = weights_of(net)
+    if all(default_layout(w) for w in weights):
+        pytest.skip("this MXNet build keeps weights in the default layout (no oneDNN)")
+    values = [w.asnumpy() for w in weights]
+    default_layouts(mx, net.collect_params())
+    assert all(default_layout(w) for w in weights)
+    assert all((w.asnumpy() == v).all() for w, v in zip(weights, values))
+
+
+def test_the_training_step_leaves_weights_in_the_default_layout() -> None:
+    # Its forward that finds the number of classes used to run in inference mode.
+    from pytest_mxperf.distributed.train import build_training_step
+
+    net = models.biased_convnet()
+    spec = replace(
+        SPEC,
+        factory="mxperf_dp_models:biased_convnet",
+        kvstore="local",
+        contexts=("cpu(0)",),
+        input_shape=(3, 16, 16),
+        batch_per_device=2,
+    )
+    build_training_step(mx, net, [mx.cpu(0)], spec, kv=None)
+    mx.nd.waitall()
+    assert all(default_layout(w) for w in weights_of(net))
+
+
+def test_default_layouts_skips_parameters_not_initialized_yet() -> None:
+    from pytest_mxperf.distributed.train import default_layouts
+
+    net = models.biased_convnet()
+    net.initialize()  # shapes unknown until the first forward: deferred
+    default_layouts(mx, net.collect_params())
+    net(mx.nd.ones((1, 3, 16, 16)))
 
 
 # in one process -----------------------------------------------------------------------------

@@ -89,14 +89,14 @@ def test_more_rounds_go_only_where_they_can_fail_a_case() -> None:
     not_slower = data((100.0, 101.0), (100.0, 110.0))
     assert pairdata.undecided(not_slower, [KEY], 0.05) == [KEY]
     assert pairdata.worth_more_rounds(slower, [KEY], 0.05, strict=False, max_rounds=10) == [KEY]
-    # Not slower so far: it passes (pass or unstable) whatever more rounds say ...
+    # Not slower so far: it passes (pass or inconclusive) whatever more rounds say ...
     assert pairdata.worth_more_rounds(not_slower, [KEY], 0.05, strict=False, max_rounds=10) == []
     # ... unless an undecided case fails the run.
     assert pairdata.worth_more_rounds(not_slower, [KEY], 0.05, strict=True, max_rounds=10) == [KEY]
     decided = data(*[(100.0, 100.0)] * 4)
     assert pairdata.worth_more_rounds(decided, [KEY], 0.05, strict=True, max_rounds=10) == []
     # Slower by 1% with rounds 7% apart: 10 rounds could not fail it, so it stops at 3
-    # (unstable) unless an undecided case fails the run.
+    # (inconclusive) unless an undecided case fails the run.
     swinging = data((100.0, 92.0), (100.0, 105.0), (100.0, 100.0))
     assert pairdata.worth_more_rounds(swinging, [KEY], 0.05, strict=False, max_rounds=10) == []
     assert pairdata.worth_more_rounds(swinging, [KEY], 0.05, strict=True, max_rounds=10) == [KEY]

@@ -1,0 +1,401 @@
+"""Paired runs (``--mxperf-ab``), reliability round 3 (issue 29): errors on either side, a
+collection error elsewhere, the CPU lock, usage errors and REV's own environment."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import select
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from pytest_mxperf.paired import envs
+from pytest_mxperf.system import locks
+
+
+def _cases(pytester: pytest.Pytester, name: str = "report.json") -> dict[str, Any]:
+    data = json.loads((pytester.path / name).read_text())
+    return {c["key"]: c for c in data["cases"]}
+
+
+def _paired(pytester: pytest.Pytester, rev: str, *args: str) -> pytest.RunResult:
+    return pytester.runpytest("--mxperf", "--mxperf-ab", rev, "--mxperf-json", "report.json", *args)
+
+
+GOOD = """
+from pytest_mxperf.testing import FakeModel
+
+def test_model(mxperf):
+    mxperf.callable(lambda: 1, items_per_call=8, model="model")
+"""
+
+# The working tree breaks the model's forward: every call raises.
+BROKEN = """
+def forward():
+    raise ValueError("working tree breaks forward")
+
+def test_model(mxperf):
+    mxperf.callable(forward, items_per_call=8, model="model")
+"""
+
+
+def test_a_working_tree_whose_benchmark_errors_fails_its_paired_test(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    fake_pytester.makepyfile(test_suite=GOOD)
+    commit("base")
+    fake_pytester.makepyfile(test_suite=BROKEN)  # uncommitted
+    result = _paired(fake_pytester, "HEAD")
+    result.assert_outcomes(failed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    (case,) = _cases(fake_pytester).values()
+    assert case["status"] == "error"
+    assert case["verdict"]["status"] == "error"
+    message = case["verdict"]["message"]
+    assert "working tree breaks forward" in message
+    assert "does not exist there" not in message
+    result.stdout.fnmatch_lines(["*side measured nothing in rounds 1, 2, 3: *working tree breaks*"])
+
+
+def test_an_error_on_revs_side_is_an_error_too(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    fake_pytester.makepyfile(test_suite=BROKEN)
+    commit("broken base")
+    fake_pytester.makepyfile(test_suite=GOOD)
+    commit("fixed")
+    result = _paired(fake_pytester, "HEAD~1")
+    result.assert_outcomes(failed=1)
+    (case,) = _cases(fake_pytester).values()
+    assert case["verdict"]["status"] == "error"
+    assert "HEAD~1's side measured nothing in rounds 1, 2, 3: " in case["verdict"]["message"]
+
+
+# HEAD's data-parallel case: its ranks die in the second round only (a counter file).
+DP_FLAKY = """
+from pathlib import Path
+from pytest_mxperf.testing import FakeModel
+
+COUNTER = Path({counter!r})
+
+def toy():
+    runs = int(COUNTER.read_text()) if COUNTER.exists() else 0
+    COUNTER.write_text(str(runs + 1))
+    return FakeModel(300.0, scaling=0.9, rank_failure="rank died" if runs == 1 else None)
+
+def test_dist(mxperf):
+    mxperf.data_parallel("test_suite:toy", batch_size=8, workers=2, model="toy")
+"""
+DP_GOOD = """
+from pytest_mxperf.testing import FakeModel
+
+def toy():
+    return FakeModel(300.0, scaling=0.9)
+
+def test_dist(mxperf):
+    mxperf.data_parallel("test_suite:toy", batch_size=8, workers=2, model="toy")
+"""
+
+
+def test_a_data_parallel_case_heads_side_measured_nothing_in_a_round_is_an_error(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str], tmp_path: Path
+) -> None:
+    fake_pytester.makepyfile(test_suite=DP_GOOD)
+    commit("base")
+    counter = tmp_path / "head-runs"
+    fake_pytester.makepyfile(test_suite=DP_FLAKY.format(counter=str(counter)))
+    result = _paired(fake_pytester, "HEAD", "--mxperf-pair-lockstep", "off")
+    result.assert_outcomes(failed=1)
+    (case,) = _cases(fake_pytester).values()
+    assert case["verdict"]["status"] == "error"
+    assert "side measured nothing in round 2: " in case["verdict"]["message"]
+    assert "rank died" in case["verdict"]["message"]
+
+
+def test_an_empty_revision_is_a_usage_error_naming_the_option(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    fake_pytester.makepyfile(test_suite=GOOD)
+    commit("base")
+    result = fake_pytester.runpytest("--mxperf", "--mxperf-ab=")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*invalid value '' for command line option --mxperf-ab*empty*"])
+
+
+def test_a_dirty_tree_is_named_the_working_tree_not_head(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    fake_pytester.makepyfile(test_suite=GOOD)
+    commit("base")
+    fake_pytester.makepyfile(test_suite=GOOD + "\n# an uncommitted change\n")
+    result = _paired(fake_pytester, "HEAD")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*paired run vs HEAD: round 1, rev (HEAD); *"])
+    result.stdout.fnmatch_lines(["*paired run vs HEAD: round 2, head (the working tree); *"])
+    (case,) = _cases(fake_pytester).values()
+    message = case["verdict"]["message"]
+    assert "the working tree vs HEAD: " in message
+    assert "img/s per round (HEAD/the working tree): " in message
+    assert "HEAD vs HEAD" not in message
+
+
+def test_a_collection_error_elsewhere_stops_before_any_round(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    fake_pytester.makepyfile(test_suite=GOOD, test_broken="import no_such_module_for_mxperf\n")
+    commit("base")
+    result = _paired(fake_pytester, "HEAD")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(
+        ["*mxperf: paired run vs HEAD not started: 1 error(s) during collection*"]
+    )
+    assert "round 1" not in result.stdout.str()
+    # --continue-on-collection-errors: the rounds run, the benchmark is judged.
+    going_on = _paired(fake_pytester, "HEAD", "--continue-on-collection-errors")
+    going_on.assert_outcomes(passed=1, errors=1)
+    going_on.stdout.fnmatch_lines(["*paired run vs HEAD: round 1, *"])
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="flock device locks need a POSIX system")
+def test_a_paired_run_that_has_to_wait_for_the_cpu_lock_says_so(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    fake_pytester.makepyfile(test_suite=GOOD)
+    commit("base")
+    tmp = Path(os.environ["TMPDIR"])  # fake_pytester's own: its lock directory is ours alone
+    lock = tmp / f"pytest-mxperf-{os.getuid()}" / "cpu.lock"
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    env["PYTHONUNBUFFERED"] = "1"
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--mxperf"]
+    argv += ["--mxperf-ab", "HEAD", "--mxperf-rounds", "2", "--mxperf-max-rounds", "2"]
+    with locks.exclusive(lock):  # this process is measuring: the paired run waits its turn
+        run = subprocess.Popen(
+            argv,
+            cwd=fake_pytester.path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            bufsize=0,
+        )
+        assert run.stdout is not None
+        told, lines = None, []
+        deadline = time.monotonic() + 120
+        while told is None and time.monotonic() < deadline and run.poll() is None:
+            if select.select([run.stdout], [], [], 1.0)[0]:
+                line = run.stdout.readline().decode()
+                lines.append(line)
+                if "waiting for the cpu lock" in line:
+                    told = line
+        if told is None:
+            run.kill()
+            run.communicate()
+        assert told is not None, "".join(lines)
+    out, _ = run.communicate(timeout=120)  # the lock is free now: the rounds run
+    assert run.returncode == 0, out.decode()
+    assert told.startswith("mxperf: paired run vs HEAD: waiting for the cpu lock: ")
+    assert f"another pytest --mxperf run on this machine is measuring (pid {os.getpid()})" in told
+
+
+# Run by --mxperf-env-command in REV's new environment: it sees this environment's packages
+# through a directory that lacks the plugin's own tabulate and GitPython (a user's
+# requirements.txt that names MXNet, numpy and pytest, not what the plugin needs).
+WITHOUT_PLUGIN_DEPS = """
+import pathlib, sysconfig
+site = pathlib.Path(sysconfig.get_paths()["purelib"])
+site.mkdir(parents=True, exist_ok=True)
+(site / "outer.pth").write_text({outer!r} + "\\n")
+"""
+MISSING = ("tabulate", "GitPython")
+
+
+def _without(missing: Sequence[str], into: Path) -> None:
+    """``into``: links to everything this environment's site-packages hold but ``missing``."""
+    import site
+
+    into.mkdir()
+    skip = {importlib.metadata.distribution(name).metadata["Name"].lower() for name in missing}
+    tops = set()
+    for name in missing:
+        dist = importlib.metadata.distribution(name)
+        tops |= {f.parts[0] for f in dist.files or () if f.parts[0] != ".."}
+    for base in map(Path, site.getsitepackages()):
+        for entry in base.iterdir():
+            lowered = entry.name.lower()
+            if entry.name in tops or any(lowered.startswith(s + "-") for s in skip):
+                continue
+            if not (into / entry.name).exists():
+                (into / entry.name).symlink_to(entry)
+
+
+def _wheels(names: Sequence[str], into: Path) -> None:
+    """Wheels of installed distributions, for an offline ``pip install`` (``PIP_FIND_LINKS``)."""
+    into.mkdir()
+    for name in names:
+        dist = importlib.metadata.distribution(name)
+        norm = dist.metadata["Name"].lower().replace("-", "_")
+        with zipfile.ZipFile(into / f"{norm}-{dist.version}-py3-none-any.whl", "w") as whl:
+            for file in dist.files or ():
+                if file.parts[0] != ".." and "__pycache__" not in file.parts:
+                    whl.write(file.locate(), file.as_posix())
+
+
+def test_revs_environment_gets_the_plugins_own_requirements(
+    fake_pytester: pytest.Pytester,
+    commit: Callable[[str], str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    outer = tmp_path / "outer"
+    _without(MISSING, outer)
+    _wheels(MISSING, tmp_path / "wheels")
+    monkeypatch.setenv("PIP_NO_INDEX", "1")  # offline: pip finds them among these wheels
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "wheels"))
+    monkeypatch.setenv("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+    fake_pytester.makepyfile(test_suite=GOOD, make_env=WITHOUT_PLUGIN_DEPS.format(outer=str(outer)))
+    commit("base")
+    commit("HEAD")
+    # Without the plugin's requirements REV's side cannot start: an error saying why.
+    with monkeypatch.context() as without:
+        without.setattr(envs, "plugin_requirements", lambda: [])
+        bare = _paired(fake_pytester, "HEAD~1", "--mxperf-env-command", "{python} {wt}/make_env.py")
+    bare.assert_outcomes(failed=1)
+    (case,) = _cases(fake_pytester).values()
+    assert case["verdict"]["status"] == "error"
+    assert "No module named 'tabulate'" in case["verdict"]["message"]
+    for env in Path(os.environ["TMPDIR"]).glob("pytest-mxperf-cache-*/envs/*"):
+        shutil.rmtree(env)
+    result = _paired(fake_pytester, "HEAD~1", "--mxperf-env-command", "{python} {wt}/make_env.py")
+    result.assert_outcomes(passed=1)
+    (case,) = _cases(fake_pytester).values()
+    assert case["verdict"]["status"] == "pass", case["verdict"]["message"]
+    result.stdout.fnmatch_lines(
+        [
+            "*mxperf: building the environment of revision * ('{python} {wt}/make_env.py'; *",
+            "*mxperf: the environment of revision * built in * s*",
+        ]
+    )
+    (env,) = Path(os.environ["TMPDIR"]).glob("pytest-mxperf-cache-*/envs/*")
+    python = env / "bin" / "python"
+    found = subprocess.run(
+        [str(python), "-c", "import tabulate, git; print(tabulate.__file__, git.__file__)"],
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ["PATH"]},
+    )
+    assert found.returncode == 0, found.stderr
+    assert str(outer) not in found.stdout  # installed into the environment itself
+    # A second run reuses the environment: no build line.
+    again = _paired(fake_pytester, "HEAD~1", "--mxperf-env-command", "{python} {wt}/make_env.py")
+    again.assert_outcomes(passed=1)
+    assert "building the environment" not in again.stdout.str()
+
+
+# Ends REV's side with exit code 1 (as a failed import in its bootstrap would) after a line of
+# output, before it writes any results.
+DIES_AT_START = """
+import os
+
+def pytest_configure(config):
+    config.pluginmanager.getplugin("capturemanager").stop_global_capturing()
+    print("Traceback: REV's side cannot start: the last words", flush=True)
+    os._exit(1)
+"""
+
+
+def test_a_side_that_dies_at_start_shows_its_last_output_lines(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    conftest = (fake_pytester.path / "conftest.py").read_text()
+    fake_pytester.makepyfile(test_suite=GOOD)
+    fake_pytester.makeconftest(conftest + DIES_AT_START)
+    commit("REV's side ends before pytest collects anything")
+    fake_pytester.makeconftest(conftest)
+    commit("HEAD")
+    result = _paired(fake_pytester, "HEAD~1")
+    # REV's side could not run: the case is an error, not "new" (nor a pass).
+    result.assert_outcomes(failed=1)
+    (case,) = _cases(fake_pytester).values()
+    message = case["verdict"]["message"]
+    assert case["verdict"]["status"] == "error"
+    assert "HEAD~1's side measured nothing in rounds 1, 2, 3: the side process exited with " in (
+        message
+    )
+    assert "the last lines of its output:" in message
+    assert "Traceback: REV's side cannot start: the last words" in message
+    assert "No such file or directory" not in message
+
+
+def test_a_paired_run_leaves_no_empty_cache_directory(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    fake_pytester.makepyfile(test_suite=GOOD)
+    commit("base")
+    commit("HEAD")
+    _paired(fake_pytester, "HEAD~1").assert_outcomes(passed=1)
+    tmp = Path(os.environ["TMPDIR"])
+    left = [p for p in tmp.rglob("*") if p.is_dir() and not any(p.iterdir())]
+    assert left == []
+    assert not list(tmp.glob("pytest-mxperf-cache-*"))
+
+
+def test_a_case_rev_does_not_have_is_measured_once_at_head(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    fake_pytester.makepyfile(test_other=GOOD.replace('model="model"', 'model="other"'))
+    commit("base: no test_suite.py")
+    fake_pytester.makepyfile(test_suite=GOOD)
+    commit("HEAD adds a benchmark")
+    result = _paired(fake_pytester, "HEAD~1")
+    result.assert_outcomes(passed=2)
+    cases = _cases(fake_pytester)
+    assert cases["model/inference/float32/bs8/cpu"]["verdict"]["status"] == "new"
+    assert cases["other/inference/float32/bs8/cpu"]["verdict"]["status"] == "pass"
+    rounds = json.loads((fake_pytester.path / "report.json").read_text())["paired"]["rounds"]
+    heads = [r["head"]["images_per_sec"] for r in rounds]
+    assert ["model/inference/float32/bs8/cpu" in h for h in heads] == [True] + [False] * (
+        len(heads) - 1
+    )
+    assert len(heads) >= 3  # the paired case got its rounds
+    # Nothing at REV at all: one HEAD-only round, not three.
+    fake_pytester.makepyfile(test_other=GOOD.replace('model="model"', 'model="new"'))
+    commit("a case of another name")
+    only_head = _paired(fake_pytester, "HEAD~1", "test_other.py")
+    only_head.assert_outcomes(passed=1)
+    rounds = json.loads((fake_pytester.path / "report.json").read_text())["paired"]["rounds"]
+    assert len(rounds) == 1
+
+
+SYNTAX_ERROR = GOOD + "\ndef broken(:\n    pass\n"
+
+
+def test_revs_collection_error_is_shown_once_whole_and_not_rerun(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    fake_pytester.makepyfile(test_suite=SYNTAX_ERROR)
+    commit("REV cannot collect")
+    fake_pytester.makepyfile(test_suite=GOOD)
+    commit("fixed")
+    result = _paired(fake_pytester, "HEAD~1")
+    result.assert_outcomes(passed=1)
+    out = result.stdout.str()
+    result.stdout.fnmatch_lines(
+        ["*mxperf: paired run vs HEAD~1: HEAD~1's side could not collect test_suite.py; *"]
+    )
+    assert out.count("side could not collect") == 1
+    (case,) = _cases(fake_pytester).values()
+    message = case["verdict"]["message"]
+    assert case["verdict"]["status"] == "new"
+    assert "<frozen importlib" not in message and "<frozen importlib" not in out
+    (syntax,) = [line for line in message.splitlines() if "SyntaxError: " in line]
+    assert syntax.rstrip().endswith(("invalid syntax", "expected ':'", "expected ')'"))
+    rounds = json.loads((fake_pytester.path / "report.json").read_text())["paired"]["rounds"]
+    assert len(rounds) == 1  # REV is not asked again to collect what it cannot
