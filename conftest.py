@@ -19,9 +19,16 @@ from pytest_mxperf.testing.repos import git
 # pytester's in-process runs drop the modules they imported; a later run's ``from wing import
 # module`` then finds the earlier run's module still set on the wing's package, and two copies
 # of one exception class meet (an ``except`` misses it). Importing every module here, once,
-# keeps one copy of each (0.3 s; none of them imports mxnet at module level).
-for _module in pkgutil.walk_packages(pytest_mxperf.__path__, "pytest_mxperf."):
-    importlib.import_module(_module.name)
+# keeps one copy of each (0.3 s; none of them imports mxnet at module level). GitPython too:
+# imported lazily by every run's commit detection, it was imported again by each in-process run.
+_MODULES = [m.name for m in pkgutil.walk_packages(pytest_mxperf.__path__, "pytest_mxperf.")]
+for _name in [*_MODULES, "git"]:
+    importlib.import_module(_name)
+
+#: What the fork servers of paired runs preload for the fake back end: not MXNet, but GitPython
+#: and this package, which each side would otherwise import again (a few tenths of a second a
+#: side, eight or more sides a paired run).
+FAKE_SIDE_PRELOAD = ",".join(["git", *_MODULES])
 
 FAKE_BACKEND_CONFTEST = """
 import pytest
@@ -99,7 +106,7 @@ def fake_pytester(
         if name.startswith("PYTEST_MXPERF_") or name in ("GITHUB_SHA", "CI_COMMIT_SHA"):
             monkeypatch.delenv(name)
     # The fake back end needs no MXNet: paired runs' fork servers need not import it.
-    monkeypatch.setenv(PRELOAD_ENV, "")
+    monkeypatch.setenv(PRELOAD_ENV, FAKE_SIDE_PRELOAD)
     own_tmp = str(tmp_path_factory.mktemp("tmpdir"))
     monkeypatch.setenv("TMPDIR", own_tmp)
     monkeypatch.setattr(tempfile, "tempdir", own_tmp)

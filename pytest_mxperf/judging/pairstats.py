@@ -20,7 +20,7 @@ Decision, with ``e = min_effect``:
   the verdict's message reports as "slower by x%, less than the minimum effect". Failing a
   case takes the 99% interval; ruling out a change of ``e`` or more needs less certainty, so
   identical code is called the same in about 4 rounds where it took more than 6 at 99%
-  (scripts/aa_check.py and the simulations in ``tests/unit`` give the figures);
+  (scripts/aa_check.py and ``tests/unit/test_pair_simulations.py`` give the figures);
 - UNKNOWN otherwise: more rounds may decide (:func:`need_more_rounds`); after the last round
   the caller reports the case as inconclusive, with :attr:`PairedEstimate.suggested_rounds`.
   Rounds stop early for a case that they could no longer fail (:func:`could_still_regress`).

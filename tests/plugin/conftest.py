@@ -4,11 +4,11 @@ suite, with or without a stored baseline."""
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import pytest
 
-from pytest_mxperf.testing.repos import SPEEDS_SUITE, write_speeds
+from pytest_mxperf.testing.repos import SPEEDS_SUITE, read_report, write_speeds
 
 
 @pytest.fixture
@@ -43,3 +43,72 @@ def stored_suite(suite: pytest.Pytester) -> pytest.Pytester:
     """`suite` with its baselines stored at HEAD (``--mxperf-update``; files not committed)."""
     suite.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
     return suite
+
+
+#: The conftest of a real-MXNet suite that runs out of CPU memory on purpose: once MXNet is
+#: loaded and warm, the session limits its own address space to at most ``{headroom}`` bytes
+#: more, so a huge batch fails to allocate quickly instead of pushing the machine into swap.
+CPU_OOM_CONFTEST = """
+import re
+import resource
+
+import pytest
+
+HEADROOM = {headroom}
+
+
+def _vm_size():
+    status = open("/proc/self/status").read()
+    return int(re.search(r"VmSize:\\s+(\\d+)", status).group(1)) * 1024
+
+
+@pytest.fixture(scope="session", autouse=True)
+def limited_memory():
+    import mxnet as mx
+
+    mx.nd.ones((4, 4)).wait_to_read()  # engine and thread pools up before the limit
+    resource.setrlimit(resource.RLIMIT_AS, (_vm_size() + HEADROOM, resource.RLIM_INFINITY))
+"""
+
+#: The models of the CPU-OOM suites (``from oom_models import net``).
+CPU_OOM_MODELS = """
+def net():
+    from mxnet.gluon.model_zoo import vision
+
+    return vision.get_model("mobilenet0.25", classes=10)
+
+
+def elementwise():
+    import mxnet as mx
+
+    class Scale(mx.gluon.HybridBlock):
+        def hybrid_forward(self, F, x):
+            return F.relu(x * 2.0 + 1.0)
+
+    return Scale()
+"""
+
+
+@pytest.fixture
+def cpu_oom_run(pytester: pytest.Pytester) -> Callable[..., tuple[pytest.RunResult, list[Any]]]:
+    """``cpu_oom_run(suite, headroom, *args, timeout=300)``: run ``suite`` (its tests import
+    ``net``/``elementwise`` from ``oom_models``) in a pytest process of its own under the
+    `CPU_OOM_CONFTEST` limit, with ``--mxperf``, short timings and ``args``; -> the run and the
+    cases of its JSON report. Skips without MXNet or an address-space limit (Linux)."""
+    pytest.importorskip("mxnet")
+    resource = pytest.importorskip("resource")
+    assert resource.RLIMIT_AS  # Linux: an address-space limit bounds the probe
+
+    def run(
+        suite: str, headroom: int, *args: str, timeout: float = 300.0
+    ) -> tuple[pytest.RunResult, list[Any]]:
+        pytester.makeconftest(CPU_OOM_CONFTEST.format(headroom=headroom))
+        pytester.makepyfile(oom_models=CPU_OOM_MODELS, test_oom=suite)
+        fast = ["--mxperf-min-time", "0.2", "--mxperf-max-time", "0.5", "--mxperf-warmup-time", "1"]
+        result = pytester.runpytest_subprocess(
+            "-p", "no:cacheprovider", "--mxperf", "--mxperf-json", "r.json", *fast, *args,
+            timeout=timeout,
+        )  # fmt: skip
+        return result, read_report(pytester.path, "r.json")["cases"]
+
+    return run

@@ -4,39 +4,12 @@ run goes on where it can."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
-#: The child limits its own address space once MXNet is loaded and warm: at most ~1.5 GB more,
-#: so a huge batch fails to allocate quickly instead of pushing the machine into swap.
 CPU_OOM_SUITE = """
-import re
-import resource
-
-import pytest
-
-HEADROOM = 1_500_000_000
-
-
-def _vm_size():
-    status = open("/proc/self/status").read()
-    return int(re.search(r"VmSize:\\s+(\\d+)", status).group(1)) * 1024
-
-
-@pytest.fixture(scope="session", autouse=True)
-def limited_memory():
-    import mxnet as mx
-
-    mx.nd.ones((4, 4)).wait_to_read()  # engine and thread pools up before the limit
-    limit = _vm_size() + HEADROOM
-    resource.setrlimit(resource.RLIMIT_AS, (limit, resource.RLIM_INFINITY))
-
-
-def net():
-    from mxnet.gluon.model_zoo import vision
-
-    return vision.get_model("mobilenet0.25", classes=10)
+from oom_models import net
 
 
 def test_a_huge_batch(mxperf):
@@ -51,19 +24,13 @@ def test_b_small_batch_afterwards(mxperf):
 """
 
 
-def test_cpu_out_of_memory_is_a_result_and_the_run_goes_on(pytester: pytest.Pytester) -> None:
-    pytest.importorskip("mxnet")
-    resource = pytest.importorskip("resource")
-    assert resource.RLIMIT_AS  # Linux: an address-space limit bounds the probe
-    pytester.makepyfile(test_oom=CPU_OOM_SUITE)
-    fast = ["--mxperf-min-time", "0.2", "--mxperf-max-time", "0.5", "--mxperf-warmup-time", "1"]
-    result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "--mxperf", "--mxperf-json", "r.json", *fast, timeout=300
-    )
+def test_cpu_out_of_memory_is_a_result_and_the_run_goes_on(
+    cpu_oom_run: Callable[..., tuple[pytest.RunResult, list[Any]]],
+) -> None:
+    # At most ~1.5 GB more than MXNet uses once warm (the cpu_oom_run fixture).
+    result, found = cpu_oom_run(CPU_OOM_SUITE, 1_500_000_000)
     result.assert_outcomes(passed=2)
-    cases: dict[str, Any] = {
-        c["key"]: c for c in json.loads((pytester.path / "r.json").read_text())["cases"]
-    }
+    cases: dict[str, Any] = {c["key"]: c for c in found}
     huge = cases["mobilenet0.25/inference/float32/bs2000/cpu"]
     assert huge["status"] == "oom" and huge["verdict"]["status"] == "oom"
     assert "Failed to allocate CPU Memory" in huge["error"]

@@ -64,7 +64,7 @@ def test_message_names_software_and_environment_changes(
 
 
 def test_within_tolerance_passes_and_faster_is_improved(stored_suite: pytest.Pytester) -> None:
-    # -2%: inside half the 5% floor, so no paired run looks at it (see test_paired_runs.py)
+    # -2%: inside half the 5% floor, so no paired run looks at it (see test_arbitration_flow.py)
     write_speeds(stored_suite.path, alpha=400 * 0.98, beta=200 * 1.5)
     result = stored_suite.runpytest("--mxperf", "--mxperf-allow-dirty")
     result.assert_outcomes(passed=2)

@@ -4,6 +4,7 @@ cannot be built."""
 
 from __future__ import annotations
 
+import functools
 import sys
 import tempfile
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Callable
 
 import pytest
 
+from pytest_mxperf.paired import envs
 from pytest_mxperf.testing.repos import PAIR_SUITE, inflate_baselines, read_report, worktrees
 
 VERSIONED_CONFTEST = """
@@ -122,8 +124,11 @@ def test_a_pair_in_the_baselines_environment_judges_code_and_software_together(
 
 
 def test_an_environment_that_cannot_be_built_is_a_clear_error(
-    fake_pytester: pytest.Pytester, stored_under_old_mxnet: str
+    fake_pytester: pytest.Pytester, stored_under_old_mxnet: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The command fails, not the environment: no pip to seed into it (the test above builds
+    # one as users get it, with pip).
+    monkeypatch.setattr(envs, "ensure_env", functools.partial(envs.ensure_env, with_pip=False))
     command = "no-such-program-for-mxperf {wt}"
     # Arbitration: the stored judgement stands, saying why no pair could confirm it.
     result = fake_pytester.runpytest(

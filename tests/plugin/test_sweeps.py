@@ -4,7 +4,7 @@ skipped with reasons, and a real CPU allocation failure ending the doubling (iss
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -82,41 +82,7 @@ def test_a_sweep_makes_a_case_per_point_and_a_curve(fake_pytester: pytest.Pytest
 #: later resize, or the process exit, free it twice and crash (seen here: SIGSEGV in
 #: StorageImpl::DirectFree from ~ResourceTempSpace). The memory budget exists to stop first.
 CPU_OOM_SWEEP = """
-import re
-import resource
-
-import pytest
-
-HEADROOM = 1_200_000_000
-
-
-def _vm_size():
-    status = open("/proc/self/status").read()
-    return int(re.search(r"VmSize:\\s+(\\d+)", status).group(1)) * 1024
-
-
-@pytest.fixture(scope="session", autouse=True)
-def limited_memory():
-    import mxnet as mx
-
-    mx.nd.ones((4, 4)).wait_to_read()
-    resource.setrlimit(resource.RLIMIT_AS, (_vm_size() + HEADROOM, resource.RLIM_INFINITY))
-
-
-def net():
-    from mxnet.gluon.model_zoo import vision
-
-    return vision.get_model("mobilenet0.25", classes=10)
-
-
-def elementwise():
-    import mxnet as mx
-
-    class Scale(mx.gluon.HybridBlock):
-        def hybrid_forward(self, F, x):
-            return F.relu(x * 2.0 + 1.0)
-
-    return Scale()
+from oom_models import elementwise, net
 
 
 def test_a_sweep(mxperf):
@@ -134,19 +100,13 @@ def test_b_next_case(mxperf):
 """
 
 
-def test_a_real_cpu_allocation_failure_ends_the_doubling(pytester: pytest.Pytester) -> None:
-    pytest.importorskip("mxnet")
-    resource = pytest.importorskip("resource")
-    assert resource.RLIMIT_AS
-    pytester.makepyfile(test_oom_sweep=CPU_OOM_SWEEP)
-    fast = ["--mxperf-min-time", "0.2", "--mxperf-max-time", "0.5", "--mxperf-warmup-time", "1"]
-    result = pytester.runpytest_subprocess(
-        "-p",
-        "no:cacheprovider",
-        "--mxperf",
-        "--mxperf-json",
-        "r.json",
-        *fast,
+def test_a_real_cpu_allocation_failure_ends_the_doubling(
+    cpu_oom_run: Callable[..., tuple[pytest.RunResult, list[Any]]],
+) -> None:
+    # At most ~1.2 GB more than MXNet uses once warm (the cpu_oom_run fixture).
+    result, cases = cpu_oom_run(
+        CPU_OOM_SWEEP,
+        1_200_000_000,
         "--mxperf-memory-budget",
         "16GiB",
         "--mxperf-sweep-time",
@@ -154,7 +114,6 @@ def test_a_real_cpu_allocation_failure_ends_the_doubling(pytester: pytest.Pytest
         timeout=400,
     )
     result.assert_outcomes(passed=2)
-    cases = json.loads((pytester.path / "r.json").read_text())["cases"]
     ooms = [c for c in cases if c["status"] == "oom"]
     assert ooms and all("Failed to allocate CPU Memory" in c["error"] for c in ooms), [
         (c["batch_size"], c["error"]) for c in ooms
