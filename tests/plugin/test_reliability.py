@@ -194,7 +194,8 @@ def test_the_suites_pipeline_cases_skip_without_pillow_naming_the_install(
     pytester: pytest.Pytester,
 ) -> None:
     suite = Path(__file__).resolve().parents[1] / "perf" / "test_pipelines.py"
-    pytester.makepyfile(test_pipelines=suite.read_text(encoding="utf-8"))
+    # Another basename than tests/perf's module, which a whole-suite run has imported already.
+    pytester.makepyfile(test_pipelines_without_pillow=suite.read_text(encoding="utf-8"))
     pytester.makeconftest("import sys\nsys.modules['PIL'] = None  # no pillow here\n")
     result = pytester.runpytest("-rs")
     result.assert_outcomes(skipped=1)

@@ -313,7 +313,10 @@ out = mx.nd.zeros((4,))
 kv.pushpull(3, mx.nd.ones((4,)) * (kv.rank + 1), out=out)
 n = kv.num_workers
 assert out.asnumpy().tolist() == [n * (n + 1) / 2] * 4, out
-print("worker", kv.rank, "of", n, "summed", out.asnumpy().tolist(), flush=True)
+# A file per worker: the launcher relays both workers' output on one pipe, where their
+# lines can interleave mid-line.
+with open(os.path.join(os.environ["KV_SUM_OUT"], f"worker-{kv.rank}.txt"), "w") as f:
+    f.write(f"worker {kv.rank} of {n} summed {out.asnumpy().tolist()}")
 """
 
 
@@ -363,6 +366,7 @@ def test_mxnets_launch_py_runs_a_dist_sync_job_through_the_python_3_9_entry(
     run_id = uuid.uuid4().hex
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DMLC_", "PS_"))}
     env.update({RUN_ID_ENV: run_id, "DMLC_NODE_HOST": "127.0.0.1", "OMP_NUM_THREADS": "1"})
+    env["KV_SUM_OUT"] = str(tmp_path)
     args = ["-n", "2", "-s", "1", "--launcher", "local", sys.executable, str(job)]
     entry = [sys.executable, "-m", "pytest_mxperf.distributed.mxnet_launch", *args]
     left: list[int] = []
@@ -372,8 +376,11 @@ def test_mxnets_launch_py_runs_a_dist_sync_job_through_the_python_3_9_entry(
 
     code, out = run_bounded(entry, env, timeout=120, before_kill=on_exit)
     assert code == 0, out
-    assert "worker 0 of 2 summed [3.0, 3.0, 3.0, 3.0]" in out
-    assert "worker 1 of 2 summed [3.0, 3.0, 3.0, 3.0]" in out
+    done = {f.name: f.read_text() for f in tmp_path.glob("worker-*.txt")}
+    assert done == {
+        "worker-0.txt": "worker 0 of 2 summed [3.0, 3.0, 3.0, 3.0]",
+        "worker-1.txt": "worker 1 of 2 summed [3.0, 3.0, 3.0, 3.0]",
+    }, out
     # Every rank had ended when the entry point returned (it waits for the launcher's threads).
     assert left == []
 
