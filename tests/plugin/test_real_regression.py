@@ -80,5 +80,8 @@ def test_slower_model_fails_others_pass(
     steady = cases["resnet18_v1-steady/inference/float32/bs10/cpu"]["verdict"]
     assert target["status"] == "regressed" and target["change"] < -0.3
     # The steady case passes; one the machine's drift put below its stored figure is paired
-    # and cleared ("pass" when it was within the tolerance, "machine" when beyond it).
-    assert not steady["failed"] and steady["status"] in ("pass", "improved", "machine")
+    # and cleared ("pass" when it was within the tolerance, "machine" when beyond it). On a
+    # loaded machine (seen under `pytest -n 2`) its own blocks may spread too much to judge
+    # and the pair not decide: "unstable", never failed.
+    allowed = ("pass", "improved", "machine", "unstable")
+    assert not steady["failed"] and steady["status"] in allowed

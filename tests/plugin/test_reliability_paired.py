@@ -460,10 +460,16 @@ def _start_paired(path: Path) -> subprocess.Popen[bytes]:
 
 def _when_a_side_runs(proc: subprocess.Popen[bytes], path: Path) -> list[int]:
     deadline = time.monotonic() + 120
-    while len(_worktrees(path)) < 2:  # REV's worktree exists: the rounds have begun
+    while len(_worktrees(path)) < 2:  # REV's worktree exists: the rounds are near
         assert time.monotonic() < deadline and proc.poll() is None, "no worktree appeared"
         time.sleep(0.1)
-    time.sleep(1.5)
+    # A round's directory exists: the rounds have begun (a fixed wait was too short under
+    # load: the run was killed before its first round, leaving only the servers' directories).
+    tmp = Path(os.environ["TMPDIR"])
+    while not any(name.startswith(f"mxperf-pair-{proc.pid}-") for name in _scratch(tmp)):
+        assert time.monotonic() < deadline and proc.poll() is None, "no round started"
+        time.sleep(0.1)
+    time.sleep(1.0)
     sides = _descendants(proc.pid)
     assert sides, "no side process was running"
     return sides
