@@ -18,11 +18,11 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 
-def machine_lock_dir() -> Path:
-    """``<tempdir>/pytest-mxperf-<uid>``: the lock directory shared by every run of this user
-    on this machine (created private to the user)."""
+def machine_lock_dir(base: str | Path | None = None) -> Path:
+    """``<base or tempdir>/pytest-mxperf-<uid>``: the lock directory shared by every run of
+    this user on this machine (created private to the user)."""
     uid = os.getuid() if hasattr(os, "getuid") else 0
-    path = Path(tempfile.gettempdir()) / f"pytest-mxperf-{uid}"
+    path = Path(base or tempfile.gettempdir()) / f"pytest-mxperf-{uid}"
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     return path
 

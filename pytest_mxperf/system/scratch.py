@@ -16,15 +16,15 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from pytest_mxperf.system import locks
+
 _OWNED = re.compile(r"^mxperf-[a-z]+-(\d+)-")
 
 
 def root(base: str | Path | None = None) -> Path:
-    """``<base or tmp>/pytest-mxperf-<uid>/scratch``, made private to the user."""
-    uid = os.getuid() if hasattr(os, "getuid") else 0
-    parent = Path(base or tempfile.gettempdir()) / f"pytest-mxperf-{uid}"
-    parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    path = parent / "scratch"
+    """``scratch`` in this user's machine-wide directory (`locks.machine_lock_dir`), private
+    to the user."""
+    path = locks.machine_lock_dir(base) / "scratch"
     path.mkdir(mode=0o700, exist_ok=True)
     return path
 

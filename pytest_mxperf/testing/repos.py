@@ -59,6 +59,11 @@ def read_report(path: Path, name: str = "report.json") -> dict[str, Any]:
     return data
 
 
+def cases_by_key(path: Path, name: str = "report.json") -> dict[str, Any]:
+    """The cases of the JSON report ``path/name``, by case key."""
+    return {c["key"]: c for c in read_report(path, name)["cases"]}
+
+
 #: A fake-back-end suite whose speeds are data: one case per ``model=img/s`` pair of the
 #: ``speed.txt`` beside it (`write_speeds`), so a commit can change one model's speed alone.
 SPEEDS_SUITE = """

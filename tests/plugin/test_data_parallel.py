@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from pytest_mxperf.testing.repos import cases_by_key
+
 SUITE = """
 import os
 import pytest
@@ -33,8 +35,7 @@ def test_plain(mxperf):
 
 
 def _cases(pytester: pytest.Pytester) -> dict[str, Any]:
-    data = json.loads((pytester.path / "report.json").read_text())
-    return {c["key"]: c for c in data["cases"]}
+    return cases_by_key(pytester.path)
 
 
 def test_dist_case_reports_aggregate_per_worker_and_efficiency(

@@ -3,11 +3,12 @@ the stored baseline and in a paired run (fake clock), and real MXNet input-/comp
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, Callable
 
 import pytest
+
+from pytest_mxperf.testing.repos import cases_by_key
 
 PIPE_SUITE = """
 import pytest
@@ -40,8 +41,7 @@ def test_workers(mxperf, mxperf_backend):
 
 
 def _cases(pytester: pytest.Pytester) -> dict[str, Any]:
-    data = json.loads((pytester.path / "report.json").read_text())
-    return {c["key"]: c for c in data["cases"]}
+    return cases_by_key(pytester.path)
 
 
 def test_sweep_points_and_a_slower_pipeline_caught_by_baseline_and_pair(

@@ -4,14 +4,13 @@ re-runs are forked, as a paired run's sides are, from a server that imported MXN
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, Callable
 
 import pytest
 
 from pytest_mxperf.paired.forkserver import PRELOAD_ENV, ForkServer
-from pytest_mxperf.testing.repos import REAL_SUITE
+from pytest_mxperf.testing.repos import REAL_SUITE, cases_by_key
 
 pytest.importorskip("mxnet")
 
@@ -27,8 +26,7 @@ def real_suite(fake_pytester: pytest.Pytester, commit: Callable[[str], str]) -> 
 
 
 def _cases(pytester: pytest.Pytester) -> dict[str, Any]:
-    data = json.loads((pytester.path / "report.json").read_text())
-    return {c["key"]: c for c in data["cases"]}
+    return cases_by_key(pytester.path)
 
 
 def test_ten_identical_reruns_never_fail(real_suite: pytest.Pytester) -> None:

@@ -4,18 +4,16 @@ and the other items a new user broke."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 
-from pytest_mxperf.testing.repos import git
+from pytest_mxperf.testing.repos import cases_by_key, git
 
 
 def _cases(pytester: pytest.Pytester) -> dict[str, Any]:
-    data = json.loads((pytester.path / "report.json").read_text())
-    return {c["key"]: c for c in data["cases"]}
+    return cases_by_key(pytester.path)
 
 
 # Item 2 and 16: the docs' pattern ``assert result.images_per_sec > 0`` never meets a None figure.

@@ -22,11 +22,11 @@ import pytest
 
 from pytest_mxperf.paired import envs
 from pytest_mxperf.system import locks, scratch
+from pytest_mxperf.testing.repos import cases_by_key
 
 
 def _cases(pytester: pytest.Pytester, name: str = "report.json") -> dict[str, Any]:
-    data = json.loads((pytester.path / name).read_text())
-    return {c["key"]: c for c in data["cases"]}
+    return cases_by_key(pytester.path, name)
 
 
 def _paired(pytester: pytest.Pytester, rev: str, *args: str) -> pytest.RunResult:
