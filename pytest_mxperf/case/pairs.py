@@ -173,6 +173,7 @@ def judge_pair(ctx: CaseContext, result: CaseResult) -> None:
         s.min_effect,
         failures,
         data.head_name,
+        data.budget_spent,
     )
     sides = (
         sides_line(pairs[-1][0], pairs[-1][1], data.rev_label, data.head_name) if pairs else None

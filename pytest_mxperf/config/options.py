@@ -176,6 +176,15 @@ SPECS: tuple[Spec, ...] = (
         "N",
     ),
     Spec(
+        "pair_budget",
+        parsers.positive_seconds,
+        300.0,
+        "Seconds a run may spend on paired rounds beyond --mxperf-rounds (all its cases "
+        "together); each extra round goes to the undecided cases closest to a decision, and "
+        "once the budget is spent the rest are inconclusive with the rounds they would need.",
+        "SECONDS",
+    ),
+    Spec(
         "pair_cpus",
         parsers.cpu_list,
         "auto",

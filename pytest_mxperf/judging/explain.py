@@ -199,6 +199,18 @@ def same_interval(estimate: PairedEstimate) -> str:
     return f"; {level:.0%} interval {estimate.same_low - 1:+.1%} .. {estimate.same_high - 1:+.1%}"
 
 
+def inconclusive_text(estimate: PairedEstimate, budget_spent: bool) -> str:
+    """``: inconclusive, but not slower; about 14 rounds would decide (...)``: what an
+    undecided pair lacks. Extra rounds go to cases they can decide within --mxperf-max-rounds,
+    so an undecided case needed more than that, or the run's budget ran out first."""
+    n = estimate.suggested_rounds
+    text = ": inconclusive" + (", but not slower" if estimate.ratio >= 1 else "")
+    text += f"; about {n} rounds would decide (--mxperf-max-rounds {n})"
+    if budget_spent:
+        text += "; the run's --mxperf-pair-budget was spent before its rounds"
+    return text
+
+
 def explain_paired(
     result: CaseResult,
     verdict: Verdict,
@@ -208,8 +220,10 @@ def explain_paired(
     min_effect: float,
     failures: Sequence[str] = (),
     head_name: str = "HEAD",
+    budget_spent: bool = False,
 ) -> str:
-    """The message of a paired verdict (``--mxperf-ab``)."""
+    """The message of a paired verdict (``--mxperf-ab``); ``budget_spent``: the run's
+    ``--mxperf-pair-budget`` ended the rounds before an undecided case had its own."""
     key = str(result.key)
     if estimate is None:
         if failures:
@@ -226,14 +240,7 @@ def explain_paired(
     elif out == Outcome.PASS:
         lines[0] += f": the same within the minimum effect ({min_effect:.0%})"
     elif out == Outcome.INCONCLUSIVE:
-        n = estimate.suggested_rounds
-        if estimate.ratio >= 1:
-            # No extra rounds go to a case that is not slower so far (unless --mxperf-strict):
-            # only more rounds for every case would decide it.
-            lines[0] += f": inconclusive, but not slower; about {n} rounds would decide "
-            lines[0] += f"(--mxperf-rounds {n})"
-        else:
-            lines[0] += f": inconclusive; about {n} rounds would decide (--mxperf-max-rounds {n})"
+        lines[0] += inconclusive_text(estimate, budget_spent)
     elif out == Outcome.IMPROVED:
         lines[0] += ": faster"
     return "\n".join(lines)

@@ -38,6 +38,9 @@ class PairedData:
     #: Rounds run only to profile the cases found regressed (their figures are no evidence:
     #: adding them would move a decision already taken); see `pairing.Pairer.run`.
     profile_rounds: list[dict[str, SideResult]] = field(default_factory=list)
+    #: Undecided cases were left without the rounds that could decide them: the session's
+    #: ``--mxperf-pair-budget`` was spent.
+    budget_spent: bool = False
 
     def pairs(self, key: str) -> list[tuple[CaseResult, CaseResult]]:
         """``(REV, HEAD)`` results of ``key`` in the rounds where both sides measured it."""
@@ -274,6 +277,7 @@ def as_dict(data: PairedData) -> dict[str, Any]:
         "cpus": data.cpus or None,
         "rounds": [_round_dict(r) for r in data.rounds],
         "profile_rounds": [_round_dict(r) for r in data.profile_rounds],
+        "budget_spent": data.budget_spent,
     }
 
 

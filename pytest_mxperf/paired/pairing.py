@@ -91,6 +91,9 @@ class Pairer:
         #: Revisions whose side could not be set up, with why (not retried in this session).
         self._broken: dict[str, str] = {}
         self._cache: dict[tuple[str, tuple[str, ...]], PairedData] = {}
+        #: Seconds spent on rounds beyond ``--mxperf-rounds`` in this session, against
+        #: ``--mxperf-pair-budget``.
+        self.extra_seconds = 0.0
         self._servers: dict[str, ForkServer] = {}
         self._servers_tried: set[str] = set()
         #: Servers started and not yet waited for, and sides whose server starts after them.
@@ -236,7 +239,12 @@ class Pairer:
             )
             if not open_keys:
                 break
+            if self.extra_seconds >= s.pair_budget:
+                data.budget_spent = True
+                break
+            started = time.monotonic()
             run(nodeids_of(data, open_keys), 1)
+            self.extra_seconds += time.monotonic() - started
         # Operator profiles only where they explain something: one more process per side for
         # the cases found slower (with --mxperf-profile the first round profiled them all).
         slower = [] if s.profile else regressed(data, case_keys(data), s.min_effect)
