@@ -1,0 +1,62 @@
+"""``--mxperf-pair-budget``: the extra rounds of a paired run stop once the run has spent it,
+and an undecided case left without its rounds says why."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import pytest
+
+from pytest_mxperf.testing.repos import read_report
+
+# REV at 100 img/s; HEAD's processes at 96, 86, 94, ... img/s in turn: about 8% slower, too
+# spread for 3 rounds to fail it, near enough that more rounds could.
+SLOWER_SUITE = """
+import pathlib
+from pytest_mxperf.testing import FakeModel
+
+HERE = pathlib.Path(__file__).resolve().parent
+COUNTER = pathlib.Path({counter!r})
+if HERE == pathlib.Path({head!r}).resolve():
+    n = int(COUNTER.read_text()) if COUNTER.exists() else 0
+    COUNTER.write_text(str(n + 1))
+    SPEED = (96.0, 86.0, 94.0)[n % 3]
+else:
+    SPEED = 100.0
+
+def test_slower(mxperf):
+    mxperf.inference(FakeModel(SPEED), batch_size=8, model="slower")
+"""
+
+
+@pytest.mark.parametrize("budget", ["0.001", "600"])
+def test_extra_rounds_stop_once_the_budget_is_spent(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str], budget: str
+) -> None:
+    counter = fake_pytester.path.parent / f"{fake_pytester.path.name}.count"
+    suite = SLOWER_SUITE.format(counter=str(counter), head=str(fake_pytester.path))
+    fake_pytester.makepyfile(test_suite=suite)
+    commit("A")
+    fake_pytester.makepyfile(test_suite=suite + "\n# B\n")
+    commit("B")
+    fake_pytester.runpytest(
+        "--mxperf", "--mxperf-ab", "HEAD~1", "--mxperf-max-rounds", "6",
+        "--mxperf-pair-budget", budget, "--mxperf-json", "report.json",
+    )  # fmt: skip
+    report = read_report(fake_pytester.path)
+    verdict = report["cases"][0]["verdict"]
+    rounds = len(report["paired"]["rounds"])
+    if budget == "600":  # the rounds it needs, within the cap
+        assert rounds > 3 and not report["paired"]["budget_spent"]
+        assert "budget" not in verdict["message"]
+    else:  # the first extra round spends it: the case stops there, and says so
+        assert rounds == 4 and report["paired"]["budget_spent"]
+        assert verdict["status"] == "inconclusive"
+        assert "the run's --mxperf-pair-budget was spent" in verdict["message"]
+
+
+def test_a_budget_must_be_positive_seconds(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_x():\n    pass\n")
+    result = pytester.runpytest("--mxperf", "--mxperf-pair-budget", "0")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--mxperf-pair-budget*must be > 0 seconds*"])
