@@ -16,6 +16,7 @@ import pytest
 from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.case.path import CaseBench, check_positive
 from pytest_mxperf.config.casekey import CaseKey
+from pytest_mxperf.config.scaling_kind import STRONG, resolve_kind
 from pytest_mxperf.judging.explain_scaling import judge_scaling
 from pytest_mxperf.judging.verdict import suspected
 from pytest_mxperf.measuring.measure import MeasureConfig, Measurement
@@ -44,12 +45,14 @@ def data_parallel(
     learning_rate: float,
     step_hook: str | None,
     threads_per_worker: int | None,
+    scaling: str | None = None,
 ) -> CaseResult:
     """`MxPerf.data_parallel` (its docstring and defaults) with the object first."""
     from pytest_mxperf.distributed.train import context_name, object_ref
     from pytest_mxperf.measuring.dataparallel import DataParallelSpec, is_symbol_file
 
     check_positive("batch_size", batch_size)
+    kind_of_scaling = resolve_kind(scaling, bench.marker.scaling)
     in_process = not kvstore.startswith("dist")
     names = [context_name(c) for c in contexts or ()]
     if not names and not in_process:
@@ -88,19 +91,22 @@ def data_parallel(
             warmup_time=settings.warmup_time,
         ),
     )
+    if kind_of_scaling == STRONG:
+        spec = spec.split(batch_size)  # batch_size is the total: each device takes its share
     kinds = {parse_ctx_kind(c) for c in spec.worker_contexts}
     if len(kinds) != 1:
         raise ValueError(f"contexts mix device kinds: {', '.join(spec.worker_contexts)}")
     (kind,) = kinds
     n = spec.world_size
     gpus = n * len(spec.worker_contexts) if spec.distributed else n
+    label = f"{kvstore}-{STRONG}" if spec.scaling == STRONG else kvstore  # keys apart
     key = CaseKey(
         bench.label(model),
         "training",
         "float32",
         batch_size,
         kind,
-        kvstore if name is None else f"{kvstore}-{name}",
+        label if name is None else f"{label}-{name}",
         world_size=n,
     )
     bench.claim(key)

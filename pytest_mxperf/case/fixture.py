@@ -167,14 +167,18 @@ class MxPerf(CaseBench):
         learning_rate: float = 0.01,
         step_hook: str | None = None,
         threads_per_worker: int | None = None,
+        scaling: str | None = None,
     ) -> CaseResult:
-        """Data-parallel training throughput and its weak-scaling efficiency.
+        """Data-parallel training throughput and its scaling efficiency, weak or strong.
 
         ``kvstore="dist_sync"`` (``dist_device_sync``, ``dist_async``) launches ``workers``
         worker processes and ``servers`` servers on 127.0.0.1, each worker training on
         ``contexts`` (default one CPU); ``"local"``/``"device"``/``"nccl"`` trains on all of
-        ``contexts`` in this process. Every worker (device) gets ``batch_size`` images per step.
-        img/s(1) is measured in the same call with the same per-device batch.
+        ``contexts`` in this process. ``scaling="weak"`` (the default, or the marker's
+        ``scaling=``): every worker (device) gets ``batch_size`` images per step, and img/s(1)
+        is measured in the same call with the same per-device batch. ``scaling="strong"``:
+        ``batch_size`` is the total batch, split over all devices (it must divide evenly), and
+        img/s(1) is one worker training the whole of it; the efficiency is the speed-up over N.
 
         :param net: ``"package.module:function"`` returning a fresh Gluon block (ranks import
             it); a module-level function; or, in process, a Gluon block.
@@ -198,6 +202,7 @@ class MxPerf(CaseBench):
             learning_rate=learning_rate,
             step_hook=step_hook,
             threads_per_worker=threads_per_worker,
+            scaling=scaling,
         )
         self.fail_if_errored(first)
         return result

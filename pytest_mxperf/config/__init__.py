@@ -9,4 +9,5 @@ Imports only ``system``.
 - ``markers``: the ``mxperf`` marker parsed strictly into `MarkerSpec`.
 - ``floors``: expectation floors from a CSV/JSON file.
 - ``casekey``: `CaseKey`, a case's stable identity, and the modes and dtypes a case may name.
+- ``scaling_kind``: weak or strong scaling of a data-parallel case, and a strong case's split.
 """

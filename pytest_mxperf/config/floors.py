@@ -6,7 +6,9 @@ Two plain formats, neither of them executable:
   ``images_per_sec`` are required; ``hardware`` (a glob on the hardware key), ``mode`` and
   ``dtype`` are optional and match anything when absent or ``*``. Other columns are ignored, so
   ``tests/perf/expectations.csv`` (published MXNet figures) reads as it is. A cell ``OOM`` (the
-  batch did not fit) is no floor.
+  batch did not fit) is no floor; an interval ``LOW-HIGH`` (published as such) floors at LOW. A
+  row whose ``devices`` is above 1 (or ``scaling`` is ``weak``/``strong``) is a figure of
+  several devices, no floor for a case of one.
 - JSON: a list of objects with the same fields, or ``{"floors": [...]}``.
 """
 
@@ -17,12 +19,16 @@ import fnmatch
 import io
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 ANY = "*"
+#: Scaling kinds of a figure measured on several devices (``expectations.csv``'s ``scaling``).
+SCALED = ("weak", "strong")
+INTERVAL = re.compile(r"\d+(\.\d+)?-\d+(\.\d+)?")
 
 
 class FloorError(Exception):
@@ -59,6 +65,10 @@ def _floor(row: Mapping[str, Any], where: str) -> Floor | None:
     rate = row["images_per_sec"]
     if isinstance(rate, str) and rate.strip().upper() == "OOM":
         return None  # a published out-of-memory cell sets no floor
+    if str(row.get("devices") or "1").strip() != "1" or row.get("scaling") in SCALED:
+        return None  # a data-parallel figure: not one device's
+    if isinstance(rate, str) and INTERVAL.fullmatch(rate.strip()):
+        rate = rate.strip().split("-")[0]  # "9-10": at least 9
     try:
         value = float(rate)
         batch = int(row["batch_size"])

@@ -19,6 +19,7 @@ from typing import Any
 
 from pytest_mxperf.config.casekey import DTYPES, MODES
 from pytest_mxperf.config.parsers import parse_sweep
+from pytest_mxperf.config.scaling_kind import check_kind
 
 MARKER_DOC = (
     "mxperf(expect=None, *, hardware='*', tolerance=None, model=None, mode=None, dtype=None, "
@@ -27,7 +28,8 @@ MARKER_DOC = (
     "{batch size: images/sec}); it applies where the hardware key matches the glob pattern "
     "`hardware`, and to cases of `mode`/`dtype` when given. A case measured below "
     "expected * (1 - tolerance) fails. model also names the cases of the test. "
-    "efficiency maps world size -> lowest scaling efficiency of a data-parallel case. "
+    "efficiency maps world size -> lowest scaling efficiency of a data-parallel case; "
+    "scaling='weak' or 'strong' says which kind its data-parallel cases measure. "
     "sweep={'preprocess_threads': [1, 2, 4]} measures a data pipeline at each value. "
     "max_memory_mb fails a case whose peak memory is above it."
 )
@@ -43,6 +45,7 @@ ALLOWED = frozenset(
         "efficiency",
         "sweep",
         "max_memory_mb",
+        "scaling",
     }
 )
 
@@ -105,6 +108,8 @@ class MarkerSpec:
     efficiency: tuple[EfficiencyFloor, ...] = ()
     #: The most memory (MiB) a case of the test may peak at.
     max_memory_mb: float | None = None
+    #: The scaling kind of the test's data-parallel cases (``"weak"``/``"strong"``), if said.
+    scaling: str | None = None
 
     def efficiency_floor(self, *, model: str, world_size: int, hardware: str) -> float | None:
         """The highest efficiency floor that applies to a data-parallel case, if any."""
@@ -179,6 +184,8 @@ def parse_marker(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> MarkerSpec
 
     try:
         sweep = parse_sweep(kwargs.get("sweep"))
+        scaling = kwargs.get("scaling")
+        scaling = None if scaling is None else check_kind(scaling)
     except ValueError as exc:
         raise MarkerError(str(exc)) from None
 
@@ -232,6 +239,7 @@ def parse_marker(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> MarkerSpec
         efficiency=_efficiency(kwargs.get("efficiency"), hardware, model),
         sweep=sweep,
         max_memory_mb=None if max_memory is None else float(max_memory),
+        scaling=scaling,
     )
 
 
@@ -266,6 +274,10 @@ def merge(specs: Iterable[MarkerSpec]) -> MarkerSpec:
     model: str | None = None
     sweep: tuple[str, tuple[Any, ...]] | None = None
     max_memory: float | None = None
+    specs = list(specs)
+    kinds = {spec.scaling for spec in specs if spec.scaling is not None}
+    if len(kinds) > 1:
+        raise MarkerError(f"the markers of one test say scaling {' and '.join(sorted(kinds))}")
     for spec in specs:
         expectations.extend(spec.expectations)
         efficiency.extend(spec.efficiency)
@@ -281,4 +293,5 @@ def merge(specs: Iterable[MarkerSpec]) -> MarkerSpec:
         efficiency=tuple(efficiency),
         sweep=sweep,
         max_memory_mb=max_memory,
+        scaling=next(iter(kinds), None),
     )

@@ -52,10 +52,14 @@ def scaling_summary(s: Scaling) -> str:
     step went (`step_split`)."""
     workers = ", ".join(f"{r:.1f}" for r in s.per_worker_images_per_sec)
     aggregate = s.efficiency * s.world_size * s.single_images_per_sec
+    strong = ""
+    if s.kind == "strong":  # img/s(1) is one worker at the whole total batch
+        strong = f" strong scaling (total batch {s.total_batch}, {s.batch_per_device} per device)"
+    speedup = f"speed-up {s.efficiency * s.world_size:.2f}, " if strong else ""
     text = (
-        f"{s.kvstore} x{s.world_size}: {aggregate:.1f} img/s aggregate (per worker {workers}), "
-        f"img/s(1) {s.single_images_per_sec:.1f}, efficiency {s.efficiency:.1%}, "
-        f"kvstore share {s.comm_share:.0%}"
+        f"{s.kvstore} x{s.world_size}{strong}: {aggregate:.1f} img/s aggregate (per worker "
+        f"{workers}), img/s(1) {s.single_images_per_sec:.1f}, {speedup}efficiency "
+        f"{s.efficiency:.1%}, kvstore share {s.comm_share:.0%}"
     )
     split = step_split(s)
     return text if split is None else f"{text}; {split}"

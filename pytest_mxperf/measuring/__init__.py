@@ -8,7 +8,8 @@ Imports ``system`` and ``config``.
 - ``records``: `CaseResult`, `Verdict`, statuses and outcomes.
 - ``stats``, ``memory``, ``startup``, ``flops``, ``dtype_support``: figures of a case.
 - ``sweep`` / ``sweep_memory``: the batch-size search of a sweep and its memory budget.
-- ``dataparallel`` / ``dp_result``: a data-parallel spec, its reports and scaling arithmetic.
+- ``dp_spec`` / ``dataparallel`` / ``dp_result``: a data-parallel spec (weak or strong
+  scaling), its reports and scaling arithmetic, and the result of one run.
 - ``diagnosis``, ``profiling``, ``profile_record``, ``profile_trace``, ``profile_diff``,
   ``profile_render``: operator profiles and what got slower.
 """

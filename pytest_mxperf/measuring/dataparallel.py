@@ -1,14 +1,17 @@
 """A data-parallel case's spec, its workers' reports, and the scaling arithmetic over them.
 
-Data-parallel training throughput on MXNet's own kvstore (weak scaling):
+Data-parallel training throughput on MXNet's own kvstore:
 
 The same model is trained on N devices of one process (``local``/``device``/``nccl`` kvstore) or
 on N worker processes with S parameter servers (``dist_sync``, ``dist_device_sync``,
-``dist_async``), each device with the same batch. Reported: the aggregate images/sec, the figure
-of every worker, the scaling efficiency img/s(N) / (N x img/s(1)) with img/s(1) measured in the
-same run, and the share of a step spent on gradient exchange.
+``dist_async``), each device with the same batch (weak scaling), or with a fixed total batch
+split over them (strong scaling). Reported: the aggregate images/sec, the figure of every
+worker, the scaling efficiency img/s(N) / (N x img/s(1)) with img/s(1) measured in the same run
+(one device or worker at the same per-device batch for weak scaling, at the whole total batch
+for strong), and the share of a step spent on gradient exchange.
 
-The records and the arithmetic here are pure (no MXNet). The result of one run is in
+The records and the arithmetic here are pure (no MXNet). The spec is in
+:mod:`pytest_mxperf.measuring.dp_spec`, the result of one run in
 :mod:`pytest_mxperf.measuring.dp_result`, the training step in
 :mod:`pytest_mxperf.distributed.train`, measuring in this process in
 :mod:`pytest_mxperf.distributed.local`, and the process launcher in
@@ -17,109 +20,39 @@ The records and the arithmetic here are pure (no MXNet). The result of one run i
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any
 
-from pytest_mxperf.measuring.measure import MeasureConfig, Measurement
+from pytest_mxperf.measuring.dp_spec import (
+    DIST_KVSTORES,
+    IN_PROCESS_KVSTORES,
+    DataParallelSpec,
+    is_symbol_file,
+    parse_context,
+)
+from pytest_mxperf.measuring.measure import Measurement
 
-IN_PROCESS_KVSTORES = ("local", "device", "nccl")
-DIST_KVSTORES = ("dist_sync", "dist_device_sync", "dist_async")
-_CONTEXT = re.compile(r"^\s*(cpu|gpu)\s*[(:]\s*(\d+)\s*\)?\s*$")
+__all__ = [
+    "DIST_KVSTORES",
+    "IN_PROCESS_KVSTORES",
+    "DataParallelError",
+    "DataParallelSpec",
+    "ScalingCase",
+    "WorkerReport",
+    "aggregate",
+    "comm_share",
+    "common_window",
+    "efficiency",
+    "is_symbol_file",
+    "items_in_window",
+    "parse_context",
+    "wait_share",
+]
 
 
 class DataParallelError(RuntimeError):
     """A data-parallel case could not be measured; the message says which part failed."""
-
-
-@dataclass(frozen=True)
-class DataParallelSpec:
-    """What to measure: one model, trained data-parallel with one kvstore.
-
-    ``factory`` is an importable ``"package.module:function"`` returning a fresh Gluon block
-    (ranks are separate processes: they import it, so it cannot be a lambda or a local).
-    ``contexts`` are the devices of one process, as ``"cpu(0)"``/``"gpu(1)"``: for an in-process
-    kvstore the N devices compared with the first one alone; for a dist kvstore the devices of
-    every worker (default one CPU). ``step_hook`` (optional, ``"module:function"``) is called
-    once per process as ``hook(kv, contexts)`` and may return a callable run after every timed
-    training step (not in the compute-only step), e.g. an extra exchange.
-    """
-
-    factory: str
-    batch_per_device: int
-    input_shape: tuple[int, ...] = (3, 32, 32)
-    kvstore: str = "dist_sync"
-    workers: int = 2
-    servers: int = 1
-    contexts: tuple[str, ...] = ()
-    num_classes: int | None = None
-    optimizer: str = "sgd"
-    learning_rate: float = 0.01
-    step_hook: str | None = None
-    threads_per_worker: int | None = None
-    timeout: float = 900.0
-    measure: MeasureConfig = field(default_factory=MeasureConfig)
-
-    def __post_init__(self) -> None:
-        if self.kvstore not in IN_PROCESS_KVSTORES + DIST_KVSTORES:
-            known = ", ".join(IN_PROCESS_KVSTORES + DIST_KVSTORES)
-            raise ValueError(f"unknown kvstore {self.kvstore!r}; choose from {known}")
-        if ":" not in self.factory and not is_symbol_file(self.factory):
-            raise ValueError(
-                "factory must be 'package.module:function' or an exported "
-                f"'PREFIX-symbol.json', got {self.factory!r}"
-            )
-        if self.batch_per_device < 1:
-            raise ValueError(f"batch_per_device must be >= 1, got {self.batch_per_device}")
-        if self.distributed and (self.workers < 1 or self.servers < 1):
-            raise ValueError(f"{self.kvstore} needs workers >= 1 and servers >= 1")
-        if not self.distributed and not self.contexts:
-            raise ValueError(f"kvstore {self.kvstore!r} runs in one process: give contexts=")
-        if self.timeout <= 0:
-            raise ValueError(f"timeout must be > 0 seconds, got {self.timeout}")
-        for text in self.contexts:
-            parse_context(text)
-
-    @property
-    def distributed(self) -> bool:
-        """Whether the case runs as separate worker and server processes."""
-        return self.kvstore.startswith("dist")
-
-    @property
-    def world_size(self) -> int:
-        """N: worker processes for a dist kvstore, devices for an in-process one."""
-        return self.workers if self.distributed else len(self.contexts)
-
-    @property
-    def worker_contexts(self) -> tuple[str, ...]:
-        """The devices one process trains on."""
-        return self.contexts or ("cpu(0)",)
-
-    @property
-    def lockstep(self) -> bool:
-        """Sync kvstores keep workers in lock-step: they must all run the same number of steps."""
-        return self.distributed and "async" not in self.kvstore
-
-    def as_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["input_shape"] = list(self.input_shape)
-        data["contexts"] = list(self.contexts)
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> DataParallelSpec:
-        kwargs = dict(data)
-        kwargs["input_shape"] = tuple(kwargs["input_shape"])
-        kwargs["contexts"] = tuple(kwargs.get("contexts", ()))
-        kwargs["measure"] = MeasureConfig(**kwargs.get("measure", {}))
-        return cls(**kwargs)
-
-    def with_world(self, n: int) -> DataParallelSpec:
-        """The same case with n workers (dist) or the first n devices (in process)."""
-        if self.distributed:
-            return replace(self, workers=n)
-        return replace(self, contexts=self.contexts[:n])
 
 
 @dataclass(frozen=True)
@@ -224,7 +157,13 @@ class ScalingCase:
 
 
 def efficiency(single: float, aggregate: float, n: int) -> float:
-    """Weak-scaling efficiency img/s(N) / (N x img/s(1))."""
+    """Scaling efficiency img/s(N) / (N x img/s(1)).
+
+    Weak scaling: img/s(1) is one device at the same per-device batch, so N x img/s(1) is what
+    N independent devices would train. Strong scaling: img/s(1) is one device at the whole
+    total batch, and the efficiency is the speed-up img/s(N) / img/s(1) (= t(1) / t(N) for the
+    same batch) over N.
+    """
     if n < 1:
         raise ValueError(f"the number of workers must be >= 1, got {n}")
     if not single > 0:
@@ -296,19 +235,3 @@ def aggregate(workers: Sequence[WorkerReport], wall_seconds: float = 0.0) -> Sca
     images = sum(items_in_window(w, start, end) for w in workers)
     ordered = tuple(sorted(workers, key=lambda w: w.rank))
     return ScalingCase(len(ordered), images / (end - start), end - start, ordered, wall_seconds)
-
-
-# devices ----------------------------------------------------------------------------------------
-
-
-def parse_context(text: str) -> tuple[str, int]:
-    """``"gpu(1)"`` or ``"gpu:1"`` -> ("gpu", 1)."""
-    found = _CONTEXT.match(text)
-    if not found:
-        raise ValueError(f"not a device: {text!r} (write cpu(0) or gpu(1))")
-    return found.group(1), int(found.group(2))
-
-
-def is_symbol_file(ref: str) -> bool:
-    """Whether a factory names an exported symbol file (``HybridBlock.export``'s JSON)."""
-    return ref.endswith(".json")

@@ -41,8 +41,14 @@ class DataParallelResult:
 
     @property
     def efficiency(self) -> float:
-        """img/s(N) / (N x img/s(1)): 1.0 is perfect weak scaling."""
+        """img/s(N) / (N x img/s(1)): 1.0 is perfect scaling of the spec's kind (img/s(1) at
+        the per-device batch for weak scaling, at the total batch for strong)."""
         return efficiency(self.single.images_per_sec, self.images_per_sec, self.world_size)
+
+    @property
+    def speedup(self) -> float:
+        """img/s(N) / img/s(1): for strong scaling, how much sooner the same batch is done."""
+        return self.images_per_sec / self.single.images_per_sec
 
     @property
     def comm_share(self) -> float:
@@ -74,7 +80,12 @@ class DataParallelResult:
         )
 
     def _extra(self) -> dict[str, Any]:
-        return {"form": "data-parallel", "kvstore": self.kvstore, "world_size": self.world_size}
+        return {
+            "form": "data-parallel",
+            "kvstore": self.kvstore,
+            "world_size": self.world_size,
+            "scaling": self.spec.scaling,
+        }
 
     def scaling(self) -> Scaling:
         """The record a `~pytest_mxperf.measuring.records.CaseResult` carries of this result."""
@@ -92,13 +103,21 @@ class DataParallelResult:
             threads_per_worker=self.threads_per_worker,
             contexts=first.contexts,
             wall_seconds=self.single.wall_seconds + self.scaled.wall_seconds,
+            kind=self.spec.scaling,
+            batch_per_device=self.spec.batch_per_device,
+            single_batch_per_device=self.spec.with_world(1).batch_per_device,
+            total_batch=self.spec.total_batch,
         )
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "kvstore": self.kvstore,
             "world_size": self.world_size,
+            "scaling": self.spec.scaling,
             "batch_per_device": self.spec.batch_per_device,
+            "total_batch": self.spec.total_batch,
+            "single_batch_per_device": self.spec.with_world(1).batch_per_device,
+            "speedup": self.speedup,
             "images_per_sec": self.images_per_sec,
             "per_worker_images_per_sec": list(self.per_worker_images_per_sec),
             "single_images_per_sec": self.single.images_per_sec,

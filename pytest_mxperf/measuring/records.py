@@ -118,15 +118,18 @@ class Verdict:
 @dataclass(frozen=True)
 class Scaling:
     """What a data-parallel case adds to its result (``mxperf.data_parallel``): the aggregate
-    images/sec of N workers (the case's measurement) over N x img/s(1) of one worker with the
-    same per-device batch, measured in the same run (weak scaling), and where the time went."""
+    images/sec of N workers (the case's measurement) over N x img/s(1) of one worker, measured
+    in the same run, and where the time went. ``kind`` says which one worker: weak scaling, the
+    same per-device batch; strong scaling, the whole total batch (then the efficiency is the
+    speed-up over N)."""
 
     kvstore: str
     world_size: int
-    #: img/s(1): one worker (or device) alone, same per-device batch, same threads.
+    #: img/s(1): one worker (or device) alone, same threads; weak: same per-device batch,
+    #: strong: the whole total batch.
     single_images_per_sec: float
     per_worker_images_per_sec: tuple[float, ...]
-    #: img/s(N) / (N x img/s(1)).
+    #: img/s(N) / (N x img/s(1)) (strong scaling: the speed-up over N).
     efficiency: float
     #: Share of a step spent exchanging gradients at N and at 1 (1 - compute-only / full time).
     comm_share: float
@@ -141,6 +144,14 @@ class Scaling:
     contexts: tuple[str, ...] = ()
     #: Wall time of the whole case: both launches (or both in-process runs), start-up included.
     wall_seconds: float = 0.0
+    #: ``"weak"`` or ``"strong"`` (`pytest_mxperf.config.scaling_kind`).
+    kind: str = "weak"
+    #: Each device's batch at N and at 1 (0: not recorded). Weak: equal; strong: total / N and
+    #: the total (per device of one worker).
+    batch_per_device: int = 0
+    single_batch_per_device: int = 0
+    #: Images of one step over all devices at N (0: not recorded).
+    total_batch: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -165,7 +165,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 specs.append(parse_marker(mark.args, mark.kwargs))
             except MarkerError as exc:
                 raise pytest.UsageError(f"{item.nodeid}: bad @pytest.mark.mxperf: {exc}") from None
-        item.stash[MARKER_KEY] = merge(specs)
+        try:
+            item.stash[MARKER_KEY] = merge(specs)
+        except MarkerError as exc:  # markers that disagree (the scaling kind)
+            raise pytest.UsageError(f"{item.nodeid}: bad @pytest.mark.mxperf: {exc}") from None
         if not enabled and is_benchmark(item):
             item.add_marker(skip)
     select = config.getoption("mxperf_side_select", None)

@@ -11,6 +11,7 @@ from typing import Any
 from tabulate import tabulate
 
 from pytest_mxperf.baselines.runinfo import RunInfo
+from pytest_mxperf.config.scaling_kind import KIND_TITLES, SCALING_KINDS
 from pytest_mxperf.config.settings import Settings
 from pytest_mxperf.measuring.records import CaseResult, Outcome
 from pytest_mxperf.reporting.report import peaks
@@ -84,7 +85,8 @@ def _dtype_order(dtype: str) -> int:
 
 def render_scaling(results: Iterable[CaseResult], width: int = 120) -> list[str]:
     """Data-parallel cases as the published scaling tables show them: per model, kvstore and
-    per-device batch, devices (world size) -> aggregate img/s -> efficiency, with img/s(1),
+    per-device batch, devices (world size) and scaling kind (weak: the same batch per device;
+    strong: a total batch split) -> aggregate img/s -> efficiency, with img/s(1),
     the per-worker figures, the kvstore share of a step (and of it, for worker processes, the
     share spent waiting for the slowest worker) and the stored efficiency."""
     rows = []
@@ -97,8 +99,9 @@ def render_scaling(results: Iterable[CaseResult], width: int = 120) -> list[str]
         rows.append(
             [
                 r.key.label,
-                r.batch_size,
+                s.batch_per_device or r.batch_size,
                 s.world_size,
+                s.kind,
                 rate_text(r.images_per_sec),
                 f"{s.efficiency:.1%}",
                 "-" if base is None else f"{base:.1%}",
@@ -115,6 +118,7 @@ def render_scaling(results: Iterable[CaseResult], width: int = 120) -> list[str]
         "case",
         "bs/dev",
         "devices",
+        "scaling",
         "img/s",
         "efficiency",
         "baseline",
@@ -202,7 +206,9 @@ def results_sections(
     sections += [(f"mxperf sweep: {t}", lines) for t, lines in render_sweeps(results, width)]
     scaling = render_scaling(results, width)
     if scaling:
-        sections.append(("mxperf: data-parallel scaling (weak: same batch per device)", scaling))
+        kinds = {r.scaling.kind for r in results if r.scaling is not None}
+        said = "; ".join(KIND_TITLES[k] for k in SCALING_KINDS if k in kinds)
+        sections.append((f"mxperf: data-parallel scaling ({said})", scaling))
     counts = ", ".join(f"{n} {status}" for status, n in verdict_counts(results).items())
     tail = [f"mxperf verdicts: {counts}"]
     tail += machine_lines(results)

@@ -74,6 +74,7 @@ def scaling_record(result: CaseResult) -> dict[str, Any]:
     return {
         "kvstore": s.kvstore,
         "world_size": s.world_size,
+        "scaling_kind": s.kind,
         "efficiency": s.efficiency,
         "comm_share": s.comm_share,
         "single_images_per_sec": s.single_images_per_sec,

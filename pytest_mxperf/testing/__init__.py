@@ -252,10 +252,10 @@ def fake_data_parallel(model: FakeModel, spec: DataParallelSpec) -> DataParallel
             model.rank_failure,
         )
     single_rate = model.images_per_sec / model.train_factor
-    batch = spec.batch_per_device
     threads = spec.threads_per_worker
 
     def case(n: int) -> ScalingCase:
+        batch = spec.with_world(n).batch_per_device  # strong scaling: the total split over n
         lost = model.scaling if n > 1 else 1.0
         per_device = single_rate * lost
         if spec.distributed:

@@ -1,9 +1,11 @@
-"""Published MXNet 1.2.0 throughput figures, as a validated table (stdlib only).
+"""Published MXNet throughput figures, as a validated table (stdlib only).
 
 ``expectations.csv`` beside this file holds the images/sec that the Apache MXNet performance
-documentation (faq/perf.md) published for MXNet 1.2.0.rc1. This module loads it into
-:class:`PublishedFigure` records, checking every row, and parses the markdown form of the same
-tables (``published-tables.md`` beside this file, copied from MXNet's docs) so a test can check that the two agree cell for cell.
+documentation (faq/perf.md) published for MXNet 1.2.0.rc1, and the samples/sec of a 2017 field
+study's MXNet SSD training table (one machine and several, weak and strong scaling). This module
+loads it into :class:`PublishedFigure` records, checking every row, and parses the markdown form
+of the grid tables (``published-tables.md`` beside this file, copied from MXNet's docs) so a test
+can check that the two agree cell for cell (the SSD table's rows: ``published_rows``).
 """
 
 from __future__ import annotations
@@ -14,9 +16,27 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from published_tables import MODEL_COLUMNS as MODEL_COLUMNS
+from published_tables import SCALINGS as SCALINGS
+from published_tables import SSD_MODELS as SSD_MODELS
+from published_tables import SSD_TITLE as SSD_TITLE
+from published_tables import TABLES as TABLES
+from published_tables import TRAINING_MODEL_COLUMNS as TRAINING_MODEL_COLUMNS
+from published_tables import PublishedTable as PublishedTable
+
 DEFAULT_PATH = Path(__file__).with_name("expectations.csv")
 
-COLUMNS = ("table", "hardware", "mode", "dtype", "model", "batch_size", "images_per_sec")
+COLUMNS = (
+    "table",
+    "hardware",
+    "mode",
+    "dtype",
+    "model",
+    "scaling",
+    "devices",
+    "batch_size",
+    "images_per_sec",
+)
 
 OOM = "OOM"
 """How a batch that did not fit in GPU memory is written, in the CSV and in the markdown."""
@@ -24,72 +44,15 @@ OOM = "OOM"
 MODES = ("inference", "training")
 DTYPES = ("float32", "float16")
 
+# A published interval, as written ("9-10"): low and high, both positive, low < high.
+_INTERVAL = re.compile(r"(\d+(?:\.\d+)?)-(\d+(?:\.\d+)?)")
+
 # A glob on the plugin's hardware key: lower-case slug characters plus glob wildcards.
 _HARDWARE_PATTERN = re.compile(r"[a-z0-9.\-*?]+")
 
 
-@dataclass(frozen=True)
-class PublishedTable:
-    """One source table: its markdown section title and what every row in it shares."""
-
-    title: str
-    hardware: str
-    mode: str
-    dtype: str
-
-
-TABLES: dict[str, PublishedTable] = {
-    "c5.18xlarge-inference-fp32": PublishedTable(
-        "CPU inference, AWS EC2 C5.18xlarge", "cpu-*8124m*-72c", "inference", "float32"
-    ),
-    "c5.9xlarge-inference-fp32": PublishedTable(
-        "CPU inference, AWS EC2 C5.9xlarge", "cpu-*8124m*-36c", "inference", "float32"
-    ),
-    "c5.4xlarge-inference-fp32": PublishedTable(
-        "CPU inference, AWS EC2 C5.4xlarge", "cpu-*8124m*-16c", "inference", "float32"
-    ),
-    "c5.2xlarge-inference-fp32": PublishedTable(
-        "CPU inference, AWS EC2 C5.2xlarge", "cpu-*8124m*-8c", "inference", "float32"
-    ),
-    "c5.xlarge-inference-fp32": PublishedTable(
-        "CPU inference, AWS EC2 C5.xlarge", "cpu-*8124m*-4c", "inference", "float32"
-    ),
-    "k80-inference-fp32": PublishedTable(
-        "GPU inference, K80 (EC2 p2.2xlarge), float32", "gpu-*k80*-x1", "inference", "float32"
-    ),
-    "m60-inference-fp32": PublishedTable(
-        "GPU inference, M60 (EC2 g3.4xlarge), float32", "gpu-*m60*-x1", "inference", "float32"
-    ),
-    "v100-inference-fp32": PublishedTable(
-        "GPU inference, V100 (EC2 p3.2xlarge), float32", "gpu-*v100*-x1", "inference", "float32"
-    ),
-    "v100-inference-fp16": PublishedTable(
-        "GPU inference, V100 (EC2 p3.2xlarge), float16", "gpu-*v100*-x1", "inference", "float16"
-    ),
-    "k80-training-fp32": PublishedTable(
-        "GPU training, K80 (single GPU), float32", "gpu-*k80*-x1", "training", "float32"
-    ),
-    "m60-training-fp32": PublishedTable(
-        "GPU training, M60, float32", "gpu-*m60*-x1", "training", "float32"
-    ),
-    "v100-training-fp32": PublishedTable(
-        "GPU training, V100, float32", "gpu-*v100*-x1", "training", "float32"
-    ),
-}
-"""Table ids used in the CSV, with the markdown section each one comes from."""
-
-MODEL_COLUMNS: dict[str, str] = {
-    "alexnet": "Alexnet",
-    "vgg16": "VGG 16",
-    "inception-bn": "Inception-BN",
-    "inceptionv3": "Inception-v3",
-    "resnet50_v1": "Resnet 50",
-    "resnet152_v1": "Resnet 152",
-}
-"""Model ids used in the CSV, with the column header the published tables give them."""
-
-# The training tables mark AlexNet's column: its real batch is 16 times the one shown.
-TRAINING_MODEL_COLUMNS: dict[str, str] = {**MODEL_COLUMNS, "alexnet": "Alexnet(*16)"}
+#: The first header of a row table (one row per run) in the published markdown.
+ROW_TABLE = "Setup"
 
 MarkdownKey = tuple[str, str, int]
 """(section title, column header, batch size) of one cell in the published markdown."""
@@ -97,7 +60,8 @@ MarkdownKey = tuple[str, str, int]
 
 @dataclass(frozen=True)
 class PublishedFigure:
-    """One published throughput: images/sec, or None where the batch ran out of memory."""
+    """One published throughput: images/sec, or None where the batch ran out of memory or the
+    source gives an interval (then ``images_per_sec_range`` holds it)."""
 
     table: str
     hardware: str
@@ -106,6 +70,22 @@ class PublishedFigure:
     model: str
     batch_size: int
     images_per_sec: float | None
+    scaling: str = "single"
+    devices: int = 1
+    images_per_sec_range: tuple[float, float] | None = None
+
+    @property
+    def oom(self) -> bool:
+        return self.images_per_sec is None and self.images_per_sec_range is None
+
+    @property
+    def total_batch(self) -> int:
+        """Images of one step over all devices."""
+        return self.batch_size * self.devices if self.scaling == "weak" else self.batch_size
+
+    @property
+    def batch_per_device(self) -> int:
+        return self.total_batch // self.devices
 
     @property
     def markdown_key(self) -> MarkdownKey:
@@ -114,7 +94,10 @@ class PublishedFigure:
 
 
 def markdown_key(table: str, mode: str, model: str, batch_size: int) -> MarkdownKey:
-    """The (section title, column header, batch) that a CSV row's figure comes from."""
+    """The (section title, column header, batch) that a CSV row's figure comes from (grid
+    tables only: a row table's rows are compared in order, see ``published_rows``)."""
+    if TABLES[table].layout != "grid":
+        raise ValueError(f"table {table!r} is a row table, not a grid")
     columns = TRAINING_MODEL_COLUMNS if mode == "training" else MODEL_COLUMNS
     return (TABLES[table].title, columns[model], batch_size)
 
@@ -161,11 +144,16 @@ def _parse_row(row: dict[str, str]) -> PublishedFigure:
     if table not in TABLES:
         raise ValueError(f"unknown table {table!r} (known: {', '.join(TABLES)})")
     expected = TABLES[table]
-    for column in ("hardware", "mode", "dtype"):
-        if row[column] != getattr(expected, column):
+    scaling, devices = expected.check_scaling(row["scaling"], row["devices"], table)
+    wanted = {
+        "hardware": expected.hardware_for(devices),
+        "mode": expected.mode,
+        "dtype": expected.dtype,
+    }
+    for column, value in wanted.items():
+        if row[column] != value:
             raise ValueError(
-                f"{column} {row[column]!r} does not match table {table!r}, "
-                f"which has {getattr(expected, column)!r}"
+                f"{column} {row[column]!r} does not match table {table!r}, which has {value!r}"
             )
     # Also checked directly, so a wrong entry in TABLES cannot slip through.
     if not _HARDWARE_PATTERN.fullmatch(row["hardware"]):
@@ -176,23 +164,36 @@ def _parse_row(row: dict[str, str]) -> PublishedFigure:
         raise ValueError(f"dtype must be one of {DTYPES}, got {row['dtype']!r}")
 
     model = row["model"]
-    if model not in MODEL_COLUMNS:
-        raise ValueError(f"unknown model {model!r} (known: {', '.join(MODEL_COLUMNS)})")
+    models = tuple(MODEL_COLUMNS) if expected.models is None else expected.models
+    if model not in models:
+        raise ValueError(f"unknown model {model!r} (known in {table}: {', '.join(models)})")
 
     text = row["batch_size"]
     if not text.isdigit() or int(text) < 1:
         raise ValueError(f"batch_size must be a positive integer, got {text!r}")
     batch_size = int(text)
+    if scaling == "strong" and batch_size % devices:
+        raise ValueError(
+            f"strong scaling splits batch_size {batch_size} over {devices} devices: "
+            f"{batch_size} is not a multiple of {devices}"
+        )
 
     text = row["images_per_sec"]
-    images_per_sec: float | None
-    if text == OOM:
-        images_per_sec = None
-    else:
+    images_per_sec: float | None = None
+    interval = _INTERVAL.fullmatch(text)
+    span: tuple[float, float] | None = None
+    if interval:
+        span = (float(interval.group(1)), float(interval.group(2)))
+        if not 0 < span[0] < span[1]:
+            raise ValueError(f"images_per_sec interval must be 0 < LOW < HIGH, got {text!r}")
+    elif text != OOM:
         try:
             images_per_sec = float(text)
         except ValueError:
-            raise ValueError(f"images_per_sec must be a number or {OOM!r}, got {text!r}") from None
+            raise ValueError(
+                f"images_per_sec must be a number or {OOM!r} (or an interval LOW-HIGH), "
+                f"got {text!r}"
+            ) from None
         if not math.isfinite(images_per_sec) or images_per_sec <= 0:
             raise ValueError(f"images_per_sec must be positive and finite, got {text!r}")
 
@@ -204,6 +205,9 @@ def _parse_row(row: dict[str, str]) -> PublishedFigure:
         model=model,
         batch_size=batch_size,
         images_per_sec=images_per_sec,
+        scaling=scaling,
+        devices=devices,
+        images_per_sec_range=span,
     )
 
 
@@ -211,22 +215,24 @@ def load(path: Path | str = DEFAULT_PATH) -> list[PublishedFigure]:
     """Load and validate every row of the expectations CSV.
 
     Raises ValueError naming the file and line of the first bad row: a missing or extra field,
-    an unknown table or model, hardware/mode/dtype that disagree with the table id, a batch size
-    that is not a positive integer, a figure that is neither a positive number nor ``OOM``, or
-    the same (table, model, batch size) twice.
+    an unknown table or model, hardware/mode/dtype/scaling that disagree with the table id, a
+    scaling that is not single/weak/strong or disagrees with the devices (single is one device,
+    weak and strong more), a batch size that is not a positive integer (or, for strong scaling,
+    not a multiple of the devices), a figure that is neither a positive number, an interval
+    ``LOW-HIGH`` nor ``OOM``, or the same (table, model, scaling, devices, batch size) twice.
     """
     figures: list[PublishedFigure] = []
-    seen: dict[tuple[str, str, int], int] = {}
+    seen: dict[tuple[str, str, str, int, int], int] = {}
     for lineno, row in read_rows(path):
         try:
             figure = _parse_row(row)
         except ValueError as exc:
             raise ValueError(f"{path}:{lineno}: {exc}") from None
-        key = (figure.table, figure.model, figure.batch_size)
+        key = (figure.table, figure.model, figure.scaling, figure.devices, figure.batch_size)
         if key in seen:
             raise ValueError(
-                f"{path}:{lineno}: duplicate of line {seen[key]} "
-                f"(table {key[0]}, model {key[1]}, batch size {key[2]})"
+                f"{path}:{lineno}: duplicate of line {seen[key]} (table {key[0]}, model "
+                f"{key[1]}, {key[2]} over {key[3]} devices, batch size {key[4]})"
             )
         seen[key] = lineno
         figures.append(figure)
@@ -238,7 +244,8 @@ def published_cells(text: str) -> dict[MarkdownKey, str]:
 
     A table is a ``## <title>`` line followed by a ``| Batch | <model> | ...`` header, a
     ``|---|`` separator and one row per batch size. Prose between sections is ignored. Cells
-    are kept as text ("46.80" stays "46.80"); each must be a number or ``OOM``.
+    are kept as text ("46.80" stays "46.80"); each must be a number or ``OOM``. A row table
+    (header ``| Setup | ...``, the SSD study's) is skipped: ``published_rows`` reads it.
     """
     cells: dict[MarkdownKey, str] = {}
     title: str | None = None
@@ -259,9 +266,14 @@ def published_cells(text: str) -> dict[MarkdownKey, str]:
             continue
         fields = [field.strip() for field in stripped.strip("|").split("|")]
         if header is None:
-            if title is None or fields[0] != "Batch":
-                raise ValueError(f"line {lineno}: a table must start with '| Batch |' under '## '")
+            if title is None or fields[0] not in ("Batch", ROW_TABLE):
+                raise ValueError(
+                    f"line {lineno}: a table must start with '| Batch |' or "
+                    f"'| {ROW_TABLE} |' under '## '"
+                )
             header = fields
+            continue
+        if header[0] == ROW_TABLE:
             continue
         if all(re.fullmatch(r":?-+:?", field) for field in fields):
             continue

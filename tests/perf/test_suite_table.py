@@ -57,10 +57,12 @@ def test_quick_selection_runs_no_published_figure_on_a_two_core_cpu() -> None:
 
 
 def test_full_selection_covers_every_published_figure() -> None:
-    from expectations import load
+    from expectations import TABLES, load
 
     covered = {(c.label, c.mode, c.dtype, c.published_batch) for c in full()}
     for fig in load():
+        if TABLES[fig.table].layout != "grid":
+            continue  # the SSD study's rows: GluonCV's SSD-300 cases (test_gluoncv.py)
         assert (fig.model, fig.mode, fig.dtype, fig.batch_size) in covered, fig
 
 
