@@ -66,8 +66,8 @@ def finish_stored(
     ctx: CaseContext, result: CaseResult, ref: BaselineRef | None, why_no_base: str | None
 ) -> None:
     """Memory and start-up against the stored baseline, and a regression's evidence."""
-    s, v = ctx.session.settings, result.verdict
-    if v is None or s.side_out:
+    v = result.verdict
+    if v is None or ctx.session.side is not None:
         return
     now_mb = None if result.memory is None else result.memory.peak_mb
     base_mb = None if ref is None else ref.case.memory_reference(now_mb)

@@ -245,7 +245,7 @@ class CaseBench:
         config = MeasureConfig(
             min_time=settings.min_time, max_time=settings.max_time, warmup_time=settings.warmup_time
         )
-        if settings.side_out:
+        if self.session.side is not None:
             config = for_side(config)
             steps = self.session.block_plan.get(str(result.key))
             if steps is not None:
@@ -258,8 +258,8 @@ class CaseBench:
             # Profile a case judged regressed (or, in a paired run's side asked to profile, every
             # case: `paired.rounds.run_rounds`):
             # after its timed blocks, with the step still warm.
-            if settings.side_out:
-                return settings.side_profile
+            if self.session.side is not None:
+                return self.session.side.profile
             if settings.update:
                 return False
             result.measurement = best

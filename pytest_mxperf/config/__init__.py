@@ -6,6 +6,7 @@ Imports only ``system``.
   generated from it.
 - ``parsers``: text of a flag, ini key or environment variable to a value, or a ValueError.
 - ``settings``: options resolved once into the frozen `Settings` (CLI > env > ini > default).
+- ``side``: a paired run's side process's hidden options, parsed once into `SideOrders`.
 - ``markers``: the ``mxperf`` marker parsed strictly into `MarkerSpec`.
 - ``floors``: expectation floors from a CSV/JSON file.
 - ``casekey``: `CaseKey`, a case's stable identity, and the modes and dtypes a case may name.

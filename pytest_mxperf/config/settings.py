@@ -56,17 +56,6 @@ class Settings:
     pipeline_timeout: float = DEFAULTS["pipeline_timeout"]
     profile: str | None = DEFAULTS["profile"]
     memory_tolerance: float = DEFAULTS["memory_tolerance"]
-    #: Set in the processes of a paired run: write measured cases here instead of judging.
-    side_out: str | None = None
-    #: Set on the first round's side processes: profile every case after measuring it.
-    side_profile: bool = False
-    #: Set on lock-step sides: ``NAME=PATH`` of the controller's socket (`paired.turns`).
-    side_turns: str | None = None
-    #: Set on lock-step sides whose untimed work may spread wider than the CPUs they time on.
-    side_spread: str | None = None
-    #: Set on a paired run's sides after its first round: the steps per block of each case
-    #: (`paired.sides.write_plan`).
-    side_plan: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from pytest_mxperf.config import side as side_flags
 from pytest_mxperf.config.settings import Settings
 from pytest_mxperf.paired import turns
 from pytest_mxperf.paired.forkserver import ForkServer, ForkServerError
@@ -88,7 +89,7 @@ def run_rounds(
             plan, with_plan, plan_path = block_plan(data), [], Path(tmp) / "plan.json"
             if plan:  # both sides time the same steps per block as in their first round
                 write_plan(plan_path, plan)
-                with_plan = ["--mxperf-side-plan", str(plan_path)]
+                with_plan = [side_flags.PLAN, str(plan_path)]
             order = [
                 (n, side, None if a is None else [*a, *with_plan], out) for n, side, a, out in order
             ]
@@ -121,7 +122,7 @@ def run_rounds(
                     progress(f"{what}, {data.side_label(name)}")
                     out.unlink(missing_ok=True)
                     if profile or traces:
-                        argv = [*argv, "--mxperf-side-profile"]
+                        argv = [*argv, side_flags.PROFILE]
                         if name == HEAD and settings.profile:
                             argv += ["--mxperf-profile", str(Path(settings.profile).resolve())]
                     done = _run_side(side, argv, server(name), timeout)
@@ -251,9 +252,9 @@ def _run_together(
 
     def body(name: str, side: SideSpec, argv: list[str]) -> None:
         try:
-            args = [*argv, "--mxperf-side-turns", f"{name}={path}"]
+            args = [*argv, side_flags.TURNS, str(side_flags.Turns(name, path))]
             if overlap and side.spread:
-                args += ["--mxperf-side-spread", cpu_sets.describe(side.spread)]
+                args += [side_flags.SPREAD, cpu_sets.describe(side.spread)]
             finished[name] = _run_side(side, args, servers[name], timeout, cancelled)
         except BaseException as exc:  # re-raised by the controller's thread
             errors.append(exc)

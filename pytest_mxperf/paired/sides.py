@@ -1,10 +1,10 @@
 """A side of a paired run: the pytest process that measures one revision's code, its command
 line, its environment and the files it reads (the block plan) and writes (its results).
 
-The side processes run the same node ids with ``--mxperf-side-out``; they import this installed
-plugin (put first on ``sys.path``), not a copy from REV's tree, so both sides measure the same
-way and only the repository's code differs (or, with ``--mxperf-env-command``, also REV's
-environment).
+The side processes run the same node ids with ``--mxperf-side-out`` (a side's options and
+their parsing are `pytest_mxperf.config.side`); they import this installed plugin (put first on
+``sys.path``), not a copy from REV's tree, so both sides measure the same way and only the
+repository's code differs (or, with ``--mxperf-env-command``, also REV's environment).
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest_mxperf
+from pytest_mxperf.config import side as side_flags
 from pytest_mxperf.config.settings import Settings
 from pytest_mxperf.measuring.records import CaseResult
-from pytest_mxperf.paired.pairdata import (
-    SideResult,
-)
+from pytest_mxperf.paired.pairdata import SideResult
+from pytest_mxperf.system.files import write_json_atomic
 
 #: Runs pytest in a side process with this installed plugin importable first, registered
 #: through its entry point where the side's environment has one, else passed to pytest (REV's
@@ -77,9 +77,9 @@ def side_args(
         "addopts=",
         "-q",
         "--continue-on-collection-errors",
-        "--mxperf-side-out",
+        side_flags.OUT,
         str(out),
-        "--mxperf-side-select",
+        side_flags.SELECT,
         str(select),
         "--mxperf-min-time",
         str(min_time),
@@ -121,6 +121,19 @@ def read_plan(path: Path) -> dict[str, int]:
             f"the paired run's block plan {path} is not a mapping of case keys to steps >= 1"
         )
     return data
+
+
+def write_side(
+    path: Path, cases: Sequence[CaseResult], collect_errors: Sequence[tuple[str, str]]
+) -> None:
+    """A side's results, written at the end of its session for `read_side`: the measured cases
+    and ``(node id, error text)`` of what it could not collect."""
+    data = {
+        "schema": 1,
+        "cases": [c.as_dict() for c in cases],
+        "collect_errors": [list(e) for e in collect_errors],
+    }
+    write_json_atomic(path, data)
 
 
 def read_side(path: Path) -> SideResult:

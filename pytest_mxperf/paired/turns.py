@@ -47,6 +47,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_mxperf.config.side import Turns
 from pytest_mxperf.judging.pairstats import trimmed_mean_se
 from pytest_mxperf.system import cpus as cpu_sets
 
@@ -70,18 +71,15 @@ class Baton:
     ``spread``: the CPUs for its untimed work (None: where it is pinned now, for everything);
     it times on the CPUs it was pinned to when made."""
 
-    def __init__(self, spec: str, spread: frozenset[int] | None = None) -> None:
-        name, _, path = spec.partition("=")
-        if not (name and path):
-            raise ValueError(f"--mxperf-side-turns wants NAME=PATH, got {spec!r}")
+    def __init__(self, turns: Turns, spread: frozenset[int] | None = None) -> None:
         self._timing = cpu_sets.available() if spread else None
         self._spread = spread if self._timing is not None and spread != self._timing else None
         #: Where the side's threads are now: True on ``spread``.
         self._spread_now = False
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._sock.connect(path)
+        self._sock.connect(str(turns.path))
         self._file = self._sock.makefile("rwb")
-        self._ask({"hello": name})
+        self._ask({"hello": turns.name})
 
     @property
     def shared_warmup(self) -> bool:

@@ -4,6 +4,7 @@ The work is in the wings below; this wing only wires them into pytest.
 
 - this module: options, markers, configure/unconfigure, the ``mxperf`` and ``mx_ctx`` fixtures.
 - ``hooks``: the hook classes of an enabled run (session, progress, xdist) and the stash keys.
+- ``sidehooks``: `SideHooks`, what only a paired run's side process does in pytest (its orders).
 - ``configure``: what pytest's configuration decides before any test runs.
 - ``hookspec``: the hooks pytest-mxperf offers to conftest files and plugins.
 """
@@ -13,13 +14,12 @@ from __future__ import annotations
 import os
 import sys
 from argparse import SUPPRESS
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_mxperf.baselines.runinfo import RunInfo
-from pytest_mxperf.config import options
+from pytest_mxperf.config import options, side
 from pytest_mxperf.config.markers import MARKER_DOC, MarkerError, MarkerSpec, merge, parse_marker
 from pytest_mxperf.config.settings import Settings
 from pytest_mxperf.plugin import configure
@@ -32,6 +32,7 @@ from pytest_mxperf.plugin.hooks import (
     XdistHooks,
     is_benchmark,
 )
+from pytest_mxperf.plugin.sidehooks import SideHooks
 from pytest_mxperf.run.session import MxperfSession
 from pytest_mxperf.system import fingerprint
 
@@ -90,15 +91,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             help=_argparse_help(f"{spec.full_help} [env {spec.env}, ini {spec.ini}]"),
         )
         parser.addini(spec.ini, spec.full_help, default="")
-    # Internal: set by a paired run on the processes that measure one side (see pairing.py).
-    group.addoption("--mxperf-side-out", dest="mxperf_side_out", default=None, help=SUPPRESS)
-    group.addoption("--mxperf-side-select", dest="mxperf_side_select", default=None, help=SUPPRESS)
-    group.addoption(
-        "--mxperf-side-profile", dest="mxperf_side_profile", action="store_true", help=SUPPRESS
-    )
-    group.addoption("--mxperf-side-turns", dest="mxperf_side_turns", default=None, help=SUPPRESS)
-    group.addoption("--mxperf-side-spread", dest="mxperf_side_spread", default=None, help=SUPPRESS)
-    group.addoption("--mxperf-side-plan", dest="mxperf_side_plan", default=None, help=SUPPRESS)
+    # Internal: set by a paired run on the processes that measure one side (`config.side`).
+    for hidden, switch in side.FLAGS:
+        if switch:
+            group.addoption(hidden, dest=side.dest(hidden), action="store_true", help=SUPPRESS)
+        else:
+            group.addoption(hidden, dest=side.dest(hidden), default=None, help=SUPPRESS)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -106,11 +104,12 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistHooks(), "mxperf-xdist")
     workerinput = getattr(config, "workerinput", None)
+    orders = configure.side_orders(config)
     if workerinput is not None and "mxperf" in workerinput:
         settings = Settings.from_dict(workerinput["mxperf"]["settings"])
         run = RunInfo.from_dict(workerinput["mxperf"]["run"])
     else:
-        settings = configure.settings_from(config)
+        settings = configure.settings_from(config, orders)
         if not settings.enabled:
             for flag in ("update", "strict", "allow_dirty"):
                 if getattr(settings, flag):
@@ -132,15 +131,12 @@ def pytest_configure(config: pytest.Config) -> None:
                 stacklevel=2,
             )
         fingerprint.apply_threads(os.environ, settings.threads)
-    state = MxperfSession(settings, run, is_worker=workerinput is not None)
+    state = MxperfSession(settings, run, is_worker=workerinput is not None, side=orders)
     config.stash[STATE_KEY] = state
     config.pluginmanager.register(SessionHooks(config, state), "mxperf-session")
-    if (
-        workerinput is None
-        and config.get_verbosity() >= 1
-        and not settings.ab
-        and not settings.side_out
-    ):
+    if orders is not None:
+        config.pluginmanager.register(SideHooks(state, orders), "mxperf-side")
+    elif workerinput is None and config.get_verbosity() >= 1 and not settings.ab:
         config.pluginmanager.register(ProgressHooks(config), "mxperf-progress")
 
 
@@ -149,7 +145,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if state is not None:
         state.close()
         del config.stash[STATE_KEY]
-        for name in ("mxperf-session", "mxperf-progress"):
+        for name in ("mxperf-session", "mxperf-side", "mxperf-progress"):
             hooks = config.pluginmanager.get_plugin(name)
             if hooks is not None:
                 config.pluginmanager.unregister(hooks)
@@ -171,16 +167,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             raise pytest.UsageError(f"{item.nodeid}: bad @pytest.mark.mxperf: {exc}") from None
         if not enabled and is_benchmark(item):
             item.add_marker(skip)
-    select = config.getoption("mxperf_side_select", None)
-    if select:
-        # A side process runs exactly the node ids the paired run asked for; ids missing at
-        # that revision simply produce no case (its verdict says "new").
-        wanted = set(Path(select).read_text(encoding="utf-8").split("\n"))
-        keep = [item for item in items if item.nodeid in wanted]
-        dropped = [item for item in items if item.nodeid not in wanted]
-        if dropped:
-            config.hook.pytest_deselected(items=dropped)
-        items[:] = keep
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

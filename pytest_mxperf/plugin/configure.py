@@ -1,6 +1,6 @@
-"""What pytest's configuration decides before any test runs: the resolved `Settings` (with a
-paired run's side overrides), the run facts and the checks that refuse a run, and the device
-kinds ``mx_ctx`` is parametrized over. `plugin` calls these from its hooks."""
+"""What pytest's configuration decides before any test runs: a side's `SideOrders`, the
+resolved `Settings` (with a side's overrides), the run facts and the checks that refuse a run,
+and the device kinds ``mx_ctx`` is parametrized over. `plugin` calls these from its hooks."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import pytest
 from pytest_mxperf.baselines import store as baselines
 from pytest_mxperf.baselines.resolution import CompareError
 from pytest_mxperf.baselines.runinfo import RunInfo
-from pytest_mxperf.config import options, parsers
+from pytest_mxperf.config import options, parsers, side
 from pytest_mxperf.config.settings import OptionError, Settings, environ, resolve
+from pytest_mxperf.config.side import SideOrders
 from pytest_mxperf.plugin.hooks import STATE_KEY, numprocesses
 from pytest_mxperf.run import outputs
 from pytest_mxperf.system import fingerprint, gitinfo, gpuarch
@@ -23,15 +24,23 @@ def dest(name: str) -> str:
     return "mxperf" if name == "enabled" else "mxperf_" + name
 
 
-def settings_from(config: pytest.Config) -> Settings:
+def side_orders(config: pytest.Config) -> SideOrders | None:
+    """What a side of a paired run was told (None: this process is no side); a bad hidden
+    option is a usage error naming it."""
+    try:
+        return side.side_orders(lambda name: config.getoption(name, None))
+    except OptionError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def settings_from(config: pytest.Config, orders: SideOrders | None = None) -> Settings:
     flags = {flag.name: bool(config.getoption(dest(flag.name))) for flag in options.FLAGS}
     cli = {spec.name: config.getoption(dest(spec.name)) for spec in options.SPECS}
     try:
         settings = resolve(cli, environ(), config.getini, flags)
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
-    side_out = config.getoption("mxperf_side_out")
-    if side_out:
+    if orders is not None:
         # A side of a paired run measures each case once and reports; the controller judges.
         settings = dataclasses.replace(
             settings,
@@ -44,11 +53,6 @@ def settings_from(config: pytest.Config) -> Settings:
             benchmark_action=None,
             ab=None,
             arbitrate=False,
-            side_out=str(side_out),
-            side_profile=bool(config.getoption("mxperf_side_profile")),
-            side_turns=config.getoption("mxperf_side_turns", None),
-            side_spread=config.getoption("mxperf_side_spread", None),
-            side_plan=config.getoption("mxperf_side_plan", None),
             # Traces only where the controller asked on the command line (HEAD's first round).
             profile=config.getoption(dest("profile")),
         )

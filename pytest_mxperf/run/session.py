@@ -15,6 +15,7 @@ import pytest
 
 from pytest_mxperf.baselines.runinfo import RunInfo
 from pytest_mxperf.config.settings import Settings
+from pytest_mxperf.config.side import SideOrders
 from pytest_mxperf.measuring.protocol import Backend
 from pytest_mxperf.measuring.records import CaseResult
 from pytest_mxperf.paired import pairdata
@@ -25,7 +26,7 @@ from pytest_mxperf.paired.turns import Baton
 from pytest_mxperf.reporting import report, report_sections, summary
 from pytest_mxperf.run import outputs
 from pytest_mxperf.run.updating import StoreReport, store_results
-from pytest_mxperf.system import cpus, files, fingerprint, gitinfo, locks
+from pytest_mxperf.system import fingerprint, gitinfo, locks
 
 #: The name results travel under on ``report.user_properties``.
 PROPERTY = "mxperf"
@@ -75,8 +76,12 @@ def _by_key(result: CaseResult) -> str:
 class MxperfSession:
     """One per run, in ``config.stash``; the plugin's hooks delegate to it."""
 
-    def __init__(self, settings: Settings, run: RunInfo, *, is_worker: bool) -> None:
+    def __init__(
+        self, settings: Settings, run: RunInfo, *, is_worker: bool, side: SideOrders | None = None
+    ) -> None:
         self.settings = settings
+        #: What this process was told as a side of a paired run (None: it is no side).
+        self.side = side
         self.run = run
         self.is_worker = is_worker
         self.collected = Collected()
@@ -86,14 +91,13 @@ class MxperfSession:
         #: A lock-step side's end of the controller's socket (`turns`); it holds the baton
         #: from here on, so nothing this process does runs beside the other side's timed work.
         self.baton: Baton | None = None
-        if settings.side_turns:
-            spread = settings.side_spread
-            self.baton = Baton(settings.side_turns, cpus.members(spread) if spread else None)
+        if side is not None and side.turns is not None:
+            self.baton = Baton(side.turns, side.spread)
         #: A paired run's side after its first round: steps per block by case key.
         self.block_plan: dict[str, int] = {}
-        if settings.side_plan:
+        if side is not None and side.plan is not None:
             try:
-                self.block_plan = read_plan(Path(settings.side_plan))
+                self.block_plan = read_plan(side.plan)
             except ValueError as exc:
                 raise pytest.UsageError(f"mxperf: {exc}") from None
         self.stored = StoreReport()
@@ -145,7 +149,7 @@ class MxperfSession:
     ) -> float | None:
         """The device's peak for ``dtype``, probed on first use in this process (the one that
         measures: a worker or the controller) and kept for the run."""
-        if self.settings.side_out:
+        if self.side is not None:
             return None  # a side of a paired run: only its img/s is compared, save the probe
         key = (*device, dtype)
         if key not in self.peaks:
@@ -211,14 +215,6 @@ class MxperfSession:
     def finish(self, interrupted: bool) -> bool:
         """Store baselines and write the JSON report; True when the run must fail."""
         s = self.settings
-        if s.side_out:
-            side = {
-                "schema": 1,
-                "cases": [r.as_dict() for r in self.collected.results],
-                "collect_errors": [list(e) for e in self.collect_errors],
-            }
-            files.write_json_atomic(Path(s.side_out), side)
-            return False
         self.errors += self.collected.duplicates
         if s.strict:
             self.errors += self.run.baselines.errors

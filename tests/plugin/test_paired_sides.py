@@ -96,3 +96,19 @@ def test_side_process_refuses_a_bad_plan(
     result.stderr.fnmatch_lines([f"*mxperf: *{problem}*"])
     assert "Traceback" not in result.stderr.str()
     assert not (fake_pytester.path / "side.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"), [("--mxperf-side-turns", "no-path"), ("--mxperf-side-spread", "0-x")]
+)
+def test_side_process_refuses_a_bad_order_naming_it(
+    fake_pytester: pytest.Pytester, flag: str, value: str
+) -> None:
+    fake_pytester.makepyfile(test_suite=SIDE_SUITE)
+    result = fake_pytester.runpytest("--mxperf-side-out", "side.json", flag, value)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [f"*mxperf: invalid value {value!r} for command line option {flag}*"]
+    )
+    assert "Traceback" not in result.stderr.str()
+    assert not (fake_pytester.path / "side.json").exists()

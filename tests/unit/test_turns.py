@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_mxperf.config.side import Turns
 from pytest_mxperf.paired.turns import BLOCK, END, GO, SOLO, Baton, BatonLost, Conductor
 
 IDS = ["t.py::a", "t.py::b", "t.py::c"]
@@ -142,7 +143,7 @@ def _serve(path: Path, replies: list[str], seen: list[dict[str, object]]) -> thr
 def test_a_side_asks_and_follows_the_answers(tmp_path: Path) -> None:
     seen: list[dict[str, object]] = []
     t = _serve(tmp_path / "s", [GO, BLOCK, BLOCK, END], seen)
-    baton = Baton(f"rev={tmp_path / 's'}")
+    baton = Baton(Turns("rev", tmp_path / "s"))
     assert baton.ready("t.py::a", "A") is True
     assert baton.next_block(100.0) is True
     assert baton.next_block(99.5) is False
@@ -160,7 +161,7 @@ def test_a_side_asks_and_follows_the_answers(tmp_path: Path) -> None:
 def test_a_side_whose_controller_is_gone_says_so(tmp_path: Path) -> None:
     seen: list[dict[str, object]] = []
     t = _serve(tmp_path / "s", [GO], seen)
-    baton = Baton(f"head={tmp_path / 's'}")
+    baton = Baton(Turns("head", tmp_path / "s"))
     # The controller answered hello, reads the next question and closes without an answer.
     with pytest.raises(BatonLost, match="controller is gone"):
         baton.ready("t.py::a", "A")
@@ -168,13 +169,9 @@ def test_a_side_whose_controller_is_gone_says_so(tmp_path: Path) -> None:
     t.join(5)
 
 
-def test_a_bad_spec_is_named() -> None:
-    with pytest.raises(ValueError, match="--mxperf-side-turns wants NAME=PATH"):
-        Baton("no-path")
-
-
 _PLACES = """
 import json, os, sys, threading
+from pytest_mxperf.config.side import parse_turns
 from pytest_mxperf.paired.turns import Baton
 os.sched_setaffinity(0, {timing})
 seen = {{}}
@@ -193,7 +190,7 @@ while not tid:
 def where(label):
     seen[label] = sorted(os.sched_getaffinity(tid[0]))
 
-baton = Baton(sys.argv[1], frozenset({spread}))
+baton = Baton(parse_turns(sys.argv[1]), frozenset({spread}))
 where("go")
 baton.ready("t.py::a", "A")
 where("block")
