@@ -4,6 +4,7 @@ Imports only ``system``.
 
 - ``options``: every user-settable value described once (`SPECS`); the docs' options page is
   generated from it.
+- ``optionspec``: what one option (`Spec`) or switch (`Flag`) is: its flag, ini key, env name.
 - ``parsers``: text of a flag, ini key or environment variable to a value, or a ValueError.
 - ``settings``: options resolved once into the frozen `Settings` (CLI > env > ini > default).
 - ``side``: a paired run's side process's hidden options, parsed once into `SideOrders`.

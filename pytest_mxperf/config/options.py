@@ -1,60 +1,14 @@
-"""Every user-settable value described once: its flag, ini key, environment variable, parser,
-default and help (`SPECS`, `FLAGS`), and the defaults read from there (`DEFAULTS`). Resolving
-them into a run's values is `pytest_mxperf.config.settings`."""
+"""Which values a user may set: every option and switch described once (`SPECS`, `FLAGS`), and
+the defaults read from there (`DEFAULTS`). What one option is (its flag, ini key, environment
+variable and help) is `pytest_mxperf.config.optionspec`; resolving them into a run's values is
+`pytest_mxperf.config.settings`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from pytest_mxperf.config import parsers
-
-
-@dataclass(frozen=True)
-class Spec:
-    """One user-settable value: its flag, ini key, env variable, parser, default and help."""
-
-    name: str
-    parse: Callable[[str], Any]
-    default: Any
-    help: str
-    metavar: str
-
-    @property
-    def flag(self) -> str:
-        return "--mxperf-" + self.name.replace("_", "-")
-
-    @property
-    def ini(self) -> str:
-        return "mxperf_" + self.name
-
-    @property
-    def env(self) -> str:
-        return "PYTEST_MXPERF_" + self.name.upper()
-
-    @property
-    def full_help(self) -> str:
-        """The help text with the default written from the spec itself."""
-        default = self.default
-        if default in (None, ()):
-            return self.help
-        shown = ",".join(default) if isinstance(default, tuple) else default
-        if isinstance(default, bool):
-            shown = "on" if default else "off"
-        return f"{self.help} Default: {shown}."
-
-
-@dataclass(frozen=True)
-class Flag:
-    """A boolean command-line switch (no ini/env: a run's mode is chosen per invocation)."""
-
-    name: str
-    help: str
-
-    @property
-    def flag(self) -> str:
-        return "--mxperf" if self.name == "enabled" else "--mxperf-" + self.name.replace("_", "-")
-
+from pytest_mxperf.config.optionspec import Flag, Spec
 
 FLAGS: tuple[Flag, ...] = (
     Flag("enabled", "Run MXNet benchmarks, compare them with stored baselines, print a table."),

@@ -7,4 +7,5 @@
 - ``turns``: lock-step sides taking turns block by block.
 - ``forkserver``: one process imports MXNet once; every side is forked from it.
 - ``worktree`` / ``envs``: REV's checkout and, if asked, its own Python environment.
+- ``gitcmd``: git as the worktrees use it (bounded, no hooks), revisions, registered trees.
 """

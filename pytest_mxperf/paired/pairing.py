@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from pytest_mxperf.config.settings import Settings
-from pytest_mxperf.paired import envs, forkserver, worktree
+from pytest_mxperf.paired import envs, forkserver, gitcmd, worktree
 from pytest_mxperf.paired.forkserver import ForkServer, ForkServerError
 from pytest_mxperf.paired.pairdata import (
     HEAD,
@@ -266,7 +266,7 @@ class Pairer:
                 tree = self._tree(sha)
                 rel = self.rootdir.resolve().relative_to(self.repo_root.resolve())
                 self._sides[sha] = self._rev_side(sha, tree, tree / rel)
-            except (worktree.WorktreeError, envs.EnvBuildError, ValueError) as exc:
+            except (gitcmd.WorktreeError, envs.EnvBuildError, ValueError) as exc:
                 self._broken[sha] = f"revision {sha[:10]} cannot be measured here: {exc}"
                 raise PairSetupError(self._broken[sha]) from None
         return self._sides[sha]

@@ -9,6 +9,8 @@ Where the worktrees go (:func:`default_cache_dir`): under the system temp direct
 repository, because a worktree inside the repository would show as untracked files, could be
 collected by ``pytest`` or linted by tools run at the root, and would let pytest pick up the
 outer tree's ``conftest.py`` files when the revision has no ini file of its own.
+
+The git commands themselves (bounded, without the user's hooks) are `gitcmd`'s.
 """
 
 from __future__ import annotations
@@ -18,72 +20,11 @@ import getpass
 import hashlib
 import os
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-#: Seconds allowed for one git command (a checkout of a large tree takes a while).
-GIT_TIMEOUT = 600.0
-
-# Variables that would point git at another repository or index than the one we name.
-_GIT_LOCATION_VARS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR")
-
-
-class WorktreeError(Exception):
-    """A revision cannot be resolved or checked out; the message says which and why."""
-
-
-def _git_env(env: Mapping[str, str] | None) -> dict[str, str]:
-    base = os.environ if env is None else env
-    return {k: v for k, v in base.items() if k not in _GIT_LOCATION_VARS}
-
-
-def _git(
-    cwd: Path, *args: str, env: Mapping[str, str] | None = None, check: bool = True
-) -> subprocess.CompletedProcess[str]:
-    # Hooks of the user's repository (post-checkout and friends) must not run for our
-    # throwaway checkouts: they may be slow, print, or prompt.
-    argv = ["git", "-c", f"core.hooksPath={os.devnull}", *args]
-    try:
-        done = subprocess.run(
-            argv,
-            cwd=cwd,
-            env=_git_env(env),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=GIT_TIMEOUT,
-        )
-    except FileNotFoundError:
-        raise WorktreeError("git is not installed (needed for paired runs)") from None
-    except subprocess.TimeoutExpired:
-        raise WorktreeError(f"`{' '.join(argv)}` took more than {GIT_TIMEOUT:g} s") from None
-    if check and done.returncode != 0:
-        raise WorktreeError(
-            f"`git {' '.join(args)}` failed in {cwd} (exit {done.returncode}): "
-            f"{done.stderr.strip() or done.stdout.strip()}"
-        )
-    return done
-
-
-def resolve_rev(repo_root: str | Path, rev: str, env: Mapping[str, str] | None = None) -> str:
-    """The full sha of the commit ``rev`` names (a sha, branch, tag, ``HEAD~2``...).
-
-    :raises WorktreeError: "unknown revision 'x'" when it names no commit, or when
-        ``repo_root`` is not in a git repository.
-    """
-    root = Path(repo_root)
-    if not rev or rev.startswith("-"):  # never let a revision be read as an option
-        raise WorktreeError(f"unknown revision {rev!r} in {root}")
-    inside = _git(root, "rev-parse", "--is-inside-work-tree", env=env, check=False)
-    if inside.returncode != 0:
-        raise WorktreeError(f"{root} is not in a git repository: {inside.stderr.strip()}")
-    done = _git(root, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", env=env, check=False)
-    sha = done.stdout.strip()
-    if done.returncode != 0 or not sha:
-        raise WorktreeError(f"unknown revision {rev!r} in {root}")
-    return sha
+from pytest_mxperf.paired import gitcmd
 
 
 def default_cache_dir(repo_root: str | Path) -> Path:
@@ -118,41 +59,22 @@ def remove_empty(path: str | Path, levels: int = 1) -> None:
         here = here.parent
 
 
-def _registered(repo_root: Path, env: Mapping[str, str] | None) -> dict[Path, str | None]:
-    """Registered worktrees of the repository: resolved path -> checked-out sha."""
-    out = _git(repo_root, "worktree", "list", "--porcelain", env=env).stdout
-    found: dict[Path, str | None] = {}
-    path: Path | None = None
-    for line in out.splitlines():
-        if line.startswith("worktree "):
-            path = Path(line[len("worktree ") :]).resolve()
-            found[path] = None
-        elif line.startswith("HEAD ") and path is not None:
-            found[path] = line[len("HEAD ") :]
-    return found
-
-
 def _is_clean(path: Path, env: Mapping[str, str] | None) -> bool:
     # Ignored files (caches, build output) are allowed; tracked changes and stray
     # untracked files are not: they would be measured as if they were the revision's code.
-    done = _git(path, "status", "--porcelain", "--untracked-files=all", env=env, check=False)
+    done = gitcmd.git(path, "status", "--porcelain", "--untracked-files=all", env=env, check=False)
     return done.returncode == 0 and not done.stdout.strip()
 
 
 def _remove(repo_root: Path, path: Path, env: Mapping[str, str] | None) -> None:
     """Remove a worktree of ours: its registration and its directory, whatever state it is in."""
-    _git(repo_root, "worktree", "remove", "--force", "--force", str(path), env=env, check=False)
+    gitcmd.git(
+        repo_root, "worktree", "remove", "--force", "--force", str(path), env=env, check=False
+    )
     if path.exists():
         shutil.rmtree(path, ignore_errors=True)
     _kept_path(path).unlink(missing_ok=True)
-    _git(repo_root, "worktree", "prune", env=env, check=False)
-
-
-def list_worktrees(repo_root: str | Path, env: Mapping[str, str] | None = None) -> list[Path]:
-    """Paths of the repository's linked worktrees (the main tree excluded)."""
-    root = Path(repo_root)
-    top = Path(_git(root, "rev-parse", "--show-toplevel", env=env).stdout.strip()).resolve()
-    return [p for p in _registered(root, env) if p != top]
+    gitcmd.git(repo_root, "worktree", "prune", env=env, check=False)
 
 
 @contextlib.contextmanager
@@ -172,7 +94,7 @@ def checkout(
     exception or KeyboardInterrupt; ``keep=True`` keeps a completed checkout as a cache for the
     next run (a half-made one is removed all the same).
 
-    :param sha: a full commit sha, as :func:`resolve_rev` returns.
+    :param sha: a full commit sha, as `gitcmd.resolve_rev` returns.
     :param cache_dir: a directory of ours, e.g. :func:`default_cache_dir`; it is created.
     :raises WorktreeError: git failed, or ``cache_dir/<sha[:12]>`` exists and is not a worktree
         (it is left alone: it may be someone's files).
@@ -182,7 +104,7 @@ def checkout(
     cache = Path(cache_dir)
     cache.mkdir(parents=True, exist_ok=True)
     target = (cache / sha[:12]).resolve()
-    _git(root, "worktree", "prune", env=env)
+    gitcmd.git(root, "worktree", "prune", env=env)
     # Worktrees of runs killed earlier (this sha's is reused or replaced below).
     sweep_stale(root, cache, env, spare=target)
     with _in_use(target):
@@ -192,7 +114,7 @@ def checkout(
 def _checkout(
     root: Path, sha: str, target: Path, keep: bool, env: Mapping[str, str] | None
 ) -> Iterator[Path]:
-    registered = _registered(root, env)
+    registered = gitcmd.registered(root, env)
     if target in registered:
         if registered[target] == sha and target.is_dir() and _is_clean(target, env):
             # Reused: keep it afterwards only if asked, like a fresh one.
@@ -201,7 +123,7 @@ def _checkout(
         _remove(root, target, env)
     elif target.exists():
         if not _looks_like_ours(target):
-            raise WorktreeError(
+            raise gitcmd.WorktreeError(
                 f"{target} exists and is not a git worktree; remove it or choose another "
                 "cache directory"
             )
@@ -258,7 +180,7 @@ def sweep_stale(
     root = Path(repo_root).resolve()
     cache = Path(cache_dir).resolve()
     removed = []
-    for path in list_worktrees(root, env):
+    for path in gitcmd.list_worktrees(root, env):
         if path.parent != cache or path == spare or _kept_path(path).exists():
             continue
         lock = _lock_path(path)
@@ -275,7 +197,7 @@ def sweep_stale(
 
 def _check_sha(sha: str) -> None:
     if len(sha) not in (40, 64) or any(c not in "0123456789abcdef" for c in sha):
-        raise WorktreeError(f"expected a full commit sha (see resolve_rev), got {sha!r}")
+        raise gitcmd.WorktreeError(f"expected a full commit sha (see resolve_rev), got {sha!r}")
 
 
 def _looks_like_ours(path: Path) -> bool:
@@ -295,7 +217,7 @@ def _hold(
     complete = not created
     try:
         if created:
-            _git(root, "worktree", "add", "--detach", "--quiet", str(target), sha, env=env)
+            gitcmd.git(root, "worktree", "add", "--detach", "--quiet", str(target), sha, env=env)
             complete = True
         yield target
     finally:
@@ -316,7 +238,7 @@ def remove_all(
     root = Path(repo_root).resolve()
     cache = Path(cache_dir).resolve()
     count = 0
-    for path in list_worktrees(root, env):
+    for path in gitcmd.list_worktrees(root, env):
         if cache in path.parents:
             _remove(root, path, env)
             count += 1

@@ -9,15 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mxperf.paired import worktree as wt
-from pytest_mxperf.paired.worktree import (
-    WorktreeError,
-    checkout,
-    default_cache_dir,
-    list_worktrees,
-    remove_all,
-    resolve_rev,
-)
+from pytest_mxperf.paired import gitcmd
+from pytest_mxperf.paired.gitcmd import WorktreeError, list_worktrees, resolve_rev
+from pytest_mxperf.paired.worktree import checkout, default_cache_dir, remove_all
 
 IDENTITY = {
     "GIT_AUTHOR_NAME": "mxperf test",
@@ -128,7 +122,7 @@ def test_interrupt_inside_the_block_leaves_no_worktree(
 def test_interrupt_during_git_worktree_add_leaves_nothing_even_with_keep(
     repo: Repo, cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = wt._git
+    real = gitcmd.git
 
     def interrupted_add(cwd: Path, *args: str, **kw: object) -> subprocess.CompletedProcess[str]:
         done = real(cwd, *args, **kw)  # type: ignore[arg-type]
@@ -136,7 +130,7 @@ def test_interrupt_during_git_worktree_add_leaves_nothing_even_with_keep(
             raise KeyboardInterrupt  # as if Ctrl-C came just as git finished
         return done
 
-    monkeypatch.setattr(wt, "_git", interrupted_add)
+    monkeypatch.setattr(gitcmd, "git", interrupted_add)
     with pytest.raises(KeyboardInterrupt), checkout(repo.path, repo.first, cache, keep=True):
         pytest.fail("the body must not run")
     monkeypatch.undo()
