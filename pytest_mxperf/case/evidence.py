@@ -10,7 +10,7 @@ from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.baselines.store import nearest
 from pytest_mxperf.judging.explain import changes_between, what_changed
 from pytest_mxperf.judging.verdict import Policy
-from pytest_mxperf.measuring import diagnosis
+from pytest_mxperf.measuring import diagnosis, evidence_lines
 from pytest_mxperf.measuring.memory import MemoryRecord
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Verdict
 from pytest_mxperf.measuring.stats import median
@@ -78,7 +78,7 @@ def finish_stored(
         )
     sha = None if ref is None else ref.commit.get("sha")
     changed = [] if ref is None else what_changed(result, ref)
-    line = diagnosis.CHANGED_PREFIX + " " + ("; ".join(changed) or "nothing recorded")
+    line = evidence_lines.CHANGED_PREFIX + " " + ("; ".join(changed) or "nothing recorded")
     result.verdict = _finish(
         ctx, result, v, base_mb, why_no_base or "not profiled", [line], sha and str(sha)
     )
@@ -150,16 +150,16 @@ def _finish(
     ctx.pending_warnings += pending
     if v.outcome != Outcome.REGRESSED:
         return v
-    operators = diagnosis.operator_lines(
+    operators = evidence_lines.operator_lines(
         result.profile, result.baseline_profile, result.profile_error, why_no_base
     )
-    memory = diagnosis.memory_line(result, base_mb)
+    memory = evidence_lines.memory_line(result, base_mb)
     notes = [memory] if memory else []
     notes += [f"start-up grew: {x}" for x in v.startup]
     root = ctx.session.run.commit.repo_root
     commits: list[str] = []
     if root:
-        paths = diagnosis.commit_paths(root, ctx.path)
-        commits = diagnosis.commit_lines(root, base_sha, ctx.session.run.commit.sha, paths)
-    message = diagnosis.with_evidence(v.message, operators, notes, changed, commits)
+        paths = evidence_lines.commit_paths(root, ctx.path)
+        commits = evidence_lines.commit_lines(root, base_sha, ctx.session.run.commit.sha, paths)
+    message = evidence_lines.with_evidence(v.message, operators, notes, changed, commits)
     return v.explained(message)

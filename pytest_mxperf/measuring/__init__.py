@@ -12,4 +12,5 @@ Imports ``system`` and ``config``.
   scaling), its reports and scaling arithmetic, and the result of one run.
 - ``diagnosis``, ``profiling``, ``profile_record``, ``profile_trace``, ``profile_diff``,
   ``profile_render``: operator profiles and what got slower.
+- ``evidence_lines``: the evidence sections of a regression's message (operators, commits).
 """

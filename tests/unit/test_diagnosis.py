@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_mxperf.config.casekey import CaseKey
-from pytest_mxperf.measuring import diagnosis
+from pytest_mxperf.measuring import diagnosis, evidence_lines
 from pytest_mxperf.measuring.diagnosis import DiagnoseSpec
 from pytest_mxperf.measuring.measure import MeasureConfig, Measurement
 from pytest_mxperf.measuring.memory import MemoryMethod, MemoryRecord
@@ -101,7 +101,7 @@ def test_failing_profiler_loses_no_result() -> None:
     assert run.diagnosis.profile is None
     assert run.diagnosis.profile_error is not None
     assert "this build has no profiler" in run.diagnosis.profile_error
-    lines = diagnosis.operator_lines(None, None, run.diagnosis.profile_error, None)
+    lines = evidence_lines.operator_lines(None, None, run.diagnosis.profile_error, None)
     assert lines[0].startswith("top operators: profile unavailable: ")
 
 
@@ -171,7 +171,7 @@ def test_evidence_order() -> None:
             "confirmed by a paired run on this machine: ...",
         ]
     )
-    out = diagnosis.with_evidence(
+    out = evidence_lines.with_evidence(
         message, ["top operators ..."], ["peak memory: ..."], [], ["commits since ..."]
     ).splitlines()
     assert out == [
@@ -204,7 +204,7 @@ def test_commit_paths(tmp_path: Path) -> None:
     (tmp_path / "conftest.py").write_text("")
     test = tmp_path / "tests" / "perf" / "test_x.py"
     test.write_text("")
-    assert diagnosis.commit_paths(str(tmp_path), str(test)) == [
+    assert evidence_lines.commit_paths(str(tmp_path), str(test)) == [
         "conftest.py",
         "pkg",
         "tests/conftest.py",
