@@ -1,7 +1,8 @@
 """Paired runs: REV's code and the working tree measured on this machine, interleaved.
 
 - ``pairing``: the `Pairer` a run keeps: REV's tree, environments and fork servers.
-- ``rounds``: alternating rounds of both sides until each case is decided; lock-step together.
+- ``rounds``: alternating rounds of both sides until each case is decided.
+- ``siderun``: a round's side processes run one by one, or in lock-step together.
 - ``sides``: one side's process: command line, environment, the plan it reads, its results.
 - ``pairdata``: the rounds' results and the pairs, estimates and plans read from them.
 - ``turns``: lock-step sides taking turns block by block.
