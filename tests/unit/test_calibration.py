@@ -24,6 +24,7 @@ def test_runs_accumulate_up_to_the_kept_few_and_the_figure_is_their_median(
         calib = store.load(path).calibration
         assert calib is not None and calib.probe == PROBE
         assert len(calib.runs) == min(i + 1, RUNS_KEPT)
+    assert calib is not None
     assert calib.runs == (1000.0, 1100.0, 950.0, 1050.0, 700.0)
     assert calib.images_per_sec == 1000.0
     # An update without a probe figure (no case measured on that device) keeps what is there.
