@@ -131,6 +131,16 @@ class MXNetBackend:
 
         return flops.peak_gflops(self.mx, ctx, dtype)
 
+    def calibration_net(self) -> Any:
+        """The calibration probe's network (`pytest_mxperf.measuring.calibrate`): 8 Conv2D of
+        32 channels with ReLU, global pooling, a 10-way Dense; random weights."""
+        nn = self.mx.gluon.nn
+        net = nn.HybridSequential()
+        for _ in range(8):
+            net.add(nn.Conv2D(32, 3, padding=1, activation="relu"))
+        net.add(nn.GlobalAvgPool2D(), nn.Dense(10))
+        return net
+
     def load_exported(self, prefix: str | os.PathLike[str], ctx: Any, data_name: str) -> Any:
         """Load ``prefix-symbol.json`` + the newest ``prefix-NNNN.params`` as a SymbolBlock."""
         text = str(prefix)

@@ -68,6 +68,9 @@ class BaselineRef:
     file: str
     how: str
     distance: int | None
+    #: The file's calibration probe figure (`baselines.calibration`; None: not recorded, or
+    #: by another probe).
+    calibration: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -76,6 +79,7 @@ class BaselineRef:
             "file": self.file,
             "how": self.how,
             "distance": self.distance,
+            "calibration": self.calibration,
         }
 
     @classmethod
@@ -87,6 +91,7 @@ class BaselineRef:
             file=file,
             how=str(data.get("how", "")),
             distance=data.get("distance"),
+            calibration=data.get("calibration"),
         )
 
 
@@ -97,7 +102,9 @@ def _ref(
         rel = str(f.path.relative_to(root))
     except ValueError:
         rel = str(f.path)
-    return BaselineRef(case, dict(f.commit), rel, how, distance)
+    calib = f.calibration
+    figure = calib.images_per_sec if calib is not None and calib.comparable() else None
+    return BaselineRef(case, dict(f.commit), rel, how, distance, figure)
 
 
 def resolve(

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_mxperf.baselines.calibration import Calibration, CalibrationError, first
 from pytest_mxperf.measuring.stats import median
 from pytest_mxperf.system import files, fingerprint, locks
 
@@ -161,6 +162,8 @@ class BaselineFile:
     hardware: str
     commit: dict[str, Any]
     cases: dict[str, StoredCase]
+    #: How fast the storing machine ran the calibration probe (None: not recorded).
+    calibration: Calibration | None = None
 
     @property
     def sha(self) -> str:
@@ -207,7 +210,12 @@ def load(path: Path) -> BaselineFile:
         str(key): StoredCase.from_dict(case, f"baseline file {path}: case {key!r}")
         for key, case in cases.items()
     }
-    return BaselineFile(path, str(data.get("hardware", path.parent.name)), commit, typed)
+    try:
+        calibration = Calibration.from_dict(data.get("calibration"), f"baseline file {path}")
+    except CalibrationError as exc:
+        raise BaselineError(str(exc)) from None
+    hardware = str(data.get("hardware", path.parent.name))
+    return BaselineFile(path, hardware, commit, typed, calibration)
 
 
 def hardware_keys(root: Path) -> list[str]:
@@ -236,9 +244,11 @@ def store(
     hardware: str,
     commit: Mapping[str, Any],
     cases: Mapping[str, dict[str, Any]],
+    calibration: float | None = None,
 ) -> Path:
     """Merge ``cases`` into ``<root>/<hardware>/<sha>.json``: re-measured cases are replaced
-    (keeping the last few run medians as a noise record, see `_with_runs`), the others stay."""
+    (keeping the last few run medians as a noise record, see `_with_runs`), the others stay;
+    ``calibration`` (the probe's images/sec in this run) joins the file's calibration runs."""
     check_hardware_key(hardware)
     sha = str(commit.get("sha") or "")
     if not _SHA.match(sha):
@@ -248,18 +258,25 @@ def store(
     folder.mkdir(parents=True, exist_ok=True)
     with locks.exclusive(_lock_path(folder)):
         old: dict[str, dict[str, Any]] = {}
+        kept: Calibration | None = None
         if path.exists():
             # raises for a corrupt file: never overwrite it
-            old = {k: c.as_dict() for k, c in load(path).cases.items()}
+            before = load(path)
+            old = {k: c.as_dict() for k, c in before.cases.items()}
+            kept = before.calibration
         merged = dict(old)
         for key, case in cases.items():
             merged[key] = _with_runs(dict(case), old.get(key, {}))
-        data = {
+        if calibration is not None:
+            kept = first(calibration) if kept is None else kept.with_run(calibration)
+        data: dict[str, Any] = {
             "schema": SCHEMA,
             "hardware": hardware,
             "commit": {k: v for k, v in commit.items() if k in STORED_COMMIT_FIELDS},
             "cases": merged,
         }
+        if kept is not None:
+            data["calibration"] = kept.as_dict()
         files.write_json_atomic(path, data)
     return path
 

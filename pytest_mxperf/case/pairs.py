@@ -124,9 +124,7 @@ def judge_pair(ctx: CaseContext, result: CaseResult) -> None:
     assert data is not None, "paired rounds run before the tests"
     key, s = str(result.key), ctx.session.settings
     pairs = data.pairs(key)
-    heads = [b for _, b in pairs] or [
-        r[pairdata.HEAD].cases[key] for r in data.rounds if key in r[pairdata.HEAD].cases
-    ]
+    heads = _heads(data, key)
     if not heads:
         failures = data.side_failures(pairdata.HEAD, ctx.nodeid)
         result.status = Status.ERROR
@@ -144,18 +142,7 @@ def judge_pair(ctx: CaseContext, result: CaseResult) -> None:
         result.software, result.threads = heads[-1].software, heads[-1].threads
         result.verdict = Verdict(outcome, True, f"{key}: {result.error}"[:3000])
         return
-    ranked = sorted(heads, key=lambda r: r.images_per_sec or 0.0)
-    middle = ranked[len(ranked) // 2]
-    result.status, result.measurement, result.error = (
-        middle.status,
-        middle.measurement,
-        middle.error,
-    )
-    result.software, result.threads = middle.software, middle.threads
-    result.scaling = middle.scaling
-    result.macs_per_image, result.peak_gflops = middle.macs_per_image, middle.peak_gflops
-    result.memory = middle.memory
-    result.attempts = [h.images_per_sec or 0.0 for h in heads]
+    _take_middle(result, heads)
     estimate = data.estimate(key, s.min_effect)
     verdict = decide_paired(estimate, ctx.policy)
     revs = sorted(a.images_per_sec or 0.0 for a, _ in pairs)
@@ -183,6 +170,42 @@ def judge_pair(ctx: CaseContext, result: CaseResult) -> None:
     if result.scaling is not None and estimate is not None:
         verdict, message = _pair_scaling(ctx, result, verdict, message)
     result.verdict = verdict.explained(message)
+
+
+def _heads(data: pairdata.PairedData, key: str) -> list[CaseResult]:
+    """HEAD's results of ``key``: from the rounds both sides measured, else from any."""
+    pairs = data.pairs(key)
+    return [b for _, b in pairs] or [
+        r[pairdata.HEAD].cases[key] for r in data.rounds if key in r[pairdata.HEAD].cases
+    ]
+
+
+def _take_middle(result: CaseResult, heads: list[CaseResult]) -> None:
+    """The case's figures are HEAD's round with the median img/s; its attempts all rounds'."""
+    ranked = sorted(heads, key=lambda r: r.images_per_sec or 0.0)
+    middle = ranked[len(ranked) // 2]
+    result.status, result.measurement, result.error = (
+        middle.status,
+        middle.measurement,
+        middle.error,
+    )
+    result.software, result.threads = middle.software, middle.threads
+    result.scaling = middle.scaling
+    result.macs_per_image, result.peak_gflops = middle.macs_per_image, middle.peak_gflops
+    result.memory = middle.memory
+    result.attempts = [h.images_per_sec or 0.0 for h in heads]
+
+
+def adopt_head(result: CaseResult, data: pairdata.PairedData) -> bool:
+    """Take the case's figures from HEAD's side of a run's joint pair (`case.preflight`), as
+    paired mode does; False (nothing taken) when a side failed it or HEAD has no figure: the
+    case is then measured here as usual."""
+    key = str(result.key)
+    heads = _heads(data, key)
+    if not heads or data.broken_message(key) is not None:
+        return False
+    _take_middle(result, heads)
+    return result.measurement is not None
 
 
 def _pair_scaling(

@@ -5,6 +5,7 @@ and the paired arbitration of a suspected regression (`CaseBench`; the public me
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 import time
@@ -17,6 +18,7 @@ import pytest
 from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.case import evidence as fixture_evidence
 from pytest_mxperf.case import pairs as fixture_pair
+from pytest_mxperf.case import preflight
 from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.markers import Expectation, MarkerSpec
 from pytest_mxperf.judging.explain import judge, what_changed
@@ -30,6 +32,10 @@ from pytest_mxperf.measuring.runner import CaseRun, run_case
 from pytest_mxperf.paired.turns import CaseTurns
 from pytest_mxperf.run.session import MxperfSession
 from pytest_mxperf.system import fingerprint, locks
+
+#: A case's stored baseline, the marker's expectations, why no pair can confirm a drop, and
+#: the policy (`CaseBench._judging`).
+_Judging = tuple[BaselineRef | None, list[Expectation], str | None, Policy]
 
 #: A case that ends so has no figure to give its caller: its test fails at the call.
 FAILED_AT_CALL = (Status.ERROR, Status.NAN)
@@ -128,9 +134,16 @@ class CaseBench:
             self.results.append(result)
             self._warn_pending(result)
             return result
-        with self.device_lock(result.key, kind, index):
+        lock = functools.partial(self.device_lock, result.key, kind, index)
+        joint = preflight.joint_pair(self, result, ctx, lock)
+        with lock():
             start = time.time()
-            ref = self._measure(result, net, spec, runner)
+            if self.settings.update:
+                preflight.for_update(self, result, ctx)
+            if joint is not None and fixture_pair.adopt_head(result, joint):
+                ref = self.judge_stored(result)  # its figure is HEAD's from the joint pair
+            else:
+                ref = self._measure(result, net, spec, runner)
             result.window = [start, time.time()]
         why_no_base: str | None = None
         if result.verdict is not None and suspected(result.verdict, self.settings.tolerance):
@@ -224,15 +237,9 @@ class CaseBench:
     def _measure(
         self, result: CaseResult, net: Any, spec: PrepareSpec, runner: Runner | None = None
     ) -> BaselineRef | None:
-        settings, run = self.settings, self.run
-        ref, expectations = self.reference(result)
-        why_not = None if ref is None else self.session.why_no_pair(ref.commit.get("sha"))
-        # Without a paired run to confirm it, a drop must clear the floor sized for noisy
-        # shared runners; with one, the lower floor lets a quiet machine catch small losses.
-        tolerance = settings.tolerance
-        if why_not is not None:
-            tolerance = max(tolerance, settings.unconfirmed_tolerance)
-        policy = self.policy(tolerance)
+        settings = self.settings
+        judging = self._judging(result)
+        ref, expectations, _, policy = judging
 
         def again(best: Measurement) -> bool:
             # Update mode always takes every attempt (the baseline is a best-of-N); otherwise
@@ -304,7 +311,26 @@ class CaseBench:
             )
         for text in outcome.warnings:
             warnings.warn(f"mxperf: {result.key}: {text}", pytest.PytestWarning, stacklevel=4)
-        elsewhere = run.baselines.elsewhere(result.hardware, str(result.key))
+        self._judge(result, judging)
+        return ref
+
+    def _judging(self, result: CaseResult) -> _Judging:
+        """What a case is judged with: its stored baseline, the marker's expectations, why no
+        paired run could confirm a drop (None: one can), and the policy that follows."""
+        settings = self.settings
+        ref, expectations = self.reference(result)
+        why_not = None if ref is None else self.session.why_no_pair(ref.commit.get("sha"))
+        # Without a paired run to confirm it, a drop must clear the floor sized for noisy
+        # shared runners; with one, the lower floor lets a quiet machine catch small losses.
+        tolerance = settings.tolerance
+        if why_not is not None:
+            tolerance = max(tolerance, settings.unconfirmed_tolerance)
+        return ref, expectations, why_not, self.policy(tolerance)
+
+    def _judge(self, result: CaseResult, judging: _Judging) -> None:
+        settings = self.settings
+        ref, expectations, why_not, policy = judging
+        elsewhere = self.run.baselines.elsewhere(result.hardware, str(result.key))
         result.verdict = judge(result, ref, expectations, policy, elsewhere)
         if why_not is not None and ref is not None:
             # Judged again at the threshold a pair would allow (not when storing a baseline).
@@ -316,7 +342,13 @@ class CaseBench:
             result.verdict = fixture_pair.unconfirmed(
                 result.verdict, tight, why_not, self._other_machine(ref), what_changed(result, ref)
             )
-        return ref
+
+    def judge_stored(self, result: CaseResult) -> BaselineRef | None:
+        """Judge a case whose figure came from the run's joint pair (`preflight`) against its
+        stored baseline, as a measured one is; returns the baseline."""
+        judging = self._judging(result)
+        self._judge(result, judging)
+        return judging[0]
 
     def policy(self, tolerance: float) -> Policy:
         s = self.settings

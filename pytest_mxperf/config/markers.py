@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
+
 from pytest_mxperf.config.casekey import DTYPES, MODES
 from pytest_mxperf.config.parsers import parse_sweep
 from pytest_mxperf.config.scaling_kind import check_kind
@@ -294,4 +296,12 @@ def merge(specs: Iterable[MarkerSpec]) -> MarkerSpec:
         sweep=sweep,
         max_memory_mb=max_memory,
         scaling=next(iter(kinds), None),
+    )
+
+
+def is_benchmark(item: pytest.Item) -> bool:
+    """A test that measures: it uses the ``mxperf`` fixture or carries the marker."""
+    return (
+        "mxperf" in getattr(item, "fixturenames", ())
+        or item.get_closest_marker("mxperf") is not None
     )

@@ -6,6 +6,7 @@ Imports ``system`` and ``config``.
 - ``runner``: prepare, warm up, measure, check: one case (`run_case`), for every caller.
 - ``protocol``: the `Backend` protocol the MXNet and fake back ends implement.
 - ``records``: `CaseResult`, `Verdict`, statuses and outcomes.
+- ``calibrate``: the calibration probe, one small fixed network timed the same way everywhere.
 - ``stats``, ``memory``, ``startup``, ``flops``, ``dtype_support``: figures of a case.
 - ``sweep`` / ``sweep_memory``: the batch-size search of a sweep and its memory budget.
 - ``dp_spec`` / ``dataparallel`` / ``dp_result``: a data-parallel spec (weak or strong

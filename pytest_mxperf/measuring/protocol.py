@@ -152,3 +152,7 @@ class Backend(Protocol):
     def peak_gflops(self, ctx: Any, dtype: str) -> float | None:
         """A short probe of the device's dense arithmetic in GFLOP/s (None: not measurable)."""
         ...
+
+    def calibration_net(self) -> Any:
+        """A fresh network of the calibration probe (`pytest_mxperf.measuring.calibrate`)."""
+        ...

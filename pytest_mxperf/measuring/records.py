@@ -208,6 +208,9 @@ class CaseResult:
     #: ``--mxperf-profile DIR``: the case's Chrome trace and aggregate table.
     profile_trace: str | None = None
     profile_table: str | None = None
+    #: The calibration probe's images/sec measured beside this case (`--mxperf-update`: the
+    #: first case of a device in each measuring process), stored with the baseline file.
+    calibration: float | None = None
 
     # the key's parts, as the tables and grids read them
     @property

@@ -213,8 +213,9 @@ class Pairer:
         (`pairdata.worth_more_rounds`), then a profile of the slower ones. Cached per revision
         and ids."""
         cache_key = (sha, tuple(sorted(nodeids)))
-        if cache_key in self._cache:
-            return self._cache[cache_key]
+        for (done_sha, done_ids), done in self._cache.items():
+            if done_sha == sha and set(nodeids) <= set(done_ids):
+                return done  # a run of more cases (a run's joint pair) holds these
         specs = {
             REV: self._setup(sha),
             HEAD: SideSpec(HEAD, self.rootdir, cpus=self.cpus, spread=self.spread),

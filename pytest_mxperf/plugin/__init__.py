@@ -20,7 +20,14 @@ import pytest
 
 from pytest_mxperf.baselines.runinfo import RunInfo
 from pytest_mxperf.config import options, side
-from pytest_mxperf.config.markers import MARKER_DOC, MarkerError, MarkerSpec, merge, parse_marker
+from pytest_mxperf.config.markers import (
+    MARKER_DOC,
+    MarkerError,
+    MarkerSpec,
+    is_benchmark,
+    merge,
+    parse_marker,
+)
 from pytest_mxperf.config.settings import Settings
 from pytest_mxperf.plugin import configure
 from pytest_mxperf.plugin.hooks import (
@@ -30,7 +37,6 @@ from pytest_mxperf.plugin.hooks import (
     ProgressHooks,
     SessionHooks,
     XdistHooks,
-    is_benchmark,
 )
 from pytest_mxperf.plugin.sidehooks import SideHooks
 from pytest_mxperf.run.session import MxperfSession

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_mxperf.config.markers import MarkerSpec
+from pytest_mxperf.config.markers import MarkerSpec, is_benchmark
 from pytest_mxperf.judging.explain import clip_lines
 from pytest_mxperf.paired import pairdata
 from pytest_mxperf.paired.pairing import PairSetupError
@@ -208,10 +208,3 @@ class XdistHooks:
         if error is not None or "mxperf" not in out:
             wid = getattr(getattr(node, "gateway", None), "id", "?")
             state.collected.crashed.append(f"{wid}: {error or 'no results sent'}")
-
-
-def is_benchmark(item: pytest.Item) -> bool:
-    return (
-        "mxperf" in getattr(item, "fixturenames", ())
-        or item.get_closest_marker("mxperf") is not None
-    )

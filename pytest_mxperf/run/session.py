@@ -25,6 +25,7 @@ from pytest_mxperf.paired.sides import read_plan
 from pytest_mxperf.paired.turns import Baton
 from pytest_mxperf.reporting import report, report_sections, summary
 from pytest_mxperf.run import outputs
+from pytest_mxperf.run.preflight import Preflight
 from pytest_mxperf.run.updating import StoreReport, store_results
 from pytest_mxperf.system import fingerprint, gitinfo, locks
 
@@ -112,6 +113,8 @@ class MxperfSession:
         self._pairer: Pairer | None = None
         #: One line on the terminal now, whatever the capture (the plugin's hooks set it).
         self.tell: Callable[[str], None] = _to_stderr
+        #: The calibration against the stored baselines, and the joint pair it may have run.
+        self.preflight = Preflight()
         #: Matrix-multiply peak per (device kind, index, dtype), probed once per process.
         self.peaks: dict[tuple[str, int, str], float | None] = {}
 
@@ -239,6 +242,11 @@ class MxperfSession:
             }
             if self.paired is not None:
                 extra["paired"] = pairdata.as_dict(self.paired)
+            calibration = self.preflight.as_dict()
+            if calibration is not None:
+                extra["calibration"] = calibration
+            if self.preflight.data is not None:
+                extra["joint_pair"] = pairdata.as_dict(self.preflight.data)
             data = report.to_json(self.collected.results, self.run, s.as_dict(), extra)
             wanted = Path(s.json) if s.json else None
             self.report_path, problem = outputs.write_report(wanted, data, self.run.run_id)
@@ -299,6 +307,9 @@ class MxperfSession:
             if title is not None:
                 out.append(("sep", title, {}))
             out += [("line", line, {}) for line in lines]
+        calibration = self.preflight.describe()
+        if calibration is not None:
+            out.append(("line", calibration, {}))
         out += [("line", f"mxperf: baseline written: {w}", {}) for w in self.stored.written]
         out += [("line", f"mxperf: not stored as baseline: {w}", {}) for w in self.stored.skipped]
         if self.settings.json and self.report_path == Path(self.settings.json):

@@ -10,6 +10,7 @@ from typing import Any
 from pytest_mxperf.baselines import store as baselines
 from pytest_mxperf.judging.verdict import MAX_REL_IQR
 from pytest_mxperf.measuring.records import CaseResult, Status
+from pytest_mxperf.measuring.stats import median
 from pytest_mxperf.system.gitinfo import CommitInfo
 
 
@@ -97,8 +98,10 @@ def store_results(
             continue
         by_hw.setdefault(r.hardware, {})[str(r.key)] = baseline_record(r, commit, machine_id)
     for hardware, cases in sorted(by_hw.items()):
+        probes = [r.calibration for r in results if r.hardware == hardware and r.calibration]
+        calibration = median(probes) if probes else None
         try:
-            path = baselines.store(root, hardware, commit.as_dict(), cases)
+            path = baselines.store(root, hardware, commit.as_dict(), cases, calibration)
         except baselines.BaselineError as exc:
             report.errors.append(f"baseline not written: {exc}")
             continue

@@ -110,6 +110,8 @@ class FakeBackend:
         self.gpus = gpus
         self.syncs = 0
         self.peak: float | None = 100.0
+        #: The calibration probe's images/sec on this fake machine (`calibration_net`).
+        self.calibration = 1000.0
         self.peak_probes: list[tuple[tuple[str, int], str]] = []
         self._software = software or {"mxnet": "fake-1.9.1", "python": "3.11", "numpy": "1.23"}
         #: Every step, sync and profiler call in order: ``("step", profiling)``, ``("sync",)``,
@@ -197,6 +199,10 @@ class FakeBackend:
             info={"form": "fake"},
             macs_per_image=model.macs_per_image,
         )
+
+    def calibration_net(self) -> Any:
+        """The calibration probe: a `FakeModel` at ``self.calibration`` images/sec."""
+        return FakeModel(images_per_sec=self.calibration, first_step_seconds=0.0)
 
     def peak_gflops(self, ctx: Any, dtype: str) -> float | None:
         """A declared peak (``self.peak``); counts the probes in ``self.peak_probes``."""

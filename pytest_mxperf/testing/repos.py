@@ -40,9 +40,12 @@ def worktrees(path: Path) -> list[str]:
     return [line for line in git(path, "worktree", "list").splitlines() if line.strip()]
 
 
-def inflate_baselines(path: Path, factor: float, machine: str | None = None) -> None:
+def inflate_baselines(
+    path: Path, factor: float, machine: str | None = None, calibration: bool = False
+) -> None:
     """Scale every stored figure under ``path/baselines`` by ``factor``, as if the baselines had
-    been stored on a faster machine (with the anonymous id ``machine``, when given)."""
+    been stored on a faster machine (with the anonymous id ``machine``, when given); with
+    ``calibration`` the files' calibration probe figures too (the machine ran it faster)."""
     for file in (path / "baselines").rglob("*.json"):
         data = json.loads(file.read_text())
         for case in data["cases"].values():
@@ -50,6 +53,10 @@ def inflate_baselines(path: Path, factor: float, machine: str | None = None) -> 
             case["runs"] = [r * factor for r in case["runs"]]
             if machine is not None:
                 case["machine_ids"] = [machine] * len(case["runs"])
+        probe = data.get("calibration")
+        if calibration and probe is not None:
+            probe["runs"] = [r * factor for r in probe["runs"]]
+            probe["images_per_sec"] *= factor
         file.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 

@@ -1,0 +1,106 @@
+"""Before a run's first case: do the stored figures describe this machine? If the calibration
+probe says they do not, one paired run of the stored file's commit and HEAD measures every
+remaining case of the run, and each case takes its figure and its verdict from it.
+
+Why: on a machine the stored figures do not describe (hosted CI lands on a new VM every job),
+every case looks slower or faster than its baseline, and each would be arbitrated by a paired
+run of its own: sides started, the case built and warmed again per round, for every case. One
+pair of all of them measures each case once per side per round, with the sides' setups
+overlapping: about a paired run's cost in place of a plain run plus fifteen pairs. Nothing is
+scaled: a case is still compared with its stored figure first (so the table and the summary
+show how far off the machine is), and the pair decides whether the code is slower.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import TYPE_CHECKING, Any, Callable
+
+from pytest_mxperf.baselines.resolution import BaselineRef
+from pytest_mxperf.config.markers import is_benchmark
+from pytest_mxperf.measuring.calibrate import calibrate
+from pytest_mxperf.measuring.records import CaseResult
+from pytest_mxperf.paired.pairdata import PairedData
+from pytest_mxperf.paired.pairing import PairSetupError
+from pytest_mxperf.run.preflight import THRESHOLD
+
+if TYPE_CHECKING:
+    from pytest_mxperf.case.path import CaseBench
+
+
+def for_update(bench: CaseBench, result: CaseResult, ctx: Any) -> None:
+    """``--mxperf-update``: measure the probe beside the first case of each hardware key in
+    this process (inside the device lock), for the stored file's calibration."""
+    pf = bench.session.preflight
+    if result.hardware in pf.calibrated:
+        return
+    pf.calibrated.add(result.hardware)
+    result.calibration = _probe(bench, ctx)
+
+
+Lock = Callable[[], contextlib.AbstractContextManager[None]]
+
+
+def joint_pair(bench: CaseBench, result: CaseResult, ctx: Any, lock: Lock) -> PairedData | None:
+    """The joint pair that covers this case, deciding once per run whether to run it (at the
+    first case with a stored baseline: the probe inside ``lock``, the device's; the pair
+    outside it, as its controller takes every device's lock for its rounds)."""
+    pf = bench.session.preflight
+    if not pf.decided and _may_decide(bench):
+        ref = bench.run.baseline_for(result.hardware, str(result.key))
+        if ref is not None:
+            pf.decided = True
+            _decide(bench, ref, ctx, lock)
+    return pf.covers(str(result.key))
+
+
+def _may_decide(bench: CaseBench) -> bool:
+    s = bench.session
+    return not (
+        s.settings.ab
+        or s.settings.update
+        or s.side is not None
+        or s.is_worker
+        or os.environ.get("PYTEST_XDIST_WORKER")
+    )
+
+
+def _probe(bench: CaseBench, ctx: Any) -> float | None:
+    try:
+        return calibrate(bench.backend, ctx)
+    except Exception:
+        return None  # no calibration rather than a lost case
+
+
+def _decide(bench: CaseBench, ref: BaselineRef, ctx: Any, lock: Lock) -> None:
+    pf, session = bench.session.preflight, bench.session
+    pf.stored = ref.calibration
+    if pf.stored is None:
+        return  # a file stored before calibrations (or by another probe): case by case
+    with lock():
+        pf.now = _probe(bench, ctx)
+    if pf.holds:
+        return
+    sha = str(ref.commit.get("sha") or "")
+    pf.why_not = session.why_no_pair(sha)
+    if pf.why_not is not None:
+        return
+    items = bench.item.session.items
+    start = items.index(bench.item) if bench.item in items else 0
+    pf.nodeids = tuple(i.nodeid for i in items[start:] if is_benchmark(i))
+    label = sha[:10]
+    bench.tell(
+        f"mxperf: the stored baselines (commit {label}) do not hold on this machine: it runs "
+        f"the calibration probe at {pf.factor:.2f}x their machine's speed (beyond "
+        f"{THRESHOLD:.2f}x); {len(pf.nodeids)} benchmark(s) are measured in one paired run of "
+        f"{label} and HEAD here, and judged by it"
+    )
+    try:
+        pf.data = session.pairer.run(
+            label, sha, list(pf.nodeids), lambda text: bench.tell(f"mxperf: preflight: {text}")
+        )
+        pf.sha = sha
+    except PairSetupError as exc:
+        pf.why_not = str(exc)
+        bench.tell(f"mxperf: no paired run of {label} ({exc}); each case is judged alone")

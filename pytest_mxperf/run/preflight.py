@@ -1,0 +1,85 @@
+"""What a run learns of its stored baselines before its first case: whether the machine that
+stored them ran the calibration probe as fast as this one, and, where it did not, the one
+paired run that judges every case instead (`pytest_mxperf.case.preflight` decides and runs it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_mxperf.paired.pairdata import HEAD, PairedData
+
+#: Beyond this factor either way the stored figures are taken not to hold on this machine.
+#: One process's figure moves 10-20% between runs on a shared 2-vCPU VM: a smaller factor
+#: would pair runs of machines that do match (costly, never wrong).
+THRESHOLD = 1.25
+
+
+@dataclass
+class Preflight:
+    """The calibration of this run against the stored file, and the joint pair if any."""
+
+    #: The decision is taken (at the first case with a stored baseline).
+    decided: bool = False
+    #: The probe's images/sec stored with the file, and measured here (None: unknown).
+    stored: float | None = None
+    now: float | None = None
+    #: The stored file's commit, and the pair of it with HEAD over the run's cases.
+    sha: str | None = None
+    data: PairedData | None = None
+    nodeids: tuple[str, ...] = ()
+    #: Why no joint pair was run although the figures do not hold here.
+    why_not: str | None = None
+    #: Hardware keys whose probe this process measured for ``--mxperf-update``.
+    calibrated: set[str] = field(default_factory=set)
+
+    @property
+    def factor(self) -> float | None:
+        """This machine's probe figure over the stored one (0.67: a third slower here)."""
+        if self.stored is None or self.now is None:
+            return None
+        return self.now / self.stored
+
+    @property
+    def holds(self) -> bool:
+        """The stored figures describe this machine, as far as the probe can tell."""
+        f = self.factor
+        return f is None or 1 / THRESHOLD <= f <= THRESHOLD
+
+    def covers(self, key: str) -> PairedData | None:
+        """The joint pair when it measured ``key`` on HEAD's side (None: it did not)."""
+        data = self.data
+        if data is None or not data.measured(HEAD, key):
+            return None
+        return data
+
+    def describe(self) -> str | None:
+        """The summary's line on the calibration (None: nothing to say: no calibration stored,
+        or the figures hold here)."""
+        f = self.factor
+        if f is None or self.holds:
+            return None
+        line = (
+            f"mxperf: calibration: this machine runs the calibration probe at {f:.2f}x the "
+            "speed it ran when the baselines were stored"
+        )
+        if self.data is not None and self.sha:
+            return (
+                f"{line}; {len(self.nodeids)} benchmark(s) were measured in one paired run of "
+                f"the baseline commit {self.sha[:10]} and HEAD on this machine and judged by it"
+            )
+        return f"{line}; no joint paired run ({self.why_not}): each case was judged alone"
+
+    def as_dict(self) -> dict[str, Any] | None:
+        if not self.decided or self.stored is None:
+            return None
+        return {
+            "stored_images_per_sec": self.stored,
+            "images_per_sec": self.now,
+            "factor": self.factor,
+            "threshold": THRESHOLD,
+            "holds": self.holds,
+            "paired_with": self.sha if self.data is not None else None,
+            "cases_paired": len(self.nodeids) if self.data is not None else 0,
+            "why_not_paired": self.why_not,
+        }

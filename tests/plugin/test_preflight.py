@@ -1,0 +1,121 @@
+"""The calibration stored with baselines, and the joint pair of a run on a machine they do not
+describe: one paired run measures every case, each judged from it ("machine" where the code is
+not slower, "regressed" where it is)."""
+
+from __future__ import annotations
+
+import json
+from typing import Callable
+
+import pytest
+
+from pytest_mxperf.baselines.calibration import PROBE
+from pytest_mxperf.testing.repos import (
+    PAIR_SUITE,
+    inflate_baselines,
+    read_report,
+    stored_files,
+    worktrees,
+)
+
+FAST, STEADY = "fast/inference/float32/bs8/cpu", "steady/inference/float32/bs8/cpu"
+
+
+def test_an_update_stores_the_calibration_probe_with_the_baselines(
+    fake_pytester: pytest.Pytester, store_baseline: Callable[..., str]
+) -> None:
+    store_baseline(PAIR_SUITE.format(speed=100.0))
+    (path,) = stored_files(fake_pytester.path)
+    calibration = json.loads(path.read_text())["calibration"]
+    # The fake machine runs the probe at 1000 img/s (`FakeBackend.calibration`).
+    assert calibration["probe"] == PROBE
+    assert calibration["images_per_sec"] == pytest.approx(1000.0)
+    assert calibration["runs"] == [pytest.approx(1000.0)]
+    fake_pytester.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=2)
+    assert json.loads(path.read_text())["calibration"]["runs"] == [pytest.approx(1000.0)] * 2
+
+
+@pytest.fixture
+def stored_faster(
+    fake_pytester: pytest.Pytester,
+    commit: Callable[[str], str],
+    store_baseline: Callable[..., str],
+) -> str:
+    """Baselines stored at A by a machine 1.4x faster at everything, the calibration probe
+    included (committed as B)."""
+    base = store_baseline(PAIR_SUITE.format(speed=100.0))
+    inflate_baselines(fake_pytester.path, 1.4, machine="0badc0ffee00", calibration=True)
+    commit("B: baselines from a faster machine")
+    return base
+
+
+def test_one_paired_run_judges_every_case_where_the_calibration_differs(
+    fake_pytester: pytest.Pytester, stored_faster: str
+) -> None:
+    result = fake_pytester.runpytest("--mxperf", "--mxperf-json", "report.json")
+    result.assert_outcomes(passed=2)
+    label = stored_faster[:10]
+    result.stdout.fnmatch_lines(
+        [
+            f"*mxperf: the stored baselines (commit {label}) do not hold on this machine: it "
+            "runs the calibration probe at 0.71x their machine's speed (beyond 1.25x); 2 "
+            f"benchmark(s) are measured in one paired run of {label} and HEAD here*",
+            "*mxperf verdicts: 2 machine*",
+            "mxperf: calibration: this machine runs the calibration probe at 0.71x the speed it "
+            "ran when the baselines were stored; 2 benchmark(s) were measured in one paired run "
+            f"of the baseline commit {label} and HEAD on this machine and judged by it",
+        ]
+    )
+    report = read_report(fake_pytester.path)
+    assert report["calibration"]["factor"] == pytest.approx(1 / 1.4)
+    assert report["calibration"]["paired_with"] == stored_faster
+    # Both cases in every round of the one pair; their figures are HEAD's from it.
+    rounds = report["joint_pair"]["rounds"]
+    assert len(rounds) == 3
+    assert all(set(r["head"]["images_per_sec"]) == {FAST, STEADY} for r in rounds)
+    cases = {c["key"]: c for c in report["cases"]}
+    assert cases[FAST]["measurement"]["images_per_sec"] == pytest.approx(100.0)
+    for key in (FAST, STEADY):
+        verdict = cases[key]["verdict"]
+        assert verdict["status"] == "machine"
+        assert f"but on this machine HEAD vs baseline commit {label}: +0.0%" in verdict["message"]
+    assert len(worktrees(fake_pytester.path)) == 1  # the pair's worktree is gone
+
+
+def test_a_real_regression_on_top_is_still_caught_by_the_joint_pair(
+    fake_pytester: pytest.Pytester, stored_faster: str, commit: Callable[[str], str]
+) -> None:
+    fake_pytester.makepyfile(test_suite=PAIR_SUITE.format(speed=80.0))
+    commit("C: slower")
+    result = fake_pytester.runpytest("--mxperf", "--mxperf-json", "report.json")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*fast/inference/float32/bs8/cpu: 80.0 img/s vs baseline 140.0 img/s (-42.9%)*",
+            "*confirmed by a paired run on this machine: HEAD vs baseline commit "
+            f"{stored_faster[:10]}: -20.0%*",
+        ]
+    )
+    report = read_report(fake_pytester.path)
+    assert {c["key"]: c["verdict"]["status"] for c in report["cases"]} == {
+        FAST: "regressed",
+        STEADY: "machine",
+    }
+    assert report["calibration"]["cases_paired"] == 2
+
+
+def test_a_calibration_within_the_threshold_keeps_the_plain_run(
+    fake_pytester: pytest.Pytester,
+    commit: Callable[[str], str],
+    store_baseline: Callable[..., str],
+) -> None:
+    store_baseline(PAIR_SUITE.format(speed=100.0))
+    inflate_baselines(fake_pytester.path, 1.1, calibration=True)
+    commit("B: baselines 10% faster")
+    result = fake_pytester.runpytest("--mxperf", "--mxperf-json", "report.json")
+    result.assert_outcomes(passed=2)
+    report = read_report(fake_pytester.path)
+    assert report["calibration"]["holds"] is True
+    assert report["calibration"]["factor"] == pytest.approx(1 / 1.1)
+    assert "joint_pair" not in report
+    assert "calibration probe" not in result.stdout.str()
