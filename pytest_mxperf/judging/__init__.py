@@ -1,6 +1,8 @@
 """Deciding and explaining: a verdict from numbers, then the message from the verdict.
 
 - ``verdict``: expectation floor, then the stored baseline; noise is never a regression.
-- ``pairstats`` / ``tdist``: the statistics of a paired A/B comparison.
+- ``pairstats`` / ``tdist``: the statistics of a paired A/B comparison and its decision.
+- ``pairplan``: the rounds a paired comparison projects: how many would decide, whether more
+  could still fail it.
 - ``explain`` / ``explain_scaling``: the messages a user reads, written from decided verdicts.
 """

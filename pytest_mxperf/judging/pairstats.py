@@ -23,7 +23,7 @@ Decision, with ``e = min_effect``:
   (scripts/aa_check.py and ``tests/unit/test_pair_simulations.py`` give the figures);
 - UNKNOWN otherwise: more rounds may decide (:func:`need_more_rounds`); after the last round
   the caller reports the case as inconclusive, with :attr:`PairedEstimate.suggested_rounds`.
-  Rounds stop early for a case that they could no longer fail (:func:`could_still_regress`).
+  Rounds stop early for a case that they could no longer fail (`pairplan.could_still_regress`).
 """
 
 from __future__ import annotations
@@ -33,8 +33,14 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pytest_mxperf.judging.tdist import t_quantile
-from pytest_mxperf.measuring.stats import median
+from pytest_mxperf.judging.pairplan import half_width, suggest_rounds
+from pytest_mxperf.measuring.stats import (
+    mean_sd,
+    median_noise,
+    trim_count,
+    trimmed_mean,
+    trimmed_mean_se,
+)
 
 #: Default confidence level of the interval (two-sided).
 CONFIDENCE = 0.99
@@ -45,13 +51,6 @@ SAME_CONFIDENCE = 0.90
 MIN_EFFECT = 0.05
 #: Default floor of the per-round SD of log ratios (0.5%): no interval is ever zero-width.
 NOISE_FLOOR = 0.005
-#: Cap of :attr:`PairedEstimate.suggested_rounds`.
-MAX_SUGGESTED_ROUNDS = 1000
-
-# Normal-theory factors: SD from the median absolute deviation, and the standard error of a
-# median relative to that of a mean (sqrt(pi / 2)).
-_MAD_TO_SD = 1.4826
-_MEDIAN_SE_FACTOR = math.sqrt(math.pi / 2)
 
 
 # --- records ---------------------------------------------------------------------------------
@@ -106,45 +105,7 @@ class PairedRound:
     def within_df(self) -> int:
         """Degrees of freedom of :attr:`within_noise` (0: none known, e.g. from medians)."""
         n = len(self.pair_logs)
-        return max(n - 2 * _trim_count(n) - 1, 0) if n >= 2 else 0
-
-
-def _mean_sd(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and sample SD (``n - 1``) of at least two values."""
-    n = len(values)
-    mean = math.fsum(values) / n
-    return mean, math.sqrt(math.fsum((x - mean) ** 2 for x in values) / (n - 1))
-
-
-#: Share of the block pairs left out at each end of a round's trimmed mean.
-TRIM = 0.2
-
-
-def _trim_count(n: int) -> int:
-    return int(TRIM * n)
-
-
-def trimmed_mean(values: Sequence[float]) -> float:
-    """Mean of ``values`` without the lowest and highest :data:`TRIM` share (20%)."""
-    ordered = sorted(values)
-    k = _trim_count(len(ordered))
-    kept = ordered[k : len(ordered) - k]
-    return math.fsum(kept) / len(kept)
-
-
-def trimmed_mean_se(values: Sequence[float]) -> float:
-    """Standard error of :func:`trimmed_mean` (Tukey and McLaughlin): the SD of the values
-    winsorized at the trimmed share, over ``(1 - 2 * TRIM) * sqrt(n)``. One block a burst slowed
-    by half moves it as much as the next-worst block, where it would dominate a plain SD."""
-    n = len(values)
-    if n < 2:
-        return 0.0
-    ordered = sorted(values)
-    k = _trim_count(n)
-    low, high = ordered[k], ordered[n - 1 - k]
-    winsorized = [min(max(x, low), high) for x in ordered]
-    sd = _mean_sd(winsorized)[1]
-    return sd / ((1.0 - 2.0 * k / n) * math.sqrt(n))
+        return max(n - 2 * trim_count(n) - 1, 0) if n >= 2 else 0
 
 
 @dataclass(frozen=True)
@@ -158,7 +119,7 @@ class PairedEstimate:
     :param ratios: the per-round ratios, in round order.
     :param decision: see the module docstring.
     :param suggested_rounds: for UNKNOWN, the rounds that would likely decide, assuming the
-        current estimate and noise hold (capped at MAX_SUGGESTED_ROUNDS); None otherwise.
+        current estimate and noise hold (capped at `pairplan.MAX_SUGGESTED_ROUNDS`); None otherwise.
     :param same_low: lower end of the equivalence interval (:data:`SAME_CONFIDENCE`).
     :param same_high: its upper end.
     :param sd: the per-round SD of log ratios used (after the floors).
@@ -197,19 +158,6 @@ class PairedEstimate:
 # --- estimation ------------------------------------------------------------------------------
 
 
-def median_noise(blocks: Sequence[float]) -> float:
-    """Relative standard error of the median of block rates (0 for fewer than two blocks).
-
-    From the MAD of the log rates, robust to the odd slow block that the median ignores too.
-    """
-    if len(blocks) < 2:
-        return 0.0
-    logs = [math.log(b) for b in blocks]
-    mid = median(logs)
-    sd = _MAD_TO_SD * median([abs(x - mid) for x in logs])
-    return _MEDIAN_SE_FACTOR * sd / math.sqrt(len(blocks))
-
-
 def decide(
     low: float,
     high: float,
@@ -226,12 +174,6 @@ def decide(
     if same_low > 1.0 - min_effect and same_high < 1.0 + min_effect:
         return Decision.SAME
     return Decision.UNKNOWN
-
-
-def _half_width(confidence: float, sd: float, n: int, df: int) -> float:
-    """Half-width, on the log scale, of the two-sided ``confidence`` t interval (``df`` degrees
-    of freedom) of the mean of ``n`` rounds whose per-round SD is ``sd``."""
-    return t_quantile(0.5 + confidence / 2.0, df) * sd / math.sqrt(n)
 
 
 def _degrees_of_freedom(rounds: Sequence[PairedRound], sd_between: float, sd_within: float) -> int:
@@ -295,18 +237,18 @@ def paired_estimate(
         _check_round(i, rnd)
 
     logs = [math.log(rnd.ratio) for rnd in rounds]
-    mean, sd_between = _mean_sd(logs)
+    mean, sd_between = mean_sd(logs)
     sd_within = math.sqrt(math.fsum(rnd.within_noise**2 for rnd in rounds) / n)
     sd = max(sd_between, sd_within, noise_floor)
     df = _degrees_of_freedom(rounds, sd_between, sd_within)
-    half = _half_width(confidence, sd, n, n - 1)
+    half = half_width(confidence, sd, n, n - 1)
     low, high = math.exp(mean - half), math.exp(mean + half)
     same_level = min(same_confidence, confidence)
-    same_half = _half_width(same_level, sd, n, df)
+    same_half = half_width(same_level, sd, n, df)
     same = (math.exp(mean - same_half), math.exp(mean + same_half))
     decision = decide(low, high, min_effect, same)
     suggested = (
-        _suggest_rounds(mean, sd, (n, df), (confidence, same_level), min_effect)
+        suggest_rounds(mean, sd, (n, df), (confidence, same_level), min_effect)
         if decision is Decision.UNKNOWN
         else None
     )
@@ -327,58 +269,6 @@ def paired_estimate(
         same_high=same[1],
         df=df,
     )
-
-
-def _suggest_rounds(
-    mean: float,
-    sd: float,
-    done: tuple[int, int],
-    levels: tuple[float, float],
-    min_effect: float,
-) -> int:
-    # The 99% interval decides once its half-width drops below the distance from the estimate
-    # to 1 (REGRESSED/IMPROVED); the equivalence interval once its half-width drops below the
-    # distance to the nearer edge of the SAME band. Whichever happens first. ``done`` is the
-    # rounds so far and the interval's degrees of freedom, which grow in proportion.
-    n, df = done
-    confidence, same_level = levels
-    band = min(mean - math.log(1.0 - min_effect), math.log(1.0 + min_effect) - mean)
-    for m in range(n + 1, MAX_SUGGESTED_ROUNDS + 1):
-        df_m = _projected_df(df, n, m)
-        if _half_width(confidence, sd, m, df_m) < abs(mean):
-            return m
-        if _half_width(same_level, sd, m, df_m) < band:
-            return m
-    return MAX_SUGGESTED_ROUNDS
-
-
-def _projected_df(df: int, n: int, m: int) -> int:
-    """Degrees of freedom after ``m`` rounds, from ``df`` after ``n``: ``m - 1`` when the
-    rounds' spread set them, in proportion to the rounds when the block pairs' did."""
-    return m - 1 if df <= n - 1 else max(m - 1, df * m // n)
-
-
-def could_still_regress(estimate: PairedEstimate, more_rounds: int) -> bool:
-    """Could up to ``more_rounds`` more rounds still decide REGRESSED for an UNKNOWN estimate?
-
-    Futility, for :func:`pytest_mxperf.paired.pairdata.worth_more_rounds`: the interval at ``m``
-    rounds is projected with the per-round SD measured so far and the estimate moved one
-    standard error further down (in favour of a regression, so that a real loss that was only
-    unlucky in its first rounds keeps its rounds). False when no ``m`` up to
-    ``n_rounds + more_rounds`` would put the whole interval below 1 with its lower end at
-    ``1 - min_effect`` or lower: then more rounds would cost time and could not fail the case.
-    A batch-1 case whose rounds swing by 7% around -1% is such a case; a 5% loss at 1-2% per
-    round is not.
-    """
-    n = estimate.n_rounds
-    sd = estimate.sd
-    mean = math.log(estimate.ratio) - sd / math.sqrt(n)
-    floor = math.log(1.0 - estimate.min_effect)
-    for m in range(n + 1, n + more_rounds + 1):
-        half = _half_width(estimate.confidence, sd, m, _projected_df(estimate.df, n, m))
-        if mean + half < 0.0 and mean - half <= floor:
-            return True
-    return False
 
 
 def need_more_rounds(estimate: PairedEstimate, rounds_done: int, max_rounds: int) -> bool:

@@ -7,7 +7,8 @@ Imports ``system`` and ``config``.
 - ``protocol``: the `Backend` protocol the MXNet and fake back ends implement.
 - ``records``: `CaseResult`, `Verdict`, statuses and outcomes.
 - ``calibrate``: the calibration probe, one small fixed network timed the same way everywhere.
-- ``stats``, ``memory``, ``startup``, ``flops``, ``dtype_support``: figures of a case.
+- ``stats``, ``memory``, ``startup``, ``flops``, ``dtype_support``: figures of a case (``stats``:
+  also a paired round's noise, the trimmed mean of its block pairs).
 - ``sweep`` / ``sweep_memory``: the batch-size search of a sweep and its memory budget.
 - ``dp_spec`` / ``dataparallel`` / ``dp_result``: a data-parallel spec (weak or strong
   scaling), its reports and scaling arithmetic, and the result of one run.

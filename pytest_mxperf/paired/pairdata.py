@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_mxperf.judging import pairplan
 from pytest_mxperf.judging import pairstats as paired
 from pytest_mxperf.measuring.records import CaseResult, Status
 
@@ -194,7 +195,7 @@ def worth_more_rounds(
     projected rounds to a decision (`PairedEstimate.suggested_rounds`, from the estimate and
     spread so far) fit within ``max_rounds`` in all (``data.rounds`` counts those run, a failed
     side's too); those HEAD measured slower so far that rounds up to ``max_rounds`` could still
-    fail (`paired.could_still_regress`); with ``strict`` every undecided one (an undecided case
+    fail (`pairplan.could_still_regress`); with ``strict`` every undecided one (an undecided case
     fails there). A case whose rounds disagree too much to decide in time, and that could not
     fail, ends inconclusive without them."""
     left = max_rounds - len(data.rounds)
@@ -205,9 +206,9 @@ def worth_more_rounds(
         est = data.estimate(key, min_effect)
         if est is None or est.decision != paired.Decision.UNKNOWN:
             continue
-        need = est.suggested_rounds or paired.MAX_SUGGESTED_ROUNDS
+        need = est.suggested_rounds or pairplan.MAX_SUGGESTED_ROUNDS
         near = need <= max_rounds
-        if strict or near or (est.ratio < 1.0 and paired.could_still_regress(est, left)):
+        if strict or near or (est.ratio < 1.0 and pairplan.could_still_regress(est, left)):
             out.append((need, key))
     return [key for _, key in sorted(out)]
 

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_mxperf.config.side import Turns
-from pytest_mxperf.judging.pairstats import trimmed_mean_se
+from pytest_mxperf.measuring.stats import trimmed_mean_se
 from pytest_mxperf.system import cpus as cpu_sets
 
 #: Block pairs per case per round in lock-step (each side times at least this many 0.1 s

@@ -7,13 +7,8 @@ import math
 
 import pytest
 
-from pytest_mxperf.judging.pairstats import (
-    Decision,
-    PairedRound,
-    paired_estimate,
-    trimmed_mean,
-    trimmed_mean_se,
-)
+from pytest_mxperf.judging.pairstats import Decision, PairedRound, paired_estimate
+from pytest_mxperf.measuring.stats import trimmed_mean, trimmed_mean_se
 from pytest_mxperf.paired.turns import BLOCK, END, Conductor
 
 IDS = ["t.py::a", "t.py::b"]

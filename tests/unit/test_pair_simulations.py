@@ -14,12 +14,12 @@ from typing import Literal
 import pytest
 from paired_data import rounds_from
 
+from pytest_mxperf.judging.pairplan import could_still_regress
 from pytest_mxperf.judging.pairstats import (
     SAME_CONFIDENCE,
     Decision,
     PairedEstimate,
     PairedRound,
-    could_still_regress,
     need_more_rounds,
     paired_estimate,
 )

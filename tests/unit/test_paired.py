@@ -9,17 +9,16 @@ import math
 import pytest
 from paired_data import rounds_from
 
+from pytest_mxperf.judging.pairplan import MAX_SUGGESTED_ROUNDS, could_still_regress
 from pytest_mxperf.judging.pairstats import (
-    MAX_SUGGESTED_ROUNDS,
     Decision,
     PairedEstimate,
     PairedRound,
-    could_still_regress,
     decide,
-    median_noise,
     need_more_rounds,
     paired_estimate,
 )
+from pytest_mxperf.measuring.stats import median_noise
 
 
 def test_could_still_regress_projects_the_interval_to_the_rounds_left() -> None:
