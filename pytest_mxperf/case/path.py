@@ -1,6 +1,7 @@
 """The case path under every ``mxperf`` method: key, skip, claim, device lock, measure, judge,
 and the paired arbitration of a suspected regression (`CaseBench`; the public methods are on
-`pytest_mxperf.case.fixture.MxPerf`)."""
+`pytest_mxperf.case.fixture.MxPerf`, measuring and judging against the stored baseline in
+`pytest_mxperf.case.stored`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import os
 import sys
 import time
 import warnings
-from dataclasses import replace
 from typing import Any, Callable
 
 import pytest
@@ -18,24 +18,17 @@ import pytest
 from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.case import evidence as fixture_evidence
 from pytest_mxperf.case import pairs as fixture_pair
-from pytest_mxperf.case import preflight
+from pytest_mxperf.case import preflight, stored
 from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.markers import Expectation, MarkerSpec
-from pytest_mxperf.judging.explain import judge, what_changed
-from pytest_mxperf.judging.verdict import Policy, decide, suspected
-from pytest_mxperf.measuring import diagnosis
+from pytest_mxperf.judging.verdict import Policy, suspected
 from pytest_mxperf.measuring import sweep as sweeps
-from pytest_mxperf.measuring.measure import MeasureConfig, Measurement, for_side
-from pytest_mxperf.measuring.protocol import Backend, PrepareSpec, SpecError
-from pytest_mxperf.measuring.records import CaseResult, Outcome, Status
-from pytest_mxperf.measuring.runner import CaseRun, run_case
-from pytest_mxperf.paired.turns import CaseTurns
+from pytest_mxperf.measuring.measure import MeasureConfig, Measurement
+from pytest_mxperf.measuring.protocol import Backend, PrepareSpec
+from pytest_mxperf.measuring.records import CaseResult, Status
+from pytest_mxperf.measuring.runner import CaseRun
 from pytest_mxperf.run.session import MxperfSession
 from pytest_mxperf.system import fingerprint, locks
-
-#: A case's stored baseline, the marker's expectations, why no pair can confirm a drop, and
-#: the policy (`CaseBench._judging`).
-_Judging = tuple[BaselineRef | None, list[Expectation], str | None, Policy]
 
 #: A case that ends so has no figure to give its caller: its test fails at the call.
 FAILED_AT_CALL = (Status.ERROR, Status.NAN)
@@ -141,9 +134,9 @@ class CaseBench:
             if self.settings.update:
                 preflight.for_update(self, result, ctx)
             if joint is not None and fixture_pair.adopt_head(result, joint):
-                ref = self.judge_stored(result)  # its figure is HEAD's from the joint pair
+                ref = stored.judge_stored(self, result)  # its figure is HEAD's from the joint pair
             else:
-                ref = self._measure(result, net, spec, runner)
+                ref = stored.measure(self, result, net, spec, runner)
             result.window = [start, time.time()]
         why_no_base: str | None = None
         if result.verdict is not None and suspected(result.verdict, self.settings.tolerance):
@@ -234,122 +227,6 @@ class CaseBench:
         )
         return ref, expectations
 
-    def _measure(
-        self, result: CaseResult, net: Any, spec: PrepareSpec, runner: Runner | None = None
-    ) -> BaselineRef | None:
-        settings = self.settings
-        judging = self._judging(result)
-        ref, expectations, _, policy = judging
-
-        def again(best: Measurement) -> bool:
-            # Update mode always takes every attempt (the baseline is a best-of-N); otherwise
-            # only a suspected regression is worth re-measuring.
-            if settings.update:
-                return True
-            result.measurement = best
-            return decide(result, ref, expectations, policy).outcome == Outcome.REGRESSED
-
-        config = MeasureConfig(
-            min_time=settings.min_time, max_time=settings.max_time, warmup_time=settings.warmup_time
-        )
-        if self.session.side is not None:
-            config = for_side(config)
-            steps = self.session.block_plan.get(str(result.key))
-            if steps is not None:
-                config = replace(config, steps_per_block=steps)
-        if self.session.baton is not None:
-            turns = CaseTurns(self.session.baton, self.item.nodeid, str(result.key))
-            config = replace(config, interleave=turns)
-
-        def suspect(best: Measurement) -> bool:
-            # Profile a case judged regressed (or, in a paired run's side asked to profile, every
-            # case: `paired.rounds.run_rounds`):
-            # after its timed blocks, with the step still warm.
-            if self.session.side is not None:
-                return self.session.side.profile
-            if settings.update:
-                return False
-            result.measurement = best
-            return decide(result, ref, expectations, policy).outcome == Outcome.REGRESSED
-
-        diagnose = diagnosis.DiagnoseSpec(
-            trace_path=diagnosis.trace_path_for(settings.profile, str(result.key)),
-            profile_if=suspect,
-        )
-        attempts = 1 + settings.confirm
-        problem: SpecError | None = None
-        try:
-            if runner is not None:
-                outcome = runner(spec, config, attempts, again)
-            else:
-                outcome = run_case(
-                    self.backend,
-                    net,
-                    spec,
-                    config,
-                    attempts=attempts,
-                    again=again,
-                    diagnose=diagnose,
-                )
-        except SpecError as exc:
-            problem = exc
-        if problem is not None:
-            # What cannot be benchmarked at all says what to change: that message alone, not
-            # the back end's traceback and chained causes around it (a labels= mismatch: ~126
-            # lines). Failed outside the except block, so no chain is printed.
-            pytest.fail(f"mxperf: {result.key}: {type(problem).__name__}: {problem}", pytrace=False)
-        diagnosis.apply(result, outcome.diagnosis)
-        result.status, result.measurement = outcome.status, outcome.measurement
-        result.attempts, result.error = outcome.attempts, outcome.error
-        result.warnings = outcome.warnings
-        result.macs_per_image = outcome.macs_per_image
-        if outcome.macs_per_image and result.status == Status.OK:
-            # Still inside the device lock: the probe never runs beside another benchmark.
-            device = self.backend.describe(spec.ctx)
-            result.peak_gflops = self.session.peak_gflops(
-                self.backend, spec.ctx, device, result.dtype
-            )
-        for text in outcome.warnings:
-            warnings.warn(f"mxperf: {result.key}: {text}", pytest.PytestWarning, stacklevel=4)
-        self._judge(result, judging)
-        return ref
-
-    def _judging(self, result: CaseResult) -> _Judging:
-        """What a case is judged with: its stored baseline, the marker's expectations, why no
-        paired run could confirm a drop (None: one can), and the policy that follows."""
-        settings = self.settings
-        ref, expectations = self.reference(result)
-        why_not = None if ref is None else self.session.why_no_pair(ref.commit.get("sha"))
-        # Without a paired run to confirm it, a drop must clear the floor sized for noisy
-        # shared runners; with one, the lower floor lets a quiet machine catch small losses.
-        tolerance = settings.tolerance
-        if why_not is not None:
-            tolerance = max(tolerance, settings.unconfirmed_tolerance)
-        return ref, expectations, why_not, self.policy(tolerance)
-
-    def _judge(self, result: CaseResult, judging: _Judging) -> None:
-        settings = self.settings
-        ref, expectations, why_not, policy = judging
-        elsewhere = self.run.baselines.elsewhere(result.hardware, str(result.key))
-        result.verdict = judge(result, ref, expectations, policy, elsewhere)
-        if why_not is not None and ref is not None:
-            # Judged again at the threshold a pair would allow (not when storing a baseline).
-            tight = (
-                result.verdict
-                if settings.update
-                else judge(result, ref, expectations, self.policy(settings.tolerance), elsewhere)
-            )
-            result.verdict = fixture_pair.unconfirmed(
-                result.verdict, tight, why_not, self._other_machine(ref), what_changed(result, ref)
-            )
-
-    def judge_stored(self, result: CaseResult) -> BaselineRef | None:
-        """Judge a case whose figure came from the run's joint pair (`preflight`) against its
-        stored baseline, as a measured one is; returns the baseline."""
-        judging = self._judging(result)
-        self._judge(result, judging)
-        return judging[0]
-
     def policy(self, tolerance: float) -> Policy:
         s = self.settings
         return Policy(
@@ -380,6 +257,3 @@ class CaseBench:
 
     def judge_pair(self, result: CaseResult) -> None:
         fixture_pair.judge_pair(self._context(), result)
-
-    def _other_machine(self, ref: BaselineRef | None) -> bool:
-        return fixture_pair.other_machine(self.run.machine_id, ref)

@@ -1,0 +1,158 @@
+"""A case measured here and judged against its stored baseline: the run under the device lock
+(measured again while a regression is suspected, profiled when one is found), then the verdict,
+at the threshold a paired run would allow or, without one, the higher floor (`CaseBench.case`
+in `pytest_mxperf.case.path` calls these)."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_mxperf.baselines.resolution import BaselineRef
+from pytest_mxperf.case import pairs as fixture_pair
+from pytest_mxperf.config.markers import Expectation
+from pytest_mxperf.judging.explain import judge, what_changed
+from pytest_mxperf.judging.verdict import Policy, decide
+from pytest_mxperf.measuring import diagnosis
+from pytest_mxperf.measuring.measure import MeasureConfig, Measurement, for_side
+from pytest_mxperf.measuring.protocol import PrepareSpec, SpecError
+from pytest_mxperf.measuring.records import CaseResult, Outcome, Status
+from pytest_mxperf.measuring.runner import run_case
+from pytest_mxperf.paired.turns import CaseTurns
+
+if TYPE_CHECKING:
+    from pytest_mxperf.case.path import CaseBench, Runner
+
+#: A case's stored baseline, the marker's expectations, why no pair can confirm a drop, and
+#: the policy (`judging_for`).
+Judging = tuple[BaselineRef | None, list[Expectation], str | None, Policy]
+
+
+def measure(
+    bench: CaseBench, result: CaseResult, net: Any, spec: PrepareSpec, runner: Runner | None = None
+) -> BaselineRef | None:
+    """Measure the case of ``result`` (with ``runner``, default `run_case`) and judge it; returns
+    its stored baseline."""
+    settings = bench.settings
+    judging = judging_for(bench, result)
+    ref, expectations, _, policy = judging
+
+    def again(best: Measurement) -> bool:
+        # Update mode always takes every attempt (the baseline is a best-of-N); otherwise
+        # only a suspected regression is worth re-measuring.
+        if settings.update:
+            return True
+        result.measurement = best
+        return decide(result, ref, expectations, policy).outcome == Outcome.REGRESSED
+
+    config = MeasureConfig(
+        min_time=settings.min_time, max_time=settings.max_time, warmup_time=settings.warmup_time
+    )
+    if bench.session.side is not None:
+        config = for_side(config)
+        steps = bench.session.block_plan.get(str(result.key))
+        if steps is not None:
+            config = replace(config, steps_per_block=steps)
+    if bench.session.baton is not None:
+        turns = CaseTurns(bench.session.baton, bench.item.nodeid, str(result.key))
+        config = replace(config, interleave=turns)
+
+    def suspect(best: Measurement) -> bool:
+        # Profile a case judged regressed (or, in a paired run's side asked to profile, every
+        # case: `paired.rounds.run_rounds`):
+        # after its timed blocks, with the step still warm.
+        if bench.session.side is not None:
+            return bench.session.side.profile
+        if settings.update:
+            return False
+        result.measurement = best
+        return decide(result, ref, expectations, policy).outcome == Outcome.REGRESSED
+
+    diagnose = diagnosis.DiagnoseSpec(
+        trace_path=diagnosis.trace_path_for(settings.profile, str(result.key)),
+        profile_if=suspect,
+    )
+    attempts = 1 + settings.confirm
+    problem: SpecError | None = None
+    try:
+        if runner is not None:
+            outcome = runner(spec, config, attempts, again)
+        else:
+            outcome = run_case(
+                bench.backend,
+                net,
+                spec,
+                config,
+                attempts=attempts,
+                again=again,
+                diagnose=diagnose,
+            )
+    except SpecError as exc:
+        problem = exc
+    if problem is not None:
+        # What cannot be benchmarked at all says what to change: that message alone, not
+        # the back end's traceback and chained causes around it (a labels= mismatch: ~126
+        # lines). Failed outside the except block, so no chain is printed.
+        pytest.fail(f"mxperf: {result.key}: {type(problem).__name__}: {problem}", pytrace=False)
+    diagnosis.apply(result, outcome.diagnosis)
+    result.status, result.measurement = outcome.status, outcome.measurement
+    result.attempts, result.error = outcome.attempts, outcome.error
+    result.warnings = outcome.warnings
+    result.macs_per_image = outcome.macs_per_image
+    if outcome.macs_per_image and result.status == Status.OK:
+        # Still inside the device lock: the probe never runs beside another benchmark.
+        device = bench.backend.describe(spec.ctx)
+        result.peak_gflops = bench.session.peak_gflops(
+            bench.backend, spec.ctx, device, result.dtype
+        )
+    for text in outcome.warnings:
+        warnings.warn(f"mxperf: {result.key}: {text}", pytest.PytestWarning, stacklevel=4)
+    give_verdict(bench, result, judging)
+    return ref
+
+
+def judging_for(bench: CaseBench, result: CaseResult) -> Judging:
+    """What a case is judged with: its stored baseline, the marker's expectations, why no
+    paired run could confirm a drop (None: one can), and the policy that follows."""
+    settings = bench.settings
+    ref, expectations = bench.reference(result)
+    why_not = None if ref is None else bench.session.why_no_pair(ref.commit.get("sha"))
+    # Without a paired run to confirm it, a drop must clear the floor sized for noisy
+    # shared runners; with one, the lower floor lets a quiet machine catch small losses.
+    tolerance = settings.tolerance
+    if why_not is not None:
+        tolerance = max(tolerance, settings.unconfirmed_tolerance)
+    return ref, expectations, why_not, bench.policy(tolerance)
+
+
+def give_verdict(bench: CaseBench, result: CaseResult, judging: Judging) -> None:
+    """Set the verdict of ``result`` from ``judging`` (`judging_for`)."""
+    settings = bench.settings
+    ref, expectations, why_not, policy = judging
+    elsewhere = bench.run.baselines.elsewhere(result.hardware, str(result.key))
+    result.verdict = judge(result, ref, expectations, policy, elsewhere)
+    if why_not is not None and ref is not None:
+        # Judged again at the threshold a pair would allow (not when storing a baseline).
+        tight = (
+            result.verdict
+            if settings.update
+            else judge(result, ref, expectations, bench.policy(settings.tolerance), elsewhere)
+        )
+        result.verdict = fixture_pair.unconfirmed(
+            result.verdict,
+            tight,
+            why_not,
+            fixture_pair.other_machine(bench.run.machine_id, ref),
+            what_changed(result, ref),
+        )
+
+
+def judge_stored(bench: CaseBench, result: CaseResult) -> BaselineRef | None:
+    """Judge a case whose figure came from the run's joint pair (`preflight`) against its
+    stored baseline, as a measured one is; returns the baseline."""
+    judging = judging_for(bench, result)
+    give_verdict(bench, result, judging)
+    return judging[0]
