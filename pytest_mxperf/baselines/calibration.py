@@ -17,7 +17,7 @@ from pytest_mxperf.measuring.stats import median
 
 #: The probe this version measures; a stored figure of another probe is not comparable.
 PROBE = "convs8-c32-32px-bs8-inference"
-#: Runs of the probe a file keeps (as `store.RUNS_KEPT` for cases).
+#: Runs of the probe a file keeps (as `kept_runs.RUNS_KEPT` for cases).
 RUNS_KEPT = 5
 
 

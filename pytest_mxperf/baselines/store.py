@@ -11,19 +11,18 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pytest_mxperf.baselines.calibration import Calibration, CalibrationError, first
-from pytest_mxperf.measuring.stats import median
+from pytest_mxperf.baselines.kept_runs import nearest, with_runs
 from pytest_mxperf.system import files, fingerprint, locks
 
 SCHEMA = 1
 #: What a stored file records of its commit: no paths, user or host names.
 STORED_COMMIT_FIELDS = ("sha", "date", "branch", "dirty", "source", "shallow")
-RUNS_KEPT = 5
 _SHA = re.compile(r"^[0-9a-f]{7,64}$")
 
 
@@ -247,8 +246,8 @@ def store(
     calibration: float | None = None,
 ) -> Path:
     """Merge ``cases`` into ``<root>/<hardware>/<sha>.json``: re-measured cases are replaced
-    (keeping the last few run medians as a noise record, see `_with_runs`), the others stay;
-    ``calibration`` (the probe's images/sec in this run) joins the file's calibration runs."""
+    (keeping the last few run medians as a noise record, see `kept_runs.with_runs`), the others
+    stay; ``calibration`` (the probe's images/sec in this run) joins the file's calibration runs."""
     check_hardware_key(hardware)
     sha = str(commit.get("sha") or "")
     if not _SHA.match(sha):
@@ -266,7 +265,7 @@ def store(
             kept = before.calibration
         merged = dict(old)
         for key, case in cases.items():
-            merged[key] = _with_runs(dict(case), old.get(key, {}))
+            merged[key] = with_runs(dict(case), old.get(key, {}))
         if calibration is not None:
             kept = first(calibration) if kept is None else kept.with_run(calibration)
         data: dict[str, Any] = {
@@ -279,48 +278,3 @@ def store(
             data["calibration"] = kept.as_dict()
         files.write_json_atomic(path, data)
     return path
-
-
-def _with_runs(case: dict[str, Any], previous: dict[str, Any]) -> dict[str, Any]:
-    """Keep the last few run medians of a case re-measured at the same commit on the same
-    software, environment and threads; the stored images/sec is their median (repeated
-    updates sample the same quantity), and their spread is the case's between-run noise.
-
-    Runs measured on a dirty tree are dropped by a clean update: the stored figure of a clean
-    case then rests on clean runs only (a dirty case says ``dirty: true`` for all its runs)."""
-    same_setup = all(previous.get(k) == case.get(k) for k in ("software", "environment", "threads"))
-    if previous.get("dirty") and not case.get("dirty"):
-        same_setup = False  # a clean update drops the runs measured on a dirty tree
-    old_runs = list(previous.get("runs", [])) if same_setup else []
-    # machine_ids[i] is the anonymous id of the machine that measured runs[i] (None: unknown).
-    old_ids = list(previous.get("machine_ids", [])) if same_setup else []
-    old_ids = [None] * (len(old_runs) - len(old_ids)) + old_ids[-len(old_runs) :][: len(old_runs)]
-    pairs = [(r, i) for r, i in zip(old_runs, old_ids) if r is not None]
-    latest = case.pop("images_per_sec", None)
-    case["images_per_sec"] = latest
-    if latest is not None:
-        pairs.append((latest, case.get("machine_id")))
-    pairs = pairs[-RUNS_KEPT:]
-    case["runs"] = [r for r, _ in pairs]
-    case["machine_ids"] = [i for _, i in pairs]
-    if latest is not None and len(case["runs"]) > 1:
-        case["last_images_per_sec"] = latest
-        case["images_per_sec"] = median(case["runs"])
-    peaks = list(previous.get("peak_memory_runs", [])) if same_setup else []
-    if same_setup and not peaks and previous.get("peak_memory_mb") is not None:
-        peaks = [previous["peak_memory_mb"]]  # a file from before the peaks were kept
-    if case.get("peak_memory_mb") is not None:
-        peaks.append(case["peak_memory_mb"])
-    if peaks:
-        case["peak_memory_runs"] = peaks[-RUNS_KEPT:]
-    return case
-
-
-def nearest(values: Sequence[float], now: float | None) -> float | None:
-    """``now`` clamped into the range of ``values``: the value a figure is judged against when
-    any of them would do (None without values; their median without ``now``)."""
-    if not values:
-        return None
-    if now is None:
-        return median(list(values))
-    return min(max(now, min(values)), max(values))

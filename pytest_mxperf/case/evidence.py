@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pytest_mxperf.baselines.kept_runs import nearest
 from pytest_mxperf.baselines.resolution import BaselineRef
-from pytest_mxperf.baselines.store import nearest
 from pytest_mxperf.judging.explain import changes_between, what_changed
 from pytest_mxperf.judging.verdict import Policy
 from pytest_mxperf.measuring import diagnosis, evidence_lines

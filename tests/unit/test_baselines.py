@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from baseline_data import HW, SHA_A, SHA_B, commit, rec
 
+from pytest_mxperf.baselines.kept_runs import RUNS_KEPT
 from pytest_mxperf.baselines.store import (
-    RUNS_KEPT,
     SCHEMA,
     BaselineError,
     commit_files,
