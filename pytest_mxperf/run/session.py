@@ -7,7 +7,6 @@ import functools
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,45 +24,13 @@ from pytest_mxperf.paired.sides import read_plan
 from pytest_mxperf.paired.turns import Baton
 from pytest_mxperf.reporting import report, report_sections, summary
 from pytest_mxperf.run import outputs
+from pytest_mxperf.run.collected import Collected, collect_error_text
 from pytest_mxperf.run.preflight import Preflight
 from pytest_mxperf.run.updating import StoreReport, store_results
 from pytest_mxperf.system import fingerprint, gitinfo, locks
 
 #: The name results travel under on ``report.user_properties``.
 PROPERTY = "mxperf"
-
-
-@dataclass
-class Collected:
-    """Results gathered on the controller from every test report (with or without xdist)."""
-
-    results: list[CaseResult] = field(default_factory=list)
-    duplicates: list[str] = field(default_factory=list)
-    crashed: list[str] = field(default_factory=list)
-
-    def add(self, data: dict[str, Any]) -> CaseResult:
-        result = CaseResult.from_dict(data)
-        for other in self.results:
-            if other.key == result.key:
-                self.duplicates.append(
-                    f"case key {str(result.key)!r} measured twice: {other.nodeid} and "
-                    f"{result.nodeid}"
-                )
-        self.results.append(result)
-        return result
-
-
-def collect_error_text(text: str, lines: int = 15) -> str:
-    """What a collection error says about the user's file: pytest's error lines (``E ...``)
-    when it has them, else its last ``lines`` lines; never frames of Python's import machinery
-    (``<frozen importlib._bootstrap>`` and their ``???``), which say nothing about it."""
-    kept = [
-        line
-        for line in text.strip().splitlines()
-        if "<frozen importlib" not in line and line.strip() != "???"
-    ]
-    errors = [line for line in kept if line.startswith("E ")]
-    return "\n".join((errors or kept)[-lines:])
 
 
 def _to_stderr(text: str) -> None:
