@@ -20,7 +20,8 @@ from pytest_mxperf.case import evidence as fixture_evidence
 from pytest_mxperf.case import pairs as fixture_pair
 from pytest_mxperf.case import preflight, stored
 from pytest_mxperf.config.casekey import CaseKey
-from pytest_mxperf.config.markers import Expectation, MarkerSpec
+from pytest_mxperf.config.expectation import Expectation
+from pytest_mxperf.config.markers import MarkerSpec
 from pytest_mxperf.judging.verdict import Policy, suspected
 from pytest_mxperf.measuring import sweep as sweeps
 from pytest_mxperf.measuring.measure import MeasureConfig, Measurement

@@ -13,7 +13,7 @@ import pytest
 
 from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.case import pairs as fixture_pair
-from pytest_mxperf.config.markers import Expectation
+from pytest_mxperf.config.expectation import Expectation
 from pytest_mxperf.judging.explain import judge, what_changed
 from pytest_mxperf.judging.verdict import Policy, decide
 from pytest_mxperf.measuring import diagnosis

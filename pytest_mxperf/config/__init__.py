@@ -9,6 +9,7 @@ Imports only ``system``.
 - ``settings``: options resolved once into the frozen `Settings` (CLI > env > ini > default).
 - ``side``: a paired run's side process's hidden options, parsed once into `SideOrders`.
 - ``markers``: the ``mxperf`` marker parsed strictly into `MarkerSpec`.
+- ``expectation``: a marker's figures with their scope (`Expectation`, `EfficiencyFloor`).
 - ``floors``: expectation floors from a CSV/JSON file.
 - ``casekey``: `CaseKey`, a case's stable identity, and the modes and dtypes a case may name.
 - ``scaling_kind``: weak or strong scaling of a data-parallel case, and a strong case's split.

@@ -11,7 +11,6 @@ malformed arguments raise `MarkerError`, which the plugin turns into a usage err
 
 from __future__ import annotations
 
-import fnmatch
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from typing import Any
 import pytest
 
 from pytest_mxperf.config.casekey import DTYPES, MODES
+from pytest_mxperf.config.expectation import EfficiencyFloor, Expectation
 from pytest_mxperf.config.parsers import parse_sweep
 from pytest_mxperf.config.scaling_kind import check_kind
 
@@ -54,49 +54,6 @@ ALLOWED = frozenset(
 
 class MarkerError(ValueError):
     """A malformed ``mxperf`` marker."""
-
-
-@dataclass(frozen=True)
-class Expectation:
-    """One expected images/sec figure with the scope it applies to."""
-
-    images_per_sec: float
-    batch_size: int
-    hardware: str = "*"
-    tolerance: float | None = None
-    model: str | None = None
-    mode: str | None = None
-    dtype: str | None = None
-
-    def applies(self, *, model: str, mode: str, dtype: str, batch_size: int, hardware: str) -> bool:
-        return (
-            self.batch_size == batch_size
-            and (self.model is None or self.model == model)
-            and (self.mode is None or self.mode == mode)
-            and (self.dtype is None or self.dtype == dtype)
-            and fnmatch.fnmatchcase(hardware.lower(), self.hardware.lower())
-        )
-
-    def floor(self, default_tolerance: float) -> float:
-        tol = default_tolerance if self.tolerance is None else self.tolerance
-        return self.images_per_sec * (1 - tol)
-
-
-@dataclass(frozen=True)
-class EfficiencyFloor:
-    """The lowest scaling efficiency a data-parallel case of ``world_size`` may reach."""
-
-    world_size: int
-    floor: float
-    hardware: str = "*"
-    model: str | None = None
-
-    def applies(self, *, model: str, world_size: int, hardware: str) -> bool:
-        return (
-            self.world_size == world_size
-            and (self.model is None or self.model == model)
-            and fnmatch.fnmatchcase(hardware.lower(), self.hardware.lower())
-        )
 
 
 @dataclass(frozen=True)

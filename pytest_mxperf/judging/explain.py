@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from pytest_mxperf.baselines.resolution import BaselineRef
-from pytest_mxperf.config.markers import Expectation
+from pytest_mxperf.config.expectation import Expectation
 from pytest_mxperf.judging import pairstats as paired
 from pytest_mxperf.judging.pairstats import PairedEstimate
 from pytest_mxperf.judging.verdict import Policy, decide, failed_expectation

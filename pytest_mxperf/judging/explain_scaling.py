@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pytest_mxperf.baselines.resolution import BaselineRef
-from pytest_mxperf.config.markers import Expectation
+from pytest_mxperf.config.expectation import Expectation
 from pytest_mxperf.judging import pairstats as paired
 from pytest_mxperf.judging.explain import changed_line, explain, pair_summary, where
 from pytest_mxperf.judging.pairstats import PairedEstimate

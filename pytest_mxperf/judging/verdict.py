@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.baselines.store import StoredCase
-from pytest_mxperf.config.markers import Expectation
+from pytest_mxperf.config.expectation import Expectation
 from pytest_mxperf.config.options import DEFAULTS
 from pytest_mxperf.judging.pairstats import Decision, PairedEstimate
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Status, Verdict

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from pytest_mxperf.config.markers import Expectation, MarkerError, MarkerSpec, merge, parse_marker
+from pytest_mxperf.config.expectation import Expectation
+from pytest_mxperf.config.markers import MarkerError, MarkerSpec, merge, parse_marker
 
 V100 = "gpu-tesla-v100-sxm2-16gb-x1"
 EPYC = "cpu-amd-epyc-2c"
