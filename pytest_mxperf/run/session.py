@@ -17,7 +17,7 @@ from pytest_mxperf.config.settings import Settings
 from pytest_mxperf.config.side import SideOrders
 from pytest_mxperf.measuring.protocol import Backend
 from pytest_mxperf.measuring.records import CaseResult
-from pytest_mxperf.paired import pairdata
+from pytest_mxperf.paired import pairjson
 from pytest_mxperf.paired.pairdata import PairedData
 from pytest_mxperf.paired.pairing import Pairer
 from pytest_mxperf.paired.sides import read_plan
@@ -208,12 +208,12 @@ class MxperfSession:
                 "baseline_warnings": self.run.baselines.warnings,
             }
             if self.paired is not None:
-                extra["paired"] = pairdata.as_dict(self.paired)
+                extra["paired"] = pairjson.as_dict(self.paired)
             calibration = self.preflight.as_dict()
             if calibration is not None:
                 extra["calibration"] = calibration
             if self.preflight.data is not None:
-                extra["joint_pair"] = pairdata.as_dict(self.preflight.data)
+                extra["joint_pair"] = pairjson.as_dict(self.preflight.data)
             data = report.to_json(self.collected.results, self.run, s.as_dict(), extra)
             wanted = Path(s.json) if s.json else None
             self.report_path, problem = outputs.write_report(wanted, data, self.run.run_id)

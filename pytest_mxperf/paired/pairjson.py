@@ -1,0 +1,43 @@
+"""A paired run's rounds as the JSON report records them: each side's figures, blocks and errors
+per round."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_mxperf.paired.pairdata import PairedData, SideResult
+
+
+def as_dict(data: PairedData) -> dict[str, Any]:
+    """Every round of a paired run, for the JSON report."""
+    return {
+        "rev": data.rev_label,
+        "rev_sha": data.rev_sha,
+        "cpus": data.cpus or None,
+        "rounds": [_round_dict(r) for r in data.rounds],
+        "profile_rounds": [_round_dict(r) for r in data.profile_rounds],
+        "budget_spent": data.budget_spent,
+    }
+
+
+def _round_dict(r: dict[str, SideResult]) -> dict[str, Any]:
+    return {
+        side: {
+            "error": res.error,
+            "collect_errors": [list(e) for e in res.collect_errors],
+            "images_per_sec": {k: c.images_per_sec for k, c in res.cases.items()},
+            # Each block's img/s; "interleaved": timed in turns with the other side (lock-step),
+            # block i of one side paired with block i of the other; "steps_per_block": the
+            # same on both sides after the first round (`block_plan`).
+            "blocks": {
+                k: {
+                    "images_per_sec": c.measurement.block_rates,
+                    "interleaved": bool(c.measurement.extra.get("interleaved")),
+                    "steps_per_block": c.measurement.steps_per_block,
+                }
+                for k, c in res.cases.items()
+                if c.measurement is not None
+            },
+        }
+        for side, res in r.items()
+    }
