@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from pytest_mxperf.baselines.kept_runs import nearest
 from pytest_mxperf.baselines.resolution import BaselineRef
-from pytest_mxperf.judging.explain import changes_between, what_changed
+from pytest_mxperf.judging.changes import changes_between, what_changed
 from pytest_mxperf.judging.verdict import Policy
 from pytest_mxperf.measuring import diagnosis, evidence_lines
 from pytest_mxperf.measuring.memory import MemoryRecord

@@ -8,12 +8,8 @@ from dataclasses import replace
 
 from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.case.evidence import CaseContext, take_profiles
-from pytest_mxperf.judging.explain import (
-    explain_arbitrated,
-    explain_paired,
-    sides_line,
-    what_changed,
-)
+from pytest_mxperf.judging.changes import sides_line, what_changed
+from pytest_mxperf.judging.explain import explain_arbitrated, explain_paired
 from pytest_mxperf.judging.explain_scaling import explain_paired_scaling
 from pytest_mxperf.judging.pairstats import PairedEstimate
 from pytest_mxperf.judging.verdict import decide_arbitrated, decide_paired

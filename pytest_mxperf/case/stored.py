@@ -14,7 +14,8 @@ import pytest
 from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.case import pairs as fixture_pair
 from pytest_mxperf.config.expectation import Expectation
-from pytest_mxperf.judging.explain import judge, what_changed
+from pytest_mxperf.judging.changes import what_changed
+from pytest_mxperf.judging.explain import judge
 from pytest_mxperf.judging.verdict import Policy, decide
 from pytest_mxperf.measuring import diagnosis
 from pytest_mxperf.measuring.measure import MeasureConfig, Measurement, for_side

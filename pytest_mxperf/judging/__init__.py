@@ -5,4 +5,5 @@
 - ``pairplan``: the rounds a paired comparison projects: how many would decide, whether more
   could still fail it.
 - ``explain`` / ``explain_scaling``: the messages a user reads, written from decided verdicts.
+- ``changes``: what changed in the software under a figure, and the lines naming it.
 """

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.config.expectation import Expectation
 from pytest_mxperf.judging import pairstats as paired
-from pytest_mxperf.judging.explain import changed_line, explain, pair_summary, where
+from pytest_mxperf.judging.changes import changed_line
+from pytest_mxperf.judging.explain import explain, pair_summary, where
 from pytest_mxperf.judging.pairstats import PairedEstimate
 from pytest_mxperf.judging.verdict import Policy, decide, decide_scaling
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Scaling, Verdict
