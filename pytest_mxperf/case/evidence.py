@@ -62,6 +62,15 @@ def take_profiles(result: CaseResult, data: pairdata.PairedData, key: str) -> st
     return (errors or failures or [unprofiled])[0]
 
 
+def data_parallel(result: CaseResult) -> bool:
+    """Whether ``result`` is a data-parallel case (`case.dataparallel`): its ranks run in their
+    own processes (or one process drives every device) under the launcher, so it has no
+    operator profile and no memory record, and its start-up figures are one rank's (the
+    noisiest, which differs between runs) including the kvstore's set-up. Only a regression's
+    "what changed" and commits apply to it; the other steps here skip it."""
+    return result.key.world_size is not None
+
+
 def finish_stored(
     ctx: CaseContext, result: CaseResult, ref: BaselineRef | None, why_no_base: str | None
 ) -> None:
@@ -69,9 +78,10 @@ def finish_stored(
     v = result.verdict
     if v is None or ctx.session.side is not None:
         return
+    dp = data_parallel(result)  # no memory or start-up of its own: see there
     now_mb = None if result.memory is None else result.memory.peak_mb
-    base_mb = None if ref is None else ref.case.memory_reference(now_mb)
-    if ref is not None:
+    base_mb = None if ref is None or dp else ref.case.memory_reference(now_mb)
+    if ref is not None and not dp:
         case = ref.case
         v = diagnosis.judge_startup(
             v, result.measurement, case.first_step_seconds, case.warmup_seconds
@@ -108,12 +118,15 @@ def finish_paired(ctx: CaseContext, result: CaseResult) -> None:
     if data is None or v is None:
         return
     key = str(result.key)
-    why_no_base = take_profiles(result, data, key)
+    dp = data_parallel(result)  # no profile, memory or start-up of its own: see there
+    why_no_base = None if dp else take_profiles(result, data, key)
     revs = [r[pairdata.REV].cases[key] for r in data.rounds if key in r[pairdata.REV].cases]
     heads = [r[pairdata.HEAD].cases[key] for r in data.rounds if key in r[pairdata.HEAD].cases]
-    result.memory, base_mb = paired_memory(revs, heads)
+    base_mb = None
+    if not dp:
+        result.memory, base_mb = paired_memory(revs, heads)
     measured = [r.measurement for r in revs if r.measurement is not None]
-    if measured:
+    if measured and not dp:
         v = diagnosis.judge_startup(
             v,
             result.measurement,
@@ -135,24 +148,28 @@ def _finish(
     changed: list[str],
     base_sha: str | None,
 ) -> Verdict:
-    s = ctx.session.settings
-    v, grew = diagnosis.judge_memory(
-        v,
-        result,
-        base_mb,
-        tolerance=s.memory_tolerance,
-        strict=s.strict,
-        max_memory_mb=ctx.max_memory_mb,
-    )
+    s, dp = ctx.session.settings, data_parallel(result)
+    grew = None
+    if not dp:  # no memory record to judge (nor to stamp the marker's limit beside)
+        v, grew = diagnosis.judge_memory(
+            v,
+            result,
+            base_mb,
+            tolerance=s.memory_tolerance,
+            strict=s.strict,
+            max_memory_mb=ctx.max_memory_mb,
+        )
     # Said as warnings once the result is kept (a -W error run must not lose it).
     pending = [f"start-up grew: {x}" for x in v.startup] + ([grew] if grew else [])
     result.warnings += pending
     ctx.pending_warnings += pending
     if v.outcome != Outcome.REGRESSED:
         return v
-    operators = evidence_lines.operator_lines(
-        result.profile, result.baseline_profile, result.profile_error, why_no_base
-    )
+    operators: list[str] = []  # a data-parallel case is never profiled: no section
+    if not dp:
+        operators = evidence_lines.operator_lines(
+            result.profile, result.baseline_profile, result.profile_error, why_no_base
+        )
     memory = evidence_lines.memory_line(result, base_mb)
     notes = [memory] if memory else []
     notes += [f"start-up grew: {x}" for x in v.startup]
