@@ -3,10 +3,8 @@ judged like the others (the ranks and the launcher are in `dataparallel`, `rank`
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import os
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,7 +16,6 @@ from pytest_mxperf.case.path import CaseBench, check_positive
 from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.scaling_kind import STRONG, resolve_kind
 from pytest_mxperf.judging.explain_scaling import judge_scaling
-from pytest_mxperf.judging.verdict import suspected
 from pytest_mxperf.measuring.measure import MeasureConfig, Measurement
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Scaling, Status
 from pytest_mxperf.system import fingerprint
@@ -129,27 +126,12 @@ def data_parallel(
         nodeid=bench.item.nodeid,
         worker=os.environ.get("PYTEST_XDIST_WORKER"),
     )
-    if settings.ab:
-        bench.judge_pair(result)
-        bench.results.append(result)
-        return result
-    locks_held = ["cpu"] if kind == "cpu" else [f"gpu{i}" for i in range(gpus)]
-    with contextlib.ExitStack() as stack:
-        for lock in locks_held:
-            index = 0 if lock == "cpu" else int(lock[3:])
-            stack.enter_context(bench.device_lock(result.key, kind, index))
-        baton = bench.session.baton
-        if baton is not None:
-            # A lock-step side of a paired run: the launch (set-up, warm-up and timing in its
-            # ranks) is one timed turn; the other side's ranks never run beside these.
-            baton.alone(bench.item.nodeid, str(result.key))
-        start = time.time()
-        ref = _measure_data_parallel(bench, result, block, spec)
-        result.window = [start, time.time()]
-    if result.verdict is not None and suspected(result.verdict, bench.settings.tolerance):
-        bench.arbitrate(result, ref)
-    bench.results.append(result)
-    return result
+    devices = [("cpu", 0)] if kind == "cpu" else [("gpu", i) for i in range(gpus)]
+    # In a lock-step side of a paired run, the launch (set-up, warm-up and timing in its
+    # ranks) is one timed turn: the other side's ranks never run beside these.
+    return bench.through(
+        result, devices, lambda r: _measure_data_parallel(bench, r, block, spec), alone=True
+    )
 
 
 def check_factory(ref: str) -> None:

@@ -11,6 +11,7 @@ import os
 import sys
 import time
 import warnings
+from collections.abc import Sequence
 from typing import Any, Callable
 
 import pytest
@@ -119,30 +120,52 @@ class CaseBench:
             nodeid=self.item.nodeid,
             worker=os.environ.get("PYTEST_XDIST_WORKER"),
         )
+        lock = functools.partial(self.device_lock, key, kind, index)
+        # A run's joint pair (decided before the lock: its controller takes every device's).
+        joint = None if self.settings.ab else preflight.joint_pair(self, result, ctx, lock)
+
+        def measure(result: CaseResult) -> BaselineRef | None:
+            if self.settings.update:
+                preflight.for_update(self, result, ctx)
+            if joint is not None and fixture_pair.adopt_head(result, joint):
+                return stored.judge_stored(self, result)  # its figure is HEAD's from the pair
+            return stored.measure(self, result, net, spec, runner)
+
+        return self.through(result, [(kind, index)], measure, after)
+
+    def through(
+        self,
+        result: CaseResult,
+        devices: Sequence[tuple[str, int]],
+        measure: Callable[[CaseResult], BaselineRef | None],
+        after: Callable[[CaseResult], None] | None = None,
+        *,
+        alone: bool = False,
+    ) -> CaseResult:
+        """The rest of every case's path once its ``result`` exists (key claimed): in
+        ``--mxperf-ab`` mode the pair's verdict; else ``measure`` (measure and judge, returning
+        the stored baseline) inside the locks of ``devices`` ((kind, index) each), a suspected
+        verdict arbitrated outside them; then the evidence, ``after``, the case kept and its
+        warnings said. ``alone``: in a lock-step side, the whole of ``measure`` is one turn of
+        the baton (a data-parallel launch, whose ranks the baton cannot reach)."""
         if self.settings.ab:
             # Paired mode: the side processes measured this case; judge the pair.
             self.judge_pair(result)
             self._finish_pair(result)
-            if after is not None:
-                after(result)
-            self.results.append(result)
-            self._warn_pending(result)
-            return result
-        lock = functools.partial(self.device_lock, result.key, kind, index)
-        joint = preflight.joint_pair(self, result, ctx, lock)
-        with lock():
-            start = time.time()
-            if self.settings.update:
-                preflight.for_update(self, result, ctx)
-            if joint is not None and fixture_pair.adopt_head(result, joint):
-                ref = stored.judge_stored(self, result)  # its figure is HEAD's from the joint pair
-            else:
-                ref = stored.measure(self, result, net, spec, runner)
-            result.window = [start, time.time()]
-        why_no_base: str | None = None
-        if result.verdict is not None and suspected(result.verdict, self.settings.tolerance):
-            why_no_base = self.arbitrate(result, ref)  # outside the lock: sides take it
-        self._finish(result, ref, why_no_base)
+        else:
+            with contextlib.ExitStack() as held:
+                for kind, index in devices:
+                    held.enter_context(self.device_lock(result.key, kind, index))
+                baton = self.session.baton
+                if alone and baton is not None:
+                    baton.alone(self.item.nodeid, str(result.key))
+                start = time.time()
+                ref = measure(result)
+                result.window = [start, time.time()]
+            why_no_base: str | None = None
+            if result.verdict is not None and suspected(result.verdict, self.settings.tolerance):
+                why_no_base = self.arbitrate(result, ref)  # outside the locks: sides take them
+            self._finish(result, ref, why_no_base)
         if after is not None:
             after(result)
         self.results.append(result)
@@ -201,7 +224,7 @@ class CaseBench:
     def _warn_pending(self, result: CaseResult) -> None:
         pending, self._pending_warnings = self._pending_warnings, []
         for text in pending:
-            warnings.warn(f"mxperf: {result.key}: {text}", pytest.PytestWarning, stacklevel=4)
+            warnings.warn(f"mxperf: {result.key}: {text}", pytest.PytestWarning, stacklevel=5)
 
     def claim(self, key: CaseKey) -> None:
         """Two cases with one key in one run are an error."""
