@@ -13,10 +13,11 @@ import pytest
 
 from pytest_mxperf.baselines.resolution import Resolution, resolve
 from pytest_mxperf.baselines.runinfo import RunInfo
+from pytest_mxperf.case import dataparallel as fixture_dp
 from pytest_mxperf.case.path import CaseBench
 from pytest_mxperf.config.markers import MarkerSpec
 from pytest_mxperf.config.settings import Settings
-from pytest_mxperf.measuring.records import Outcome, Status
+from pytest_mxperf.measuring.records import CaseResult, Outcome, Status
 from pytest_mxperf.run.session import MxperfSession
 from pytest_mxperf.system.gitinfo import CommitInfo
 from pytest_mxperf.testing import FakeBackend, FakeModel
@@ -250,3 +251,85 @@ def test_the_label_comes_from_the_argument_the_marker_then_the_test_name(
     assert plain.label(None) == "the_label_comes_from_the_argument_the_marker_then_the_test_name"
     marked = make_bench(request, session, FakeBackend(), marker=MarkerSpec(model="zoo"))
     assert marked.label(None) == "zoo" and marked.label("given") == "given"
+
+
+DP_KEY = "toy/training/float32/bs8/cpu/x2/local"
+
+
+def _data_parallel(bench: CaseBench, speed: float) -> CaseResult:
+    """A data-parallel case of two CPU contexts in this process (the fake back end's figures)."""
+    return fixture_dp.data_parallel(
+        bench,
+        FakeModel(speed, scaling=0.9),
+        batch_size=8,
+        input_shape=(3, 8, 8),
+        kvstore="local",
+        workers=1,
+        servers=0,
+        contexts=["cpu(0)", "cpu(1)"],
+        model="toy",
+        name=None,
+        num_classes=None,
+        optimizer="sgd",
+        learning_rate=0.01,
+        step_hook=None,
+        threads_per_worker=None,
+    )
+
+
+def test_a_data_parallel_case_goes_through_the_case_path_and_its_finishing(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A marker memory limit: a plain case's verdict carries it; a data-parallel case has no
+    # memory record, so its verdict must not.
+    bench = make_bench(
+        request, session_of(tmp_path), FakeBackend(), marker=MarkerSpec(max_memory_mb=64.0)
+    )
+    through, finished = bench.through, []
+    paths: list[tuple[list[tuple[str, int]], bool]] = []
+
+    def spy_through(
+        result: CaseResult, devices: Any, measure: Any, after: Any = None, **kw: Any
+    ) -> CaseResult:
+        paths.append((list(devices), kw.get("alone", False)))
+        return through(result, devices, measure, after, **kw)
+
+    finish = bench._finish
+
+    def spy_finish(result: CaseResult, ref: Any, why_no_base: str | None) -> None:
+        finished.append(str(result.key))
+        finish(result, ref, why_no_base)
+
+    monkeypatch.setattr(bench, "through", spy_through)
+    monkeypatch.setattr(bench, "_finish", spy_finish)
+    result = _data_parallel(bench, 300.0)
+    assert paths == [([("cpu", 0)], True)]  # the CPU lock; one baton turn in a lock-step side
+    assert finished == [DP_KEY] and bench.results == [result]
+    assert result.scaling is not None and result.window and result.status == Status.OK
+    verdict = result.verdict
+    assert verdict is not None and verdict.outcome == Outcome.NEW
+    assert verdict.max_memory_mb is None and verdict.baseline_memory_mb is None
+    assert result.profile_error is None and result.memory is None and result.warnings == []
+    # The same limit on a plain case is judged by the same finishing step.
+    plain = bench.case(FakeModel(100.0), "inference", 8, model="toy")
+    assert finished == [DP_KEY, KEY] and paths[1:] == [([("cpu", 0)], False)]
+    assert plain.verdict is not None and plain.verdict.max_memory_mb == 64.0
+
+
+def test_a_data_parallel_regression_gets_no_operator_or_memory_evidence(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    updating = session_of(tmp_path, update=True, allow_dirty=True)
+    updating.collected.add(
+        _data_parallel(make_bench(request, updating, FakeBackend()), 300.0).as_dict()
+    )
+    assert not updating.finish(interrupted=False), updating.errors
+    stored = resolve(tmp_path / "baselines", {SHA: 1})
+    bench = make_bench(request, session_of(tmp_path, stored), FakeBackend())
+    result = _data_parallel(bench, 150.0)
+    verdict = result.verdict
+    assert verdict is not None and verdict.outcome == Outcome.REGRESSED and verdict.failed
+    assert "not confirmed by a paired run" in verdict.message
+    assert "changed since the baseline:" in verdict.message
+    assert "top operators" not in verdict.message and "peak memory" not in verdict.message
+    assert verdict.startup == () and result.profile_error is None and result.warnings == []
