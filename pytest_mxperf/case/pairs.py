@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pytest_mxperf.baselines.resolution import BaselineRef
-from pytest_mxperf.case.evidence import CaseContext, take_profiles
+from pytest_mxperf.case.evidence import CaseContext, data_parallel, take_profiles
 from pytest_mxperf.judging.changes import sides_line, what_changed
 from pytest_mxperf.judging.explain import explain_arbitrated, explain_paired
 from pytest_mxperf.judging.explain_scaling import explain_paired_scaling
@@ -39,7 +39,8 @@ def arbitrate(ctx: CaseContext, result: CaseResult, ref: BaselineRef | None) -> 
         )
         return f"no paired run of the baseline commit ({exc})"
     key = str(result.key)
-    why_no_base = take_profiles(result, data, key)
+    # A data-parallel case is never profiled: no profile is missing from it.
+    why_no_base = None if data_parallel(result) else take_profiles(result, data, key)
     # A scaling regression (the stored efficiency decided) is confirmed or cleared on the
     # efficiency of the pair, not on its aggregate img/s.
     scaling = result.verdict.scaling
