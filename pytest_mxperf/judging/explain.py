@@ -233,6 +233,9 @@ def explain_arbitrated(
         return f"{stored_message}\na paired run could not confirm it: {pair}\n{rounds}"
     if verdict.outcome in (Outcome.PASS, Outcome.IMPROVED):
         return f"{stored_message}\na paired run on this machine found no loss: {pair}\n{rounds}"
+    if estimate.decision == paired.Decision.UNKNOWN and not changed:
+        # An unstable case (its own blocks too spread to judge) the pair could not decide.
+        return f"{stored_message}\na paired run could not decide either: {pair}{where}\n{rounds}"
     if estimate.decision == paired.Decision.UNKNOWN:
         return (
             f"{stored_message}\na paired run without the baseline's software could not decide "

@@ -90,3 +90,13 @@ def test_messages_name_the_software_change() -> None:
     undecided = _message(NOISY, change)
     assert "could not decide" in undecided and "mxnet: 1.8.0 -> 1.9.1" in undecided
     assert "cleared" not in undecided
+
+
+def test_an_unstable_case_the_pair_cannot_decide_says_so_without_blaming_changes() -> None:
+    unstable = Verdict(Outcome.UNSTABLE, False, "m: 674.4 img/s vs baseline 1002.4: too noisy")
+    est = paired_estimate([PairedRound(100.0, 100.0 * r) for r in (0.85, 0.93, 1.14)])
+    verdict = decide_arbitrated(unstable, decide_paired(est, Policy()), False, False)
+    text = explain_arbitrated(unstable.message, verdict, est, "abc", "1/1", [], False)
+    assert "a paired run could not decide either: HEAD vs baseline commit abc" in text
+    assert "without the baseline's software" not in text
+    assert "what changed since the baseline" not in text
