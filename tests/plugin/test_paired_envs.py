@@ -72,6 +72,10 @@ def stored_under_old_mxnet(
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
+    # No pip seeded into the environments (the make_env command needs none, and the plugin's
+    # requirements are found through it): test_revs_environment_gets_the_plugins_own_requirements
+    # builds them as users get them, with pip.
+    monkeypatch.setattr(envs, "ensure_env", functools.partial(envs.ensure_env, with_pip=False))
     fake_pytester.makeconftest(VERSIONED_CONFTEST)
     outer = "\n".join([*site.getsitepackages(), *sys.path[:1]]) + "\n"
     fake_pytester.makepyfile(make_env=MAKE_ENV.format(outer=outer))
@@ -138,9 +142,7 @@ def test_a_pair_in_the_baselines_environment_judges_code_and_software_together(
 def test_an_environment_that_cannot_be_built_is_a_clear_error(
     fake_pytester: pytest.Pytester, stored_under_old_mxnet: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The command fails, not the environment: no pip to seed into it (the test above builds
-    # one as users get it, with pip).
-    monkeypatch.setattr(envs, "ensure_env", functools.partial(envs.ensure_env, with_pip=False))
+    # The command fails, not the environment (built without pip, see stored_under_old_mxnet).
     command = "no-such-program-for-mxperf {wt}"
     # Arbitration: the stored judgement stands, saying why no pair could confirm it.
     result = fake_pytester.runpytest(
