@@ -97,7 +97,7 @@ class Lockstep:
         self._step_until(lambda: self.all_warm)
         return False
 
-    def next(self) -> bool:
+    def next(self, rate: float) -> bool:
         return False
 
     def finish(self) -> int:
@@ -143,7 +143,7 @@ class Barrier:
         self.kv._barrier()
         return False
 
-    def next(self) -> bool:
+    def next(self, rate: float) -> bool:
         return False
 
 

@@ -86,21 +86,27 @@ class PairedRound:
 
     @property
     def ratio(self) -> float:
-        """HEAD/REV of this round: with block pairs, their trimmed mean (the highest and lowest
-        left out from 5 pairs on: a burst that hit one block moves it little); else the
+        """HEAD/REV of this round: with block pairs, their 20% trimmed mean (from 5 pairs on the
+        highest and lowest fifth left out: a burst that hit one block moves it little); else the
         ratio of the two medians."""
         if len(self.pair_logs) >= 2:
-            return math.exp(_trimmed_mean(self.pair_logs))
+            return math.exp(trimmed_mean(self.pair_logs))
         return self.head / self.rev
 
     @property
     def within_noise(self) -> float:
         """SD of this round's log ratio that the noise within the round explains: the standard
-        error of the block pairs' mean, or the two processes' own block noise."""
-        n = len(self.pair_logs)
-        if n >= 2:
-            return _mean_sd(self.pair_logs)[1] / math.sqrt(n)
+        error of the block pairs' trimmed mean (robust to the odd block a burst hit), or the
+        two processes' own block noise."""
+        if len(self.pair_logs) >= 2:
+            return trimmed_mean_se(self.pair_logs)
         return math.hypot(median_noise(self.rev_blocks), median_noise(self.head_blocks))
+
+    @property
+    def within_df(self) -> int:
+        """Degrees of freedom of :attr:`within_noise` (0: none known, e.g. from medians)."""
+        n = len(self.pair_logs)
+        return max(n - 2 * _trim_count(n) - 1, 0) if n >= 2 else 0
 
 
 def _mean_sd(values: Sequence[float]) -> tuple[float, float]:
@@ -110,11 +116,35 @@ def _mean_sd(values: Sequence[float]) -> tuple[float, float]:
     return mean, math.sqrt(math.fsum((x - mean) ** 2 for x in values) / (n - 1))
 
 
-def _trimmed_mean(values: Sequence[float]) -> float:
+#: Share of the block pairs left out at each end of a round's trimmed mean.
+TRIM = 0.2
+
+
+def _trim_count(n: int) -> int:
+    return int(TRIM * n)
+
+
+def trimmed_mean(values: Sequence[float]) -> float:
+    """Mean of ``values`` without the lowest and highest :data:`TRIM` share (20%)."""
     ordered = sorted(values)
-    if len(ordered) >= 5:
-        ordered = ordered[1:-1]
-    return math.fsum(ordered) / len(ordered)
+    k = _trim_count(len(ordered))
+    kept = ordered[k : len(ordered) - k]
+    return math.fsum(kept) / len(kept)
+
+
+def trimmed_mean_se(values: Sequence[float]) -> float:
+    """Standard error of :func:`trimmed_mean` (Tukey and McLaughlin): the SD of the values
+    winsorized at the trimmed share, over ``(1 - 2 * TRIM) * sqrt(n)``. One block a burst slowed
+    by half moves it as much as the next-worst block, where it would dominate a plain SD."""
+    n = len(values)
+    if n < 2:
+        return 0.0
+    ordered = sorted(values)
+    k = _trim_count(n)
+    low, high = ordered[k], ordered[n - 1 - k]
+    winsorized = [min(max(x, low), high) for x in ordered]
+    sd = _mean_sd(winsorized)[1]
+    return sd / ((1.0 - 2.0 * k / n) * math.sqrt(n))
 
 
 @dataclass(frozen=True)
@@ -150,6 +180,8 @@ class PairedEstimate:
     sd_within: float
     same_low: float = 0.0
     same_high: float = math.inf
+    #: Degrees of freedom of the interval's t quantile (see :func:`paired_estimate`).
+    df: int = 1
 
     @property
     def change(self) -> float:
@@ -196,10 +228,29 @@ def decide(
     return Decision.UNKNOWN
 
 
-def _half_width(confidence: float, sd: float, n: int) -> float:
-    """Half-width, on the log scale, of the two-sided ``confidence`` t interval of the mean of
-    ``n`` rounds whose per-round SD is ``sd``."""
-    return t_quantile(0.5 + confidence / 2.0, n - 1) * sd / math.sqrt(n)
+def _half_width(confidence: float, sd: float, n: int, df: int) -> float:
+    """Half-width, on the log scale, of the two-sided ``confidence`` t interval (``df`` degrees
+    of freedom) of the mean of ``n`` rounds whose per-round SD is ``sd``."""
+    return t_quantile(0.5 + confidence / 2.0, df) * sd / math.sqrt(n)
+
+
+def _degrees_of_freedom(rounds: Sequence[PairedRound], sd_between: float, sd_within: float) -> int:
+    """The t quantile's degrees of freedom: those of whichever spread sets the interval.
+
+    The interval takes the larger of the spread between rounds (``n - 1`` degrees of freedom)
+    and the spread the rounds' own block pairs predict for a round (their degrees of freedom
+    summed: ``n_pairs - 2 * trimmed - 1`` a round). When the rounds agree at least as well as
+    their blocks predict, the blocks' noise sets the width and it is known from many pairs, so
+    three rounds of 5 pairs are not judged with the t quantile of 2 degrees of freedom (9.9 at
+    99%) that one spread estimated from three numbers would need. A spread between rounds larger
+    than the blocks explain (a process that ran slow all round) always sets the width, with the
+    rounds' degrees of freedom: the interval is never narrower than either spread says.
+    """
+    n = len(rounds)
+    within_df = sum(rnd.within_df for rnd in rounds)
+    if sd_within > sd_between and within_df > n - 1:
+        return within_df
+    return n - 1
 
 
 def _check_round(i: int, rnd: PairedRound) -> None:
@@ -247,14 +298,15 @@ def paired_estimate(
     mean, sd_between = _mean_sd(logs)
     sd_within = math.sqrt(math.fsum(rnd.within_noise**2 for rnd in rounds) / n)
     sd = max(sd_between, sd_within, noise_floor)
-    half = _half_width(confidence, sd, n)
+    df = _degrees_of_freedom(rounds, sd_between, sd_within)
+    half = _half_width(confidence, sd, n, n - 1)
     low, high = math.exp(mean - half), math.exp(mean + half)
     same_level = min(same_confidence, confidence)
-    same_half = _half_width(same_level, sd, n)
+    same_half = _half_width(same_level, sd, n, df)
     same = (math.exp(mean - same_half), math.exp(mean + same_half))
     decision = decide(low, high, min_effect, same)
     suggested = (
-        _suggest_rounds(mean, sd, n, (confidence, same_level), min_effect)
+        _suggest_rounds(mean, sd, (n, df), (confidence, same_level), min_effect)
         if decision is Decision.UNKNOWN
         else None
     )
@@ -273,23 +325,37 @@ def paired_estimate(
         sd_within=sd_within,
         same_low=same[0],
         same_high=same[1],
+        df=df,
     )
 
 
 def _suggest_rounds(
-    mean: float, sd: float, n: int, levels: tuple[float, float], min_effect: float
+    mean: float,
+    sd: float,
+    done: tuple[int, int],
+    levels: tuple[float, float],
+    min_effect: float,
 ) -> int:
     # The 99% interval decides once its half-width drops below the distance from the estimate
     # to 1 (REGRESSED/IMPROVED); the equivalence interval once its half-width drops below the
-    # distance to the nearer edge of the SAME band. Whichever happens first.
+    # distance to the nearer edge of the SAME band. Whichever happens first. ``done`` is the
+    # rounds so far and the interval's degrees of freedom, which grow in proportion.
+    n, df = done
     confidence, same_level = levels
     band = min(mean - math.log(1.0 - min_effect), math.log(1.0 + min_effect) - mean)
     for m in range(n + 1, MAX_SUGGESTED_ROUNDS + 1):
-        if _half_width(confidence, sd, m) < abs(mean):
+        df_m = _projected_df(df, n, m)
+        if _half_width(confidence, sd, m, df_m) < abs(mean):
             return m
-        if _half_width(same_level, sd, m) < band:
+        if _half_width(same_level, sd, m, df_m) < band:
             return m
     return MAX_SUGGESTED_ROUNDS
+
+
+def _projected_df(df: int, n: int, m: int) -> int:
+    """Degrees of freedom after ``m`` rounds, from ``df`` after ``n``: ``m - 1`` when the
+    rounds' spread set them, in proportion to the rounds when the block pairs' did."""
+    return m - 1 if df <= n - 1 else max(m - 1, df * m // n)
 
 
 def could_still_regress(estimate: PairedEstimate, more_rounds: int) -> bool:
@@ -309,7 +375,7 @@ def could_still_regress(estimate: PairedEstimate, more_rounds: int) -> bool:
     mean = math.log(estimate.ratio) - sd / math.sqrt(n)
     floor = math.log(1.0 - estimate.min_effect)
     for m in range(n + 1, n + more_rounds + 1):
-        half = _half_width(estimate.confidence, sd, m)
+        half = _half_width(estimate.confidence, sd, m, _projected_df(estimate.df, n, m))
         if mean + half < 0.0 and mean - half <= floor:
             return True
     return False

@@ -31,8 +31,8 @@ class Interleave(Protocol):
         """Warm: True to time blocks in turns now, False to measure alone."""
         ...
 
-    def next(self) -> bool:
-        """A block is done: True to time another."""
+    def next(self, rate: float) -> bool:
+        """A block is done, at ``rate`` items/s: True to time another."""
         ...
 
 
@@ -207,9 +207,9 @@ def measure(
     if interleaved and cfg.interleave is not None:
         # As many blocks as the other side is given, each timed in its turn.
         extra["interleaved"] = True
-        timed_block()
-        while cfg.interleave.next():
-            timed_block()
+        items = items_per_step * steps_per_block
+        while cfg.interleave.next(items / timed_block()):
+            pass
     while not extra and len(blocks) < cfg.max_blocks:
         seconds = timed_block()
         spent += seconds

@@ -187,23 +187,26 @@ def undecided(data: PairedData, keys: Sequence[str], min_effect: float) -> list[
 def worth_more_rounds(
     data: PairedData, keys: Sequence[str], min_effect: float, strict: bool, max_rounds: int
 ) -> list[str]:
-    """Undecided keys whose outcome more rounds could change: those HEAD measured slower so
-    far that rounds up to ``max_rounds`` in all (``data.rounds`` counts those run, a failed
-    side's too) could still fail (`paired.could_still_regress`), and with ``strict`` every
-    undecided one (an undecided case fails there). An undecided case that measured no slower,
-    or whose rounds disagree too much to ever fail it in time, passes either way, as pass or
-    inconclusive."""
+    """Undecided keys more rounds could decide, closest to deciding first: those whose
+    projected rounds to a decision (`PairedEstimate.suggested_rounds`, from the estimate and
+    spread so far) fit within ``max_rounds`` in all (``data.rounds`` counts those run, a failed
+    side's too); those HEAD measured slower so far that rounds up to ``max_rounds`` could still
+    fail (`paired.could_still_regress`); with ``strict`` every undecided one (an undecided case
+    fails there). A case whose rounds disagree too much to decide in time, and that could not
+    fail, ends inconclusive without them."""
     left = max_rounds - len(data.rounds)
     if left < 1:
         return []
-    out = []
+    out: list[tuple[int, str]] = []
     for key in keys:
         est = data.estimate(key, min_effect)
         if est is None or est.decision != paired.Decision.UNKNOWN:
             continue
-        if strict or (est.ratio < 1.0 and paired.could_still_regress(est, left)):
-            out.append(key)
-    return out
+        need = est.suggested_rounds or paired.MAX_SUGGESTED_ROUNDS
+        near = need <= max_rounds
+        if strict or near or (est.ratio < 1.0 and paired.could_still_regress(est, left)):
+            out.append((need, key))
+    return [key for _, key in sorted(out)]
 
 
 def regressed(data: PairedData, keys: Sequence[str], min_effect: float) -> list[str]:

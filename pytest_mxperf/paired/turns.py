@@ -18,8 +18,12 @@ The messages:
 
 - side -> controller ``{"hello": side}`` on connecting; the answer ``go`` gives it the baton;
 - ``{"ready": key, "nodeid": id}`` after a case's warm-up: ``block`` (time one block, then
-  report ``{"done": 1}``; the answer is ``block`` again or ``end``) or ``solo`` (the other
-  side has no such case now: measure it alone, as a side does without lock-step);
+  report ``{"done": 1, "rate": items_per_sec}``; the answer is ``block`` again or ``end``) or
+  ``solo`` (the other side has no such case now: measure it alone, as a side does without
+  lock-step). The controller gives ``PAIRS`` block pairs, and two more at a time up to
+  ``MAX_PAIRS`` while the pairs' trimmed mean of log ratios has a standard error above
+  ``TARGET_SE``: a quiet machine stops at 5 pairs, a noisy one buys certainty where it is
+  short, within the round;
 - ``{"ready": key, "nodeid": id, "solo": true}`` before a case that cannot be timed block by
   block in turns (a data-parallel launch: its ranks set up, warm up and time on their own):
   always ``solo``, when nothing else runs; all of it is the side's timed turn;
@@ -37,15 +41,21 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_mxperf.judging.pairstats import trimmed_mean_se
 from pytest_mxperf.system import cpus as cpu_sets
 
-#: Block pairs per case per round in lock-step (each side times this many 0.1 s blocks).
+#: Block pairs per case per round in lock-step (each side times at least this many 0.1 s
+#: blocks), and at most: more pairs, two at a time, while the round's ratio is less certain
+#: than TARGET_SE (its standard error on the log scale, from the block rates the sides report).
 PAIRS = 5
+MAX_PAIRS = 15
+TARGET_SE = 0.01
 
 GO, BLOCK, END, SOLO = "go", "block", "end", "solo"
 
@@ -107,9 +117,9 @@ class Baton:
         nothing of the other side runs until this side asks for its next turn or ends."""
         self._ask({"ready": key, "nodeid": nodeid, "solo": True})
 
-    def next_block(self) -> bool:
-        """A block is done: True to time another."""
-        return self._ask({"done": 1}) == BLOCK
+    def next_block(self, rate: float) -> bool:
+        """A block is done, at ``rate`` items/s: True to time another."""
+        return self._ask({"done": 1, "rate": rate}) == BLOCK
 
     def close(self) -> None:
         for closer in (self._file.close, self._sock.close):
@@ -132,8 +142,8 @@ class CaseTurns:
     def ready(self) -> bool:
         return self.baton.ready(self.nodeid, self.key)
 
-    def next(self) -> bool:
-        return self.baton.next_block()
+    def next(self, rate: float) -> bool:
+        return self.baton.next_block(rate)
 
 
 # --- the controller's side ---------------------------------------------------------------------
@@ -161,12 +171,16 @@ class Conductor:
     order: tuple[str, str]
     nodeids: Sequence[str] = ()
     pairs: int = PAIRS
+    max_pairs: int = MAX_PAIRS
+    target_se: float = TARGET_SE
     overlap: bool = False
     sides: dict[str, _Side] = field(default_factory=dict)
     #: The sides' turns left for the case in lock-step now (empty: none).
     sequence: list[str] = field(default_factory=list)
     #: Cases timed in lock-step, for the record.
     locked: list[str] = field(default_factory=list)
+    #: The block rates each side reported for the case in lock-step now.
+    rates: dict[str, list[float]] = field(default_factory=dict)
     #: Node id -> its place in the selection (which side is behind when their cases differ).
     _index: dict[str, int] = field(default_factory=dict, init=False, repr=False)
 
@@ -186,12 +200,36 @@ class Conductor:
             s.index = self._index.get(str(message.get("nodeid", "")), len(self.nodeids))
         elif "done" in message:
             s.state = "done"
+            if "rate" in message and side in self.rates:
+                self.rates[side].append(float(message["rate"]))
         else:
             raise ValueError(f"side {side}: unexpected message {message!r}")
         return self._next()
 
     def done(self) -> bool:
         return all(s.state == "gone" for s in self.sides.values())
+
+    def _abba(self, start: int, stop: int) -> list[str]:
+        """The turns of pairs ``start`` to ``stop``: the round's first side leads even pairs."""
+        first, second = self.order
+        return [
+            name
+            for i in range(start, stop)
+            for name in ((first, second) if i % 2 == 0 else (second, first))
+        ]
+
+    def _more_pairs(self) -> None:
+        """The case's planned pairs are timed: two more pairs (the next ABBA) while both sides
+        reported every block, fewer than ``max_pairs`` are done and the pairs' trimmed mean is
+        less certain than ``target_se``; else the case's lock-step ends."""
+        first, second = self.order
+        done = len(self.rates[first])
+        if done == len(self.rates[second]) and self.pairs <= done < self.max_pairs:
+            logs = [math.log(h / r) for r, h in zip(self.rates[first], self.rates[second])]
+            if trimmed_mean_se(logs) > self.target_se:
+                self.sequence = self._abba(done, min(done + 2, self.max_pairs))
+                return
+        self.rates.clear()
 
     def _wake(self, *replies: tuple[str, str]) -> list[tuple[str, str]]:
         for side, reply in replies:
@@ -203,11 +241,14 @@ class Conductor:
         states = {s.state for s in sides.values()}
         if "timing" in states or ("busy" in states and not self.overlap):
             return []
+        if not self.sequence and self.rates:
+            self._more_pairs()
         if self.sequence:
             nxt = self.sequence.pop(0)
             if sides[nxt].state in ("ready", "done"):
                 return self._wake((nxt, BLOCK))
             self.sequence.clear()  # the other side is gone mid-case: the lock-step ends
+            self.rates.clear()
         first, second = self.order
         if "starting" in states:
             return []  # both start in the round's order: wait for the other's hello (or end)
@@ -221,11 +262,8 @@ class Conductor:
         if a.state == "ready" and b.state == "ready":
             if a.key == b.key and not (a.solo or b.solo):
                 self.locked.append(a.key)
-                self.sequence = [
-                    name
-                    for i in range(self.pairs)
-                    for name in ((first, second) if i % 2 == 0 else (second, first))
-                ]
+                self.rates = {first: [], second: []}
+                self.sequence = self._abba(0, self.pairs)
                 return self._wake((self.sequence.pop(0), BLOCK))
             # Different cases: the one the other side has passed already (or never has) goes
             # alone; the selection's order says which.

@@ -58,7 +58,8 @@ class Turns:
         self.asked_at.append(self.fake.steps)
         return self.together
 
-    def next(self) -> bool:
+    def next(self, rate: float) -> bool:
+        assert rate > 0
         self.asked_at.append(self.fake.steps)
         self.left -= 1
         return self.left > 0

@@ -209,9 +209,14 @@ def test_a_round_timed_in_turns_takes_its_ratio_and_noise_from_the_block_pairs()
     logs = (math.log(0.9), math.log(0.95), math.log(0.96), math.log(0.97), math.log(1.5))
     rnd = PairedRound(100.0, 100.0, pair_logs=logs)
     assert rnd.ratio == pytest.approx(math.exp((logs[1] + logs[2] + logs[3]) / 3))
-    mean = sum(logs) / 5
-    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / 4)
-    assert rnd.within_noise == pytest.approx(sd / math.sqrt(5))
+    # Its noise: the SD of the pairs winsorized at the same share (the burst counts as the
+    # next-worst pair, not as +50%), over (1 - 2/5) * sqrt(5); 2 degrees of freedom (5 - 2 - 1).
+    wins = (logs[1], logs[1], logs[2], logs[3], logs[3])
+    mean = sum(wins) / 5
+    sd = math.sqrt(sum((x - mean) ** 2 for x in wins) / 4)
+    assert rnd.within_noise == pytest.approx(sd / (0.6 * math.sqrt(5)))
+    assert rnd.within_noise < 0.01  # the plain SD of the five would say 9%
+    assert rnd.within_df == 2
     # Fewer than 5 pairs: the plain mean; fewer than 2: the medians' ratio.
     assert PairedRound(100.0, 100.0, pair_logs=logs[:2]).ratio == pytest.approx(
         math.exp((logs[0] + logs[1]) / 2)

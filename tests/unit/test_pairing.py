@@ -84,25 +84,43 @@ def test_undecided_cases_and_their_node_ids() -> None:
     assert pairdata.undecided(same, [KEY], 0.05) == []
 
 
-def test_more_rounds_go_only_where_they_can_fail_a_case() -> None:
+def test_more_rounds_go_where_they_can_decide_or_fail_a_case_closest_first() -> None:
     slower = data((100.0, 99.0), (100.0, 90.0))
     not_slower = data((100.0, 101.0), (100.0, 110.0))
     assert pairdata.undecided(not_slower, [KEY], 0.05) == [KEY]
     assert pairdata.worth_more_rounds(slower, [KEY], 0.05, strict=False, max_rounds=10) == [KEY]
-    # Not slower so far: it passes (pass or inconclusive) whatever more rounds say ...
+    # Not slower, and 10 rounds of a spread like that would not decide it: no more rounds ...
     assert pairdata.worth_more_rounds(not_slower, [KEY], 0.05, strict=False, max_rounds=10) == []
     # ... unless an undecided case fails the run.
     assert pairdata.worth_more_rounds(not_slower, [KEY], 0.05, strict=True, max_rounds=10) == [KEY]
     decided = data(*[(100.0, 100.0)] * 4)
     assert pairdata.worth_more_rounds(decided, [KEY], 0.05, strict=True, max_rounds=10) == []
-    # Slower by 1% with rounds 7% apart: 10 rounds could not fail it, so it stops at 3
+    # About -1% with rounds 7% apart: it could never fail in 10 rounds, but 10 would decide it
+    # (the same, within 5%), so it gets them; with rounds 19% apart neither, so it stops at 3
     # (inconclusive) unless an undecided case fails the run.
     swinging = data((100.0, 92.0), (100.0, 105.0), (100.0, 100.0))
-    assert pairdata.worth_more_rounds(swinging, [KEY], 0.05, strict=False, max_rounds=10) == []
-    assert pairdata.worth_more_rounds(swinging, [KEY], 0.05, strict=True, max_rounds=10) == [KEY]
+    assert pairdata.worth_more_rounds(swinging, [KEY], 0.05, strict=False, max_rounds=10) == [KEY]
+    assert pairdata.worth_more_rounds(swinging, [KEY], 0.05, strict=False, max_rounds=6) == []
+    wild = data((100.0, 80.0), (100.0, 118.0), (100.0, 100.0))
+    assert pairdata.worth_more_rounds(wild, [KEY], 0.05, strict=False, max_rounds=10) == []
+    assert pairdata.worth_more_rounds(wild, [KEY], 0.05, strict=True, max_rounds=10) == [KEY]
     # Rounds that were run count against the limit, those a side failed in too.
     assert pairdata.worth_more_rounds(slower, [KEY], 0.05, strict=False, max_rounds=2) == []
     assert pairdata.worth_more_rounds(slower, [KEY], 0.05, strict=True, max_rounds=2) == []
+
+
+def test_the_case_closest_to_a_decision_comes_first() -> None:
+    other = "n/inference/float32/bs8/cpu"
+    d = data((100.0, 92.0), (100.0, 105.0), (100.0, 100.0))  # about 10 rounds from deciding
+    for rnd, head in zip(d.rounds, (103.0, 96.0, 100.5)):  # about 4 rounds from deciding
+        rnd[pairdata.REV].cases[other] = result(100.0, "test_a.py::test_n")
+        rnd[pairdata.HEAD].cases[other] = result(head, "test_a.py::test_n")
+    near, far = d.estimate(other, 0.05), d.estimate(KEY, 0.05)
+    assert near is not None and far is not None
+    assert near.suggested_rounds is not None and far.suggested_rounds is not None
+    assert near.suggested_rounds < far.suggested_rounds <= 10
+    got = pairdata.worth_more_rounds(d, [KEY, other], 0.05, strict=False, max_rounds=10)
+    assert got == [other, KEY]
 
 
 def test_side_command_runs_this_plugin_on_the_side_tree(tmp_path: Path) -> None:

@@ -144,15 +144,15 @@ def test_a_side_asks_and_follows_the_answers(tmp_path: Path) -> None:
     t = _serve(tmp_path / "s", [GO, BLOCK, BLOCK, END], seen)
     baton = Baton(f"rev={tmp_path / 's'}")
     assert baton.ready("t.py::a", "A") is True
-    assert baton.next_block() is True
-    assert baton.next_block() is False
+    assert baton.next_block(100.0) is True
+    assert baton.next_block(99.5) is False
     baton.close()
     t.join(5)
     assert seen == [
         {"hello": "rev"},
         {"ready": "A", "nodeid": "t.py::a"},
-        {"done": 1},
-        {"done": 1},
+        {"done": 1, "rate": 100.0},
+        {"done": 1, "rate": 99.5},
         {},  # the side closed its end
     ]
 
@@ -197,7 +197,7 @@ baton = Baton(sys.argv[1], frozenset({spread}))
 where("go")
 baton.ready("t.py::a", "A")
 where("block")
-baton.next_block()
+baton.next_block(100.0)
 where("end")
 baton.close()
 ask.set()
