@@ -5,6 +5,7 @@ tests and scripts import live in `pytest_mxperf.testing`, not here."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import pkgutil
 import tempfile
@@ -25,10 +26,18 @@ _MODULES = [m.name for m in pkgutil.walk_packages(pytest_mxperf.__path__, "pytes
 for _name in [*_MODULES, "git"]:
     importlib.import_module(_name)
 
-#: What the fork servers of paired runs preload for the fake back end: not MXNet, but GitPython
-#: and this package, which each side would otherwise import again (a few tenths of a second a
-#: side, eight or more sides a paired run).
-FAKE_SIDE_PRELOAD = ",".join(["git", *_MODULES])
+#: The other pytest plugins installed here (pytest-xdist, platformdirs' plugin) and what they
+#: import: each side loads them by their entry points, and pytest compiled them anew for its
+#: assertion rewriting in every side (about 0.1 s of a side's 0.3 s).
+_ENTRY_POINT_PLUGINS = ["xdist.plugin", "xdist.looponfail", "platformdirs.pytest_plugin"]
+_OTHER_PLUGINS = [
+    name for name in _ENTRY_POINT_PLUGINS if importlib.util.find_spec(name.split(".")[0])
+]
+
+#: What the fork servers of paired runs preload for the fake back end: not MXNet, but GitPython,
+#: this package and the other plugins, which each side would otherwise import again (a few
+#: tenths of a second a side, eight or more sides a paired run).
+FAKE_SIDE_PRELOAD = ",".join(["git", *_MODULES, *_OTHER_PLUGINS])
 
 FAKE_BACKEND_CONFTEST = """
 import pytest

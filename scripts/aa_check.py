@@ -9,6 +9,9 @@ per batch (0.11 = 11% more work, a ~10% lower throughput). Every run is its own 
 - ``paired``: ``pytest --mxperf --mxperf-ab A`` at B, ``--runs`` times per slowdown.
 - ``stored``: baselines stored at A by ``--stores`` ``--mxperf-update`` runs, then
   ``pytest --mxperf`` at B (arbitration on, the default), ``--runs`` times per slowdown.
+- ``floor``: as ``stored`` with ``--mxperf-arbitrate off``: the stored figure and its floor
+  alone judge (no pair confirms or clears). ``--modes floor --slowdowns 0`` is the false-alarm
+  rate of identical re-runs that tests/plugin/test_real_regression.py checks the logic of.
 - ``host``: both cases stored at A, their figures raised 40% in the files (as if stored on a
   faster host) and committed; then one default run with identical code, and one with the
   largest slowdown in the target model only.
@@ -217,7 +220,7 @@ def main() -> int:
                     print(f"  plain run {i + 1}: {describe_rate(case)} ({seconds:.0f} s)")
                 continue
             start = base
-            if mode == "stored":
+            if mode in ("stored", "floor"):
                 for i in range(args.stores):
                     case, _ = pytest_run(repo, env, "--mxperf-update")
                     print(f"stored run {i + 1}: {case['measurement']['images_per_sec']:.1f} img/s")
@@ -233,6 +236,8 @@ def main() -> int:
                 zs: list[float] = []
                 for i in range(args.runs):
                     extra_args = ["--mxperf-ab", base] if mode == "paired" else []
+                    if mode == "floor":
+                        extra_args = ["--mxperf-arbitrate", "off"]
                     case, seconds = pytest_run(repo, env, *extra_args)
                     v = case["verdict"]
                     failed += bool(v["failed"])

@@ -14,8 +14,9 @@ Override the ``mxperf_backend`` fixture in a conftest::
 Every step advances the clock by ``batch_size / images_per_sec`` seconds, so results are exact
 and tests never depend on the speed of the machine.
 
-Also here: ``profiler`` (fakes of MXNet's profiler and memory probe for `FakeBackend`) and
-``repos`` (git repositories with a fixed identity for tests and scripts).
+Also here: ``profiler`` (fakes of MXNet's profiler and memory probe for `FakeBackend`),
+``repos`` (git repositories with a fixed identity for tests and scripts) and ``procs`` (the
+processes a run started, for tests that end it from outside).
 """
 
 from __future__ import annotations

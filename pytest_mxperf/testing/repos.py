@@ -1,8 +1,8 @@
 """Git repositories for tests and scripts that need a commit history: git with a fixed identity
-(`git`, `GIT_ENV`), suites to commit into one (`PAIR_SUITE` and `SPEEDS_SUITE` on the fake back
-end, `REAL_SUITE` on MXNet), and what tests do to such a repository (`write_speeds`,
-`store_speeds`, `stored_files`, `spoil_baseline`, `inflate_baselines`, `worktrees`,
-`read_report`)."""
+(`git`, `GIT_ENV`), suites to commit into one (`PAIR_SUITE`, `SPEEDS_SUITE` and `SLOW_SUITE` on
+the fake back end, `REAL_SUITE` on MXNet), and what tests do to such a repository
+(`commit_two`, `write_speeds`, `store_speeds`, `stored_files`, `spoil_baseline`,
+`inflate_baselines`, `worktrees`, `read_report`)."""
 
 from __future__ import annotations
 
@@ -132,6 +132,25 @@ def test_fast(mxperf):
 def test_steady(mxperf):
     mxperf.inference(FakeModel(50.0), batch_size=8, model="steady")
 """
+
+
+#: A fake-back-end suite of one case whose calls take real time (50 ms of sleep each), so that
+#: a paired run can be signalled while a side runs.
+SLOW_SUITE = """
+import time
+
+def test_slow(mxperf):
+    mxperf.callable(lambda: time.sleep(0.05), items_per_call=1, model="slow")
+"""
+
+
+def commit_two(pytester: pytest.Pytester, suite: str) -> None:
+    """Two commits of ``suite`` as the pytester directory's ``test_suite.py``, "A" and then "B"
+    (a comment added: the file differs), in a repository made by the ``commit`` fixture."""
+    for message, text in (("A", suite), ("B", suite + "\n# B\n")):
+        pytester.makepyfile(test_suite=text)
+        git(pytester.path, "add", "-A")
+        git(pytester.path, "commit", "-q", "-m", message)
 
 
 #: A real-MXNet benchmark suite for regression tests and scripts/aa_check.py: a tiny model-zoo

@@ -90,14 +90,23 @@ def elementwise():
 
 
 @pytest.fixture
-def cpu_oom_run(pytester: pytest.Pytester) -> Callable[..., tuple[pytest.RunResult, list[Any]]]:
+def cpu_oom_run(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Callable[..., tuple[pytest.RunResult, list[Any]]]:
     """``cpu_oom_run(suite, headroom, *args, timeout=300)``: run ``suite`` (its tests import
     ``net``/``elementwise`` from ``oom_models``) in a pytest process of its own under the
     `CPU_OOM_CONFTEST` limit, with ``--mxperf``, short timings and ``args``; -> the run and the
-    cases of its JSON report. Skips without MXNet or an address-space limit (Linux)."""
+    cases of its JSON report. Skips without MXNet or an address-space limit (Linux).
+
+    The run has a temporary directory of its own, as ``fake_pytester``'s runs do, so its
+    machine-wide device locks are its own: it never waits its turn behind another pytest
+    --mxperf run on this machine (seen: a 300 s timeout while another job measured)."""
     pytest.importorskip("mxnet")
     resource = pytest.importorskip("resource")
     assert resource.RLIMIT_AS  # Linux: an address-space limit bounds the probe
+    monkeypatch.setenv("TMPDIR", str(tmp_path_factory.mktemp("tmpdir")))
 
     def run(
         suite: str, headroom: int, *args: str, timeout: float = 300.0

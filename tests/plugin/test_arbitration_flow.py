@@ -8,7 +8,14 @@ from typing import Callable
 
 import pytest
 
-from pytest_mxperf.testing.repos import PAIR_SUITE, inflate_baselines, read_report, worktrees
+from pytest_mxperf.testing.repos import (
+    PAIR_SUITE,
+    SPEEDS_SUITE,
+    inflate_baselines,
+    read_report,
+    worktrees,
+    write_speeds,
+)
 
 
 @pytest.fixture
@@ -70,34 +77,33 @@ def test_arbitration_confirms_a_real_regression_on_top(
     assert verdicts == {"fast": "regressed", "steady": "machine"}
 
 
-@pytest.mark.parametrize(("speed", "status"), [(100.0, "pass"), (96.0, "regressed")])
 def test_a_pass_more_than_half_the_floor_below_its_figure_is_paired(
-    fake_pytester: pytest.Pytester,
-    commit: Callable[[str], str],
-    store_baseline: Callable[..., str],
-    speed: float,
-    status: str,
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
 ) -> None:
     """4% below the stored figure passes the 5% floor, but the stored figure is from another
-    moment: the pair decides. The same code clears it; code 4% slower in every round is a
-    certain loss whose interval reaches 5%, as in paired mode."""
-    base = store_baseline(PAIR_SUITE.format(speed=100.0))
+    moment: the pair decides. The same code ("same") clears it; code 4% slower in every round
+    ("slower") is a certain loss whose interval reaches 5%, as in paired mode."""
+    fake_pytester.makepyfile(test_suite=SPEEDS_SUITE)
+    write_speeds(fake_pytester.path, same=100.0, slower=100.0, steady=50.0)
+    base = commit("A")
+    fake_pytester.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=3)
     inflate_baselines(fake_pytester.path, 1.04)
-    fake_pytester.makepyfile(test_suite=PAIR_SUITE.format(speed=speed))
+    write_speeds(fake_pytester.path, same=100.0, slower=96.0, steady=50.0)
     commit("B")
     result = fake_pytester.runpytest("--mxperf", "--mxperf-json", "report.json")
     verdicts = {c["model"]: c["verdict"] for c in read_report(fake_pytester.path)["cases"]}
-    assert verdicts["fast"]["status"] == status
-    assert verdicts["fast"]["rounds"] >= 3
-    assert verdicts["fast"]["change"] < -0.038
+    for model, status in (("same", "pass"), ("slower", "regressed")):
+        assert verdicts[model]["status"] == status, verdicts[model]["message"]
+        assert verdicts[model]["rounds"] >= 3
+        assert verdicts[model]["change"] < -0.038
     assert verdicts["steady"]["status"] == "pass"
-    if status == "regressed":
-        result.assert_outcomes(passed=1, failed=1)
-        result.stdout.fnmatch_lines(
-            [f"*confirmed by a paired run on this machine: HEAD vs baseline commit {base[:10]}*"]
-        )
-    else:
-        result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*slower/inference/float32/bs8/cpu: *",
+            f"*confirmed by a paired run on this machine: HEAD vs baseline commit {base[:10]}*",
+        ]
+    )
     assert len(worktrees(fake_pytester.path)) == 1
 
 

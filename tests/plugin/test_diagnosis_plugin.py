@@ -279,55 +279,52 @@ def test_startup_growth_is_flagged(
     assert _cases(fake_pytester)["steady"]["verdict"]["startup"] == []
 
 
-# Each process that imports the suite takes the next peak: the controller (which only
-# collects), then the sides in their order: round 1 REV, HEAD; round 2 HEAD, REV; round 3 REV,
-# HEAD. Lock-step sides collect at the same time, so each side counts its own processes (HEAD's
-# tree is the controller's; REV's is a worktree).
+# Each process that imports the suite takes the next peak of each case: the controller (which
+# only collects), then the sides in their order: round 1 REV, HEAD; round 2 HEAD, REV; round 3
+# REV, HEAD. Lock-step sides collect at the same time, so each side counts its own processes
+# (HEAD's tree is the controller's; REV's is a worktree).
 PER_PROCESS = """
 from pathlib import Path
+import pytest
 from pytest_mxperf.testing import FakeModel
 
 HEAD = Path(__file__).resolve().parent == Path({root!r}).resolve()
 COUNTER = Path({counter!r} + (".head" if HEAD else ".rev"))
 N = int(COUNTER.read_text()) if COUNTER.exists() else 0
 COUNTER.write_text(str(N + 1))
-PEAK = ({head} if HEAD else {rev})[N]
+PEAKS = {peaks!r}
 
-def test_net(mxperf):
-    mxperf.inference(FakeModel(100.0, memory_mb=PEAK), batch_size=8, model="net")
+@pytest.mark.parametrize("name", sorted(PEAKS))
+def test_net(mxperf, name):
+    peak = PEAKS[name]["head" if HEAD else "rev"][N]
+    mxperf.inference(FakeModel(100.0, memory_mb=peak), batch_size=8, model=name)
 """
 
+#: Each case's peaks in process order (controller, then the sides as above), its trend, and
+#: HEAD's and REV's figure.
+MEMORY_CASES = {
+    # identical code whose peak moves between processes: REV 64, 64, 100 and HEAD 100,
+    # 100, 64 (HEAD's middle round, 100, against REV's median, 64, read as +56%)
+    "spread": ([0.0, 64.0, 100.0, 100.0, 64.0, 100.0, 64.0], "same", 100.0, 100.0),
+    # HEAD needs 200 MiB in every round: judged against REV's highest round
+    "grown": ([0.0, 64.0, 200.0, 200.0, 64.0, 100.0, 200.0], "grew", 200.0, 100.0),
+    # and 30 MiB: against REV's lowest
+    "shrunk": ([0.0, 64.0, 30.0, 30.0, 64.0, 100.0, 30.0], "shrank", 30.0, 64.0),
+}
 
-@pytest.mark.parametrize(
-    ("peaks", "trend", "head", "base"),
-    [
-        # identical code whose peak moves between processes: REV 64, 64, 100 and HEAD 100,
-        # 100, 64 (HEAD's middle round, 100, against REV's median, 64, read as +56%)
-        ([0.0, 64.0, 100.0, 100.0, 64.0, 100.0, 64.0], "same", 100.0, 100.0),
-        # HEAD needs 200 MiB in every round: judged against REV's highest round
-        ([0.0, 64.0, 200.0, 200.0, 64.0, 100.0, 200.0], "grew", 200.0, 100.0),
-        # and 30 MiB: against REV's lowest
-        ([0.0, 64.0, 30.0, 30.0, 64.0, 100.0, 30.0], "shrank", 30.0, 64.0),
-    ],
-    ids=["spread", "grown", "shrunk"],
-)
+
 def test_paired_memory_is_heads_median_against_revs_nearest_round(
-    fake_pytester: pytest.Pytester,
-    commit: Callable[[str], str],
-    peaks: list[float],
-    trend: str,
-    head: float,
-    base: float,
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
 ) -> None:
+    """One paired run, a case per way the peaks can fall (`MEMORY_CASES`)."""
     counter = fake_pytester.path / "processes"
     with (fake_pytester.path / ".gitignore").open("a") as f:
         f.write("processes.*\n")
-    suite = PER_PROCESS.format(
-        root=str(fake_pytester.path),
-        counter=str(counter),
-        head=[peaks[i] for i in (0, 2, 3, 6)],
-        rev=[peaks[i] for i in (1, 4, 5)],
-    )
+    peaks = {
+        name: {"head": [p[i] for i in (0, 2, 3, 6)], "rev": [p[i] for i in (1, 4, 5)]}
+        for name, (p, _, _, _) in MEMORY_CASES.items()
+    }
+    suite = PER_PROCESS.format(root=str(fake_pytester.path), counter=str(counter), peaks=peaks)
     fake_pytester.makepyfile(test_suite=suite)
     commit("suite")
     for side in ("head", "rev"):
@@ -337,15 +334,20 @@ def test_paired_memory_is_heads_median_against_revs_nearest_round(
         "--mxperf", "--mxperf-ab", "HEAD", *rounds, "--mxperf-json", "report.json",
         *NO_WARNING_ERRORS,
     )  # fmt: skip
-    result.assert_outcomes(passed=1)
+    result.assert_outcomes(passed=len(MEMORY_CASES))
     # The controller and six sides: the peaks were all used.
     assert Path(f"{counter}.head").read_text() == "4" and Path(f"{counter}.rev").read_text() == "3"
-    net = _cases(fake_pytester)["net"]
-    assert net["verdict"]["memory_trend"] == trend
-    assert net["peak_memory_mb"] == head and net["verdict"]["baseline_memory_mb"] == base
-    if trend == "grew":
-        grew = "peak memory grew: 100.0 -> 200.0 MiB (+100%)"
-        assert any(grew in w for w in net["warnings"])
-        result.stdout.fnmatch_lines([f"*PytestWarning: mxperf: net/*: {grew}*"])
-    else:
-        assert not net["warnings"] and "peak memory" not in result.stdout.str()
+    cases = _cases(fake_pytester)
+    said = [line for line in result.stdout.lines if "peak memory" in line]
+    for name, (_, trend, head, base) in MEMORY_CASES.items():
+        net = cases[name]
+        assert net["verdict"]["memory_trend"] == trend, name
+        assert net["peak_memory_mb"] == head and net["verdict"]["baseline_memory_mb"] == base
+        if trend == "grew":
+            grew = "peak memory grew: 100.0 -> 200.0 MiB (+100%)"
+            assert any(grew in w for w in net["warnings"])
+            result.stdout.fnmatch_lines([f"*PytestWarning: mxperf: {name}/*: {grew}*"])
+        else:
+            assert not net["warnings"], name
+    # Nothing says "peak memory" of the other cases: every such line is the grown case's.
+    assert said and all("mxperf: grown/" in line for line in said), said

@@ -1,19 +1,31 @@
 """Paired runs and arbitration in the baseline commit's own environment
-(``--mxperf-env-command``): code and software judged together, and an environment that
-cannot be built."""
+(``--mxperf-env-command``): code and software judged together, an environment that cannot be
+built, and one that gets the plugin's own requirements installed (issue 29)."""
 
 from __future__ import annotations
 
 import functools
+import importlib.metadata
+import os
+import shutil
+import subprocess
 import sys
 import tempfile
+import zipfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Callable
 
 import pytest
 
 from pytest_mxperf.paired import envs
-from pytest_mxperf.testing.repos import PAIR_SUITE, inflate_baselines, read_report, worktrees
+from pytest_mxperf.testing.repos import (
+    PAIR_SUITE,
+    cases_by_key,
+    inflate_baselines,
+    read_report,
+    worktrees,
+)
 
 VERSIONED_CONFTEST = """
 import os
@@ -60,6 +72,10 @@ def stored_under_old_mxnet(
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
+    # No pip seeded into the environments (the make_env command needs none, and the plugin's
+    # requirements are found through it): test_revs_environment_gets_the_plugins_own_requirements
+    # builds them as users get them, with pip.
+    monkeypatch.setattr(envs, "ensure_env", functools.partial(envs.ensure_env, with_pip=False))
     fake_pytester.makeconftest(VERSIONED_CONFTEST)
     outer = "\n".join([*site.getsitepackages(), *sys.path[:1]]) + "\n"
     fake_pytester.makepyfile(make_env=MAKE_ENV.format(outer=outer))
@@ -126,9 +142,7 @@ def test_a_pair_in_the_baselines_environment_judges_code_and_software_together(
 def test_an_environment_that_cannot_be_built_is_a_clear_error(
     fake_pytester: pytest.Pytester, stored_under_old_mxnet: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The command fails, not the environment: no pip to seed into it (the test above builds
-    # one as users get it, with pip).
-    monkeypatch.setattr(envs, "ensure_env", functools.partial(envs.ensure_env, with_pip=False))
+    # The command fails, not the environment (built without pip, see stored_under_old_mxnet).
     command = "no-such-program-for-mxperf {wt}"
     # Arbitration: the stored judgement stands, saying why no pair could confirm it.
     result = fake_pytester.runpytest(
@@ -156,3 +170,115 @@ def test_an_environment_that_cannot_be_built_is_a_clear_error(
         ]
     )
     assert len(worktrees(fake_pytester.path)) == 1
+
+
+# REV's own environment lacks the plugin's requirements -----------------------------------------
+
+GOOD = """
+def test_model(mxperf):
+    mxperf.callable(lambda: 1, items_per_call=8, model="model")
+"""
+
+
+def _paired(pytester: pytest.Pytester, rev: str, *args: str) -> pytest.RunResult:
+    return pytester.runpytest("--mxperf", "--mxperf-ab", rev, "--mxperf-json", "report.json", *args)
+
+
+# Run by --mxperf-env-command in REV's new environment: it sees this environment's packages
+# through a directory that lacks the plugin's own tabulate and GitPython, and the plugin itself
+# (a user's requirements.txt that names MXNet, numpy and pytest, not what the plugin needs).
+WITHOUT_PLUGIN_DEPS = """
+import pathlib, sysconfig
+site = pathlib.Path(sysconfig.get_paths()["purelib"])
+site.mkdir(parents=True, exist_ok=True)
+(site / "outer.pth").write_text({outer!r} + "\\n")
+"""
+MISSING = ("tabulate", "GitPython")
+#: Not installed in REV's environment either (its entry point registers the plugin here).
+NOT_THERE = ("pytest-mxperf",)
+
+
+def _without(missing: Sequence[str], into: Path) -> None:
+    """``into``: links to everything this environment's site-packages hold but ``missing``."""
+    import site
+
+    into.mkdir()
+    names = [*missing, *NOT_THERE]
+    skip = {importlib.metadata.distribution(n).metadata["Name"].lower() for n in names}
+    skip |= {s.replace("-", "_") for s in skip}
+    tops = {"__editable__"}
+    for name in missing:
+        dist = importlib.metadata.distribution(name)
+        tops |= {f.parts[0] for f in dist.files or () if f.parts[0] != ".."}
+    for base in map(Path, site.getsitepackages()):
+        for entry in base.iterdir():
+            lowered = entry.name.lower()
+            if entry.name in tops or any(lowered.startswith(s + "-") for s in skip):
+                continue
+            if lowered.startswith("__editable__"):
+                continue
+            if not (into / entry.name).exists():
+                (into / entry.name).symlink_to(entry)
+
+
+def _wheels(names: Sequence[str], into: Path) -> None:
+    """Wheels of installed distributions, for an offline ``pip install`` (``PIP_FIND_LINKS``)."""
+    into.mkdir()
+    for name in names:
+        dist = importlib.metadata.distribution(name)
+        norm = dist.metadata["Name"].lower().replace("-", "_")
+        with zipfile.ZipFile(into / f"{norm}-{dist.version}-py3-none-any.whl", "w") as whl:
+            for file in dist.files or ():
+                if file.parts[0] != ".." and "__pycache__" not in file.parts:
+                    whl.write(file.locate(), file.as_posix())
+
+
+def test_revs_environment_gets_the_plugins_own_requirements(
+    fake_pytester: pytest.Pytester,
+    commit: Callable[[str], str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    outer = tmp_path / "outer"
+    _without(MISSING, outer)
+    _wheels(MISSING, tmp_path / "wheels")
+    monkeypatch.setenv("PIP_NO_INDEX", "1")  # offline: pip finds them among these wheels
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "wheels"))
+    monkeypatch.setenv("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+    fake_pytester.makepyfile(test_suite=GOOD, make_env=WITHOUT_PLUGIN_DEPS.format(outer=str(outer)))
+    commit("base")
+    commit("HEAD")
+    # Without the plugin's requirements REV's side cannot start: an error saying why.
+    with monkeypatch.context() as without:
+        without.setattr(envs, "plugin_requirements", lambda: [])
+        bare = _paired(fake_pytester, "HEAD~1", "--mxperf-env-command", "{python} {wt}/make_env.py")
+    bare.assert_outcomes(failed=1)
+    (case,) = cases_by_key(fake_pytester.path).values()
+    assert case["verdict"]["status"] == "error"
+    assert "No module named 'tabulate'" in case["verdict"]["message"]
+    for env in Path(os.environ["TMPDIR"]).glob("pytest-mxperf-cache-*/envs/*"):
+        shutil.rmtree(env)
+    result = _paired(fake_pytester, "HEAD~1", "--mxperf-env-command", "{python} {wt}/make_env.py")
+    result.assert_outcomes(passed=1)
+    (case,) = cases_by_key(fake_pytester.path).values()
+    assert case["verdict"]["status"] == "pass", case["verdict"]["message"]
+    result.stdout.fnmatch_lines(
+        [
+            "*mxperf: building the environment of revision * ('{python} {wt}/make_env.py'; *",
+            "*mxperf: the environment of revision * built in * s*",
+        ]
+    )
+    (env,) = Path(os.environ["TMPDIR"]).glob("pytest-mxperf-cache-*/envs/*")
+    python = env / "bin" / "python"
+    found = subprocess.run(
+        [str(python), "-c", "import tabulate, git; print(tabulate.__file__, git.__file__)"],
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ["PATH"]},
+    )
+    assert found.returncode == 0, found.stderr
+    assert str(outer) not in found.stdout  # installed into the environment itself
+    # A second run reuses the environment: no build line.
+    again = _paired(fake_pytester, "HEAD~1", "--mxperf-env-command", "{python} {wt}/make_env.py")
+    again.assert_outcomes(passed=1)
+    assert "building the environment" not in again.stdout.str()

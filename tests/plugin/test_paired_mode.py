@@ -1,20 +1,14 @@
-"""Paired mode (``--mxperf-ab``): verdicts of the pair, a revision that cannot be measured, the
-rounds an undecided case gets, and Ctrl-C in the middle of a round."""
+"""Paired mode (``--mxperf-ab``): verdicts of the pair, a revision that cannot be measured and
+the rounds an undecided case gets (Ctrl-C in the middle of a round: test_paired_interrupts)."""
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
 from typing import Callable
 
 import pytest
 
-from pytest_mxperf.testing.repos import PAIR_SUITE, read_report, worktrees
+from pytest_mxperf.testing.repos import PAIR_SUITE, commit_two, read_report, worktrees
 
 
 def test_paired_run_fails_only_the_slower_case(
@@ -125,90 +119,6 @@ def test_paired_run_refuses_unknown_revision_and_xdist(
     )
 
 
-SLOW_SUITE = """
-import time
-from pytest_mxperf.testing import FakeModel
-
-def test_slow(mxperf):
-    # Real seconds per call, so the controller can be interrupted while a side runs.
-    mxperf.callable(lambda: time.sleep(0.05), items_per_call=1, model="slow")
-"""
-
-
-def test_ctrl_c_mid_round_leaves_no_worktree_process_or_file(
-    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
-) -> None:
-    fake_pytester.makepyfile(test_suite=SLOW_SUITE)
-    commit("A")
-    fake_pytester.makepyfile(test_suite=SLOW_SUITE + "\n# B\n")
-    commit("B")
-    before = sorted(p.name for p in fake_pytester.path.rglob("*") if ".git" not in p.parts)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "--mxperf",
-            "--mxperf-ab",
-            "HEAD~1",
-            "-p",
-            "no:cacheprovider",
-        ],
-        cwd=fake_pytester.path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        # A runner started in the background of a shell ignores SIGINT, and children inherit
-        # that: give the controller Python's own Ctrl-C handling whatever this process has.
-        preexec_fn=_default_sigint,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while len(worktrees(fake_pytester.path)) < 2:  # REV's worktree exists: a side runs
-            assert time.monotonic() < deadline and proc.poll() is None, "no worktree appeared"
-            time.sleep(0.1)
-        time.sleep(1.0)
-        sides = _children(proc.pid)
-        assert sides, "no side process was running"
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)  # never leave a Popen for the garbage collector to warn about
-        if proc.stdout is not None:
-            proc.stdout.close()
-    assert proc.returncode == pytest.ExitCode.INTERRUPTED, out.decode()[-2000:]
-    assert len(worktrees(fake_pytester.path)) == 1
-    assert not [pid for pid in sides if Path(f"/proc/{pid}").exists()], "a side outlived it"
-    after = sorted(p.name for p in fake_pytester.path.rglob("*") if ".git" not in p.parts)
-    assert [p for p in after if p not in before and "__pycache__" not in p] == []
-
-
-def _default_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def _children(pid: int) -> list[int]:
-    """Every descendant of ``pid`` now (from /proc)."""
-    parents: dict[int, int] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parents[int(stat.parent.name)] = int(fields[1])
-    found, frontier = [], [pid]
-    while frontier:
-        current = frontier.pop()
-        kids = [p for p, parent in parents.items() if parent == current]
-        found += kids
-        frontier += kids
-    return found
-
-
 WOBBLY_SUITE = """
 import pathlib
 from pytest_mxperf.testing import FakeModel
@@ -235,10 +145,7 @@ def test_an_undecided_case_no_round_in_reach_would_decide_gets_none_unless_stric
 ) -> None:
     counter = fake_pytester.path.parent / f"{fake_pytester.path.name}.count"
     suite = WOBBLY_SUITE.format(counter=str(counter), head=str(fake_pytester.path))
-    fake_pytester.makepyfile(test_suite=suite)
-    commit("A")
-    fake_pytester.makepyfile(test_suite=suite + "\n# B\n")
-    commit("B")
+    commit_two(fake_pytester, suite)
     flags = ["--mxperf-strict"] if strict else []
     result = fake_pytester.runpytest(
         "--mxperf", "--mxperf-ab", "HEAD~1", "--mxperf-max-rounds", "5", "--mxperf-json",

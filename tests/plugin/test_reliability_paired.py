@@ -3,24 +3,17 @@ collection error elsewhere, the CPU lock, usage errors and REV's own environment
 
 from __future__ import annotations
 
-import contextlib
-import importlib.metadata
 import json
 import os
 import select
-import shutil
-import signal
 import subprocess
 import sys
 import time
-import zipfile
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 
-from pytest_mxperf.paired import envs
 from pytest_mxperf.system import locks, scratch
 from pytest_mxperf.testing.repos import cases_by_key
 
@@ -207,106 +200,6 @@ def test_a_paired_run_that_has_to_wait_for_the_cpu_lock_says_so(
     assert f"another pytest --mxperf run on this machine is measuring (pid {os.getpid()})" in told
 
 
-# Run by --mxperf-env-command in REV's new environment: it sees this environment's packages
-# through a directory that lacks the plugin's own tabulate and GitPython, and the plugin itself
-# (a user's requirements.txt that names MXNet, numpy and pytest, not what the plugin needs).
-WITHOUT_PLUGIN_DEPS = """
-import pathlib, sysconfig
-site = pathlib.Path(sysconfig.get_paths()["purelib"])
-site.mkdir(parents=True, exist_ok=True)
-(site / "outer.pth").write_text({outer!r} + "\\n")
-"""
-MISSING = ("tabulate", "GitPython")
-#: Not installed in REV's environment either (its entry point registers the plugin here).
-NOT_THERE = ("pytest-mxperf",)
-
-
-def _without(missing: Sequence[str], into: Path) -> None:
-    """``into``: links to everything this environment's site-packages hold but ``missing``."""
-    import site
-
-    into.mkdir()
-    names = [*missing, *NOT_THERE]
-    skip = {importlib.metadata.distribution(n).metadata["Name"].lower() for n in names}
-    skip |= {s.replace("-", "_") for s in skip}
-    tops = {"__editable__"}
-    for name in missing:
-        dist = importlib.metadata.distribution(name)
-        tops |= {f.parts[0] for f in dist.files or () if f.parts[0] != ".."}
-    for base in map(Path, site.getsitepackages()):
-        for entry in base.iterdir():
-            lowered = entry.name.lower()
-            if entry.name in tops or any(lowered.startswith(s + "-") for s in skip):
-                continue
-            if lowered.startswith("__editable__"):
-                continue
-            if not (into / entry.name).exists():
-                (into / entry.name).symlink_to(entry)
-
-
-def _wheels(names: Sequence[str], into: Path) -> None:
-    """Wheels of installed distributions, for an offline ``pip install`` (``PIP_FIND_LINKS``)."""
-    into.mkdir()
-    for name in names:
-        dist = importlib.metadata.distribution(name)
-        norm = dist.metadata["Name"].lower().replace("-", "_")
-        with zipfile.ZipFile(into / f"{norm}-{dist.version}-py3-none-any.whl", "w") as whl:
-            for file in dist.files or ():
-                if file.parts[0] != ".." and "__pycache__" not in file.parts:
-                    whl.write(file.locate(), file.as_posix())
-
-
-def test_revs_environment_gets_the_plugins_own_requirements(
-    fake_pytester: pytest.Pytester,
-    commit: Callable[[str], str],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    outer = tmp_path / "outer"
-    _without(MISSING, outer)
-    _wheels(MISSING, tmp_path / "wheels")
-    monkeypatch.setenv("PIP_NO_INDEX", "1")  # offline: pip finds them among these wheels
-    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "wheels"))
-    monkeypatch.setenv("PIP_DISABLE_PIP_VERSION_CHECK", "1")
-    fake_pytester.makepyfile(test_suite=GOOD, make_env=WITHOUT_PLUGIN_DEPS.format(outer=str(outer)))
-    commit("base")
-    commit("HEAD")
-    # Without the plugin's requirements REV's side cannot start: an error saying why.
-    with monkeypatch.context() as without:
-        without.setattr(envs, "plugin_requirements", lambda: [])
-        bare = _paired(fake_pytester, "HEAD~1", "--mxperf-env-command", "{python} {wt}/make_env.py")
-    bare.assert_outcomes(failed=1)
-    (case,) = _cases(fake_pytester).values()
-    assert case["verdict"]["status"] == "error"
-    assert "No module named 'tabulate'" in case["verdict"]["message"]
-    for env in Path(os.environ["TMPDIR"]).glob("pytest-mxperf-cache-*/envs/*"):
-        shutil.rmtree(env)
-    result = _paired(fake_pytester, "HEAD~1", "--mxperf-env-command", "{python} {wt}/make_env.py")
-    result.assert_outcomes(passed=1)
-    (case,) = _cases(fake_pytester).values()
-    assert case["verdict"]["status"] == "pass", case["verdict"]["message"]
-    result.stdout.fnmatch_lines(
-        [
-            "*mxperf: building the environment of revision * ('{python} {wt}/make_env.py'; *",
-            "*mxperf: the environment of revision * built in * s*",
-        ]
-    )
-    (env,) = Path(os.environ["TMPDIR"]).glob("pytest-mxperf-cache-*/envs/*")
-    python = env / "bin" / "python"
-    found = subprocess.run(
-        [str(python), "-c", "import tabulate, git; print(tabulate.__file__, git.__file__)"],
-        capture_output=True,
-        text=True,
-        env={"PATH": os.environ["PATH"]},
-    )
-    assert found.returncode == 0, found.stderr
-    assert str(outer) not in found.stdout  # installed into the environment itself
-    # A second run reuses the environment: no build line.
-    again = _paired(fake_pytester, "HEAD~1", "--mxperf-env-command", "{python} {wt}/make_env.py")
-    again.assert_outcomes(passed=1)
-    assert "building the environment" not in again.stdout.str()
-
-
 # Ends REV's side with exit code 1 (as a failed import in its bootstrap would) after a line of
 # output, before it writes any results.
 DIES_AT_START = """
@@ -408,148 +301,6 @@ def test_revs_collection_error_is_shown_once_whole_and_not_rerun(
     assert syntax.rstrip().endswith(("invalid syntax", "expected ':'", "expected ')'"))
     rounds = json.loads((fake_pytester.path / "report.json").read_text())["paired"]["rounds"]
     assert len(rounds) == 1  # REV is not asked again to collect what it cannot
-
-
-SLOW_SUITE = """
-import time
-
-def test_slow(mxperf):
-    # Real seconds per call, so the controller can be signalled while a side runs.
-    mxperf.callable(lambda: time.sleep(0.05), items_per_call=1, model="slow")
-"""
-
-
-def _worktrees(path: Path) -> list[str]:
-    done = subprocess.run(
-        ["git", "worktree", "list"], cwd=path, capture_output=True, text=True, check=True
-    )
-    return [line for line in done.stdout.splitlines() if line.strip()]
-
-
-def _descendants(pid: int) -> list[int]:
-    """Every descendant of ``pid`` now (from /proc)."""
-    parents: dict[int, int] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-    found, frontier = [], [pid]
-    while frontier:
-        current = frontier.pop()
-        kids = [p for p, parent in parents.items() if parent == current]
-        found += kids
-        frontier += kids
-    return found
-
-
-AB = ("--mxperf-ab", "HEAD~1", "--mxperf-min-time", "0.3", "--mxperf-warmup-time", "0.1")
-
-
-def _start_paired(path: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    return subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--mxperf", *AB],
-        cwd=path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-
-
-def _when_a_side_runs(proc: subprocess.Popen[bytes], path: Path) -> list[int]:
-    deadline = time.monotonic() + 120
-    while len(_worktrees(path)) < 2:  # REV's worktree exists: the rounds are near
-        assert time.monotonic() < deadline and proc.poll() is None, "no worktree appeared"
-        time.sleep(0.1)
-    # A round's directory exists: the rounds have begun (a fixed wait was too short under
-    # load: the run was killed before its first round, leaving only the servers' directories).
-    tmp = Path(os.environ["TMPDIR"])
-    while not any(name.startswith(f"mxperf-pair-{proc.pid}-") for name in _scratch(tmp)):
-        assert time.monotonic() < deadline and proc.poll() is None, "no round started"
-        time.sleep(0.1)
-    time.sleep(1.0)
-    sides = _descendants(proc.pid)
-    assert sides, "no side process was running"
-    return sides
-
-
-def _scratch(tmp: Path) -> list[str]:
-    return sorted(p.name for p in tmp.glob("pytest-mxperf-*/scratch/*"))
-
-
-def _gone(pids: Sequence[int], within: float = 60.0) -> bool:
-    deadline = time.monotonic() + within
-    while any(Path(f"/proc/{pid}").exists() for pid in pids):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return True
-
-
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
-def test_sigterm_mid_round_ends_the_run_as_ctrl_c_does(
-    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
-) -> None:
-    fake_pytester.makepyfile(test_suite=SLOW_SUITE)
-    commit("A")
-    fake_pytester.makepyfile(test_suite=SLOW_SUITE + "\n# B\n")
-    commit("B")
-    proc = _start_paired(fake_pytester.path)
-    try:
-        sides = _when_a_side_runs(proc, fake_pytester.path)
-        assert _scratch(Path(os.environ["TMPDIR"])), "a round's directory is under scratch"
-        proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
-        if proc.stdout is not None:
-            proc.stdout.close()
-    assert proc.returncode == pytest.ExitCode.INTERRUPTED, out.decode()[-2000:]
-    assert len(_worktrees(fake_pytester.path)) == 1
-    assert _gone(sides, within=10), "a side outlived it"
-    assert _scratch(Path(os.environ["TMPDIR"])) == []
-    assert not list(Path(os.environ["TMPDIR"]).glob("pytest-mxperf-cache-*/worktrees/*/*"))
-
-
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
-def test_the_next_run_removes_what_a_sigkilled_one_left(
-    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
-) -> None:
-    fake_pytester.makepyfile(test_suite=SLOW_SUITE)
-    commit("A")
-    fake_pytester.makepyfile(test_suite=SLOW_SUITE + "\n# B\n")
-    commit("B")
-    tmp = Path(os.environ["TMPDIR"])
-    proc = _start_paired(fake_pytester.path)
-    try:
-        _when_a_side_runs(proc, fake_pytester.path)
-        # As `docker kill` does: every process of the run at once, no clean-up.
-        everyone = [proc.pid, *_descendants(proc.pid)]
-        for pid in everyone:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
-        if proc.stdout is not None:
-            proc.stdout.close()
-    assert _gone(everyone)
-    left = _scratch(tmp)
-    assert any(name.startswith(f"mxperf-pair-{proc.pid}-") for name in left), left
-    assert len(_worktrees(fake_pytester.path)) == 2  # REV's, still registered
-    # The next paired run (here of another revision) removes both.
-    fake_pytester.makepyfile(test_suite=GOOD)
-    commit("C")
-    _paired(fake_pytester, "HEAD").assert_outcomes(passed=1)
-    assert len(_worktrees(fake_pytester.path)) == 1
-    assert _scratch(tmp) == []
-    assert not list(tmp.glob("pytest-mxperf-cache-*/worktrees/*/*"))
 
 
 DP_RECORDED = """
