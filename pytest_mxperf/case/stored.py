@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Optional
 
 import pytest
 
@@ -28,8 +28,9 @@ if TYPE_CHECKING:
     from pytest_mxperf.case.path import CaseBench, Runner
 
 #: A case's stored baseline, the marker's expectations, why no pair can confirm a drop, and
-#: the policy (`judging_for`).
-Judging = tuple[BaselineRef | None, list[Expectation], str | None, Policy]
+#: the policy (`judging_for`). Optional, not ``X | None``: this alias is evaluated at import,
+#: and Python 3.9 has no ``|`` between types.
+Judging = tuple[Optional[BaselineRef], list[Expectation], Optional[str], Policy]
 
 
 def measure(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Optional
 
 import pytest
 
@@ -216,7 +216,8 @@ class RecordedServer:
         pass
 
 
-Start = tuple[set[int] | None, set[int] | None]
+# Optional, not ``X | None``: evaluated at import, and Python 3.9 has no ``|`` between types.
+Start = tuple[Optional[set[int]], Optional[set[int]]]
 
 
 @pytest.mark.parametrize(
