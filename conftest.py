@@ -8,6 +8,7 @@ import importlib
 import importlib.util
 import os
 import pkgutil
+import sys
 import tempfile
 from typing import Callable
 
@@ -119,6 +120,10 @@ def fake_pytester(
     own_tmp = str(tmp_path_factory.mktemp("tmpdir"))
     monkeypatch.setenv("TMPDIR", own_tmp)
     monkeypatch.setattr(tempfile, "tempdir", own_tmp)
+    # No bytecode for the suites its runs import in this process: a test edits test_suite.py
+    # and runs again within the same second, and a file of the same size (SPEED = 0.9 -> 0.7)
+    # would be served from pytest's cached rewrite of the old one (seen with pytest 8.4).
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
     pytester.makeconftest(FAKE_BACKEND_CONFTEST)
     return pytester
 

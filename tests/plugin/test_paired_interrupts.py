@@ -92,7 +92,9 @@ def test_a_signal_mid_round_ends_the_run_leaving_no_worktree_process_or_file(
     assert len(worktrees(fake_pytester.path)) == 1
     assert gone(sides, within=10), "a side outlived it"
     after = _files(fake_pytester.path)
-    assert [p for p in after if p not in before and "__pycache__" not in p] == []
+    # Bytecode caches are not what a run leaves (pytest 8 writes a conftest's beside it).
+    left = [p for p in after if p not in before and "__pycache__" not in p]
+    assert [p for p in left if not p.endswith(".pyc")] == []
     assert _scratch(tmp) == []
     assert not list(tmp.glob("pytest-mxperf-cache-*/worktrees/*/*"))
 

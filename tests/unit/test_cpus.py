@@ -111,7 +111,7 @@ def test_a_bounded_command_runs_pinned_and_so_does_what_it_starts() -> None:
     assert USABLE is not None
     chosen = {max(USABLE)}
     code = (
-        "import os, subprocess, sys; print('self', sorted(os.sched_getaffinity(0))); "
+        "import os, subprocess, sys; print('self', sorted(os.sched_getaffinity(0)), flush=True); "
         "subprocess.run([sys.executable, '-c', "
         "'import os; print(\"child\", sorted(os.sched_getaffinity(0)))'])"
     )

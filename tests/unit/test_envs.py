@@ -133,7 +133,7 @@ def test_dependency_files_found(wt: Path) -> None:
 def test_failed_build_is_a_clear_error_and_leaves_no_environment(
     wt: Path, cache: Path, tmp_path: Path
 ) -> None:
-    cmd = "{python} -c \"import sys; print('resolving mxnet==9.9'); print('no such version', file=sys.stderr); sys.exit(3)\""
+    cmd = "{python} -c \"import sys; print('resolving mxnet==9.9', flush=True); print('no such version', file=sys.stderr); sys.exit(3)\""
     with pytest.raises(EnvBuildError) as info:
         ensure_env(cmd, wt, cache, revision=SHA, with_pip=False)
     text = str(info.value)
