@@ -14,7 +14,6 @@ show how far off the machine is), and the pair decides whether the code is slowe
 from __future__ import annotations
 
 import contextlib
-import os
 from typing import TYPE_CHECKING, Any, Callable
 
 from pytest_mxperf.baselines.resolution import BaselineRef
@@ -57,13 +56,7 @@ def joint_pair(bench: CaseBench, result: CaseResult, ctx: Any, lock: Lock) -> Pa
 
 def _may_decide(bench: CaseBench) -> bool:
     s = bench.session
-    return not (
-        s.settings.ab
-        or s.settings.update
-        or s.side is not None
-        or s.is_worker
-        or os.environ.get("PYTEST_XDIST_WORKER")
-    )
+    return not (s.settings.ab or s.settings.update or s.side is not None or s.is_worker)
 
 
 def _probe(bench: CaseBench, ctx: Any) -> float | None:

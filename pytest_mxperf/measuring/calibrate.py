@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_mxperf.measuring.measure import MeasureConfig, measure
+from pytest_mxperf.measuring.measure import MeasureConfig
 from pytest_mxperf.measuring.protocol import Backend, PrepareSpec
+from pytest_mxperf.measuring.runner import run_case
 
 BATCH = 8
 INPUT_SHAPE = (3, 32, 32)
@@ -21,15 +22,9 @@ INPUT_SHAPE = (3, 32, 32)
 CONFIG = MeasureConfig(min_time=1.0, max_time=2.0, warmup_time=1.0)
 
 
-def calibrate(backend: Backend, ctx: Any) -> float:
-    """Images/sec of the probe on ``ctx``."""
+def calibrate(backend: Backend, ctx: Any) -> float | None:
+    """Images/sec of the probe on ``ctx``, measured as any case is (`runner.run_case`); None
+    when the probe could not be measured (out of memory, an error of the back end)."""
     spec = PrepareSpec(mode="inference", batch_size=BATCH, ctx=ctx, input_shape=INPUT_SHAPE)
-    prepared = backend.prepare(backend.calibration_net(), spec)
-    m = measure(
-        prepared.step,
-        items_per_step=prepared.items_per_step,
-        sync=backend.sync,
-        clock=backend.clock,
-        config=CONFIG,
-    )
-    return m.items_per_sec
+    run = run_case(backend, backend.calibration_net(), spec, CONFIG)
+    return None if run.measurement is None else run.measurement.items_per_sec
