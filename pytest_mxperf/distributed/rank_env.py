@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from pytest_mxperf.distributed.rank import LOCAL_RANK_ENV
+from pytest_mxperf.system import pluginpath
 
 LOOPBACK = "127.0.0.1"
 #: Carried by every launched rank, so a test can find any process of a run in /proc.
@@ -72,8 +73,7 @@ def rank_environment(
 
 def _import_path(existing: str) -> list[str]:
     """The controller's sys.path, so ranks import the factory module as this process does."""
-    package_root = str(Path(__file__).resolve().parent.parent)
-    entries = [package_root, *(p for p in sys.path if p), *existing.split(os.pathsep)]
+    entries = [pluginpath.import_root(), *(p for p in sys.path if p), *existing.split(os.pathsep)]
     seen: list[str] = []
     for entry in entries:
         if entry and entry not in seen and Path(entry).exists():

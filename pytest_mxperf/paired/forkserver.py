@@ -28,9 +28,8 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-import pytest_mxperf
 from pytest_mxperf.system import cpus as cpu_sets
-from pytest_mxperf.system import procgroup, scratch
+from pytest_mxperf.system import pluginpath, procgroup, scratch
 
 #: Modules the server imports before forking (comma-separated; empty: none). The fake back end
 #: of this repository's own tests needs no MXNet, so its pytester runs set it empty.
@@ -124,9 +123,8 @@ class ForkServer:
         if import_cpus is not None and (cpus is None or len(set(import_cpus)) != len(set(cpus))):
             raise ValueError("import_cpus needs cpus, and as many CPUs as they have")
         moved = import_cpus is not None and set(import_cpus) != set(cpus or ())
-        root = str(Path(pytest_mxperf.__file__).resolve().parent.parent)
         code = SERVER.format(
-            root=root,
+            root=pluginpath.import_root(),
             preload_env=PRELOAD_ENV,
             default=DEFAULT_PRELOAD,
             pin=sorted(cpus) if moved and cpus is not None else None,

@@ -2,9 +2,10 @@
 line, its environment and the files it reads (the block plan) and writes (its results).
 
 The side processes run the same node ids with ``--mxperf-side-out`` (a side's options and
-their parsing are `pytest_mxperf.config.side`); they import this installed plugin (put first on
-``sys.path``), not a copy from REV's tree, so both sides measure the same way and only the
-repository's code differs (or, with ``--mxperf-env-command``, also REV's environment).
+their parsing are `pytest_mxperf.config.side`); they import this installed plugin (its package
+alone first on ``sys.path``: `pytest_mxperf.system.pluginpath`), not a copy from REV's tree, so
+both sides measure the same way and only the repository's code differs (or, with
+``--mxperf-env-command``, also REV's environment).
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest_mxperf
 from pytest_mxperf.config import side as side_flags
 from pytest_mxperf.config.settings import Settings
 from pytest_mxperf.measuring.records import CaseResult
 from pytest_mxperf.paired.pairdata import SideResult
+from pytest_mxperf.system import pluginpath
 from pytest_mxperf.system.files import write_json_atomic
 
 #: Runs pytest in a side process with this installed plugin importable first, registered
@@ -58,8 +59,7 @@ class SideSpec:
 
 def side_command(side: SideSpec, args: Sequence[str]) -> list[str]:
     """A fresh process of ``side.python`` running ``pytest args`` with this plugin first."""
-    plugin_root = str(Path(pytest_mxperf.__file__).resolve().parent.parent)
-    return [side.python, "-c", BOOTSTRAP.format(root=plugin_root), *args]
+    return [side.python, "-c", BOOTSTRAP.format(root=pluginpath.import_root()), *args]
 
 
 def side_args(
