@@ -9,10 +9,14 @@ from dataclasses import replace
 from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.case.evidence import CaseContext, data_parallel, take_profiles
 from pytest_mxperf.judging.changes import sides_line, what_changed
-from pytest_mxperf.judging.explain import explain_arbitrated, explain_paired
+from pytest_mxperf.judging.explain import (
+    explain_arbitrated,
+    explain_paired,
+    explain_same_code,
+)
 from pytest_mxperf.judging.explain_scaling import explain_paired_scaling
 from pytest_mxperf.judging.pairstats import PairedEstimate
-from pytest_mxperf.judging.verdict import decide_arbitrated, decide_paired
+from pytest_mxperf.judging.verdict import decide_arbitrated, decide_paired, decide_same_code
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Status, Verdict
 from pytest_mxperf.paired import pairdata, pairing
 
@@ -28,6 +32,13 @@ def arbitrate(ctx: CaseContext, result: CaseResult, ref: BaselineRef | None) -> 
     if ref is None or not sha or why_no_pair is not None:
         return f"no paired run of the baseline commit ({why_no_pair or 'no baseline'})"
     other = other_machine(ctx.session.run.machine_id, ref)
+    if ctx.session.code_changes(str(sha)) == ():
+        changed = what_changed(result, ref)
+        verdict = decide_same_code(result.verdict, bool(changed))
+        result.verdict = verdict.explained(
+            explain_same_code(result.verdict.message, verdict, str(sha)[:10], changed, other)
+        )
+        return None  # nothing was paired, so no profile of the baseline commit is missing
     try:
         data = ctx.session.pairer.run(str(sha)[:10], str(sha), [ctx.nodeid], _quiet)
     except pairing.PairSetupError as exc:

@@ -77,6 +77,14 @@ def _decide(bench: CaseBench, ref: BaselineRef, ctx: Any, lock: Lock) -> None:
         return
     sha = str(ref.commit.get("sha") or "")
     pf.why_not = session.why_no_pair(sha)
+    if pf.why_not is None and session.code_changes(sha) == ():
+        pf.why_not = f"the code is the baseline commit {sha[:10]}'s: only baseline files differ"
+        bench.tell(
+            f"mxperf: the stored baselines (commit {sha[:10]}) do not hold on this machine: it "
+            f"runs the calibration probe at {pf.factor:.2f}x their machine's speed (beyond "
+            f"{THRESHOLD:.2f}x); {pf.why_not}, so no paired run is needed: a case off its "
+            "stored figure is the machine's, unless the software changed"
+        )
     if pf.why_not is not None:
         return
     items = bench.item.session.items

@@ -250,3 +250,28 @@ def explain_arbitrated(
             f"(see --mxperf-env-command to pair across environments){where}\n{rounds}"
         )
     return f"{stored_message}\nconfirmed by a paired run on this machine: {pair}{where}\n{rounds}"
+
+
+def explain_same_code(
+    stored_message: str,
+    verdict: Verdict,
+    rev_label: str,
+    changed: Sequence[str],
+    other_machine: bool,
+) -> str:
+    """The message of a stored-baseline verdict whose code is the baseline commit's (only the
+    baseline files differ), so no paired run was needed to judge the code."""
+    where = " (the baseline was measured on another machine)" if other_machine else ""
+    same = f"the code is the baseline commit {rev_label}'s (only baseline files differ)"
+    if verdict.outcome == Outcome.MACHINE:
+        return (
+            f"{stored_message.splitlines()[0]}\nbut {same}: the stored figure does not hold "
+            f"on this machine{where}. Store a baseline for this machine with --mxperf-update "
+            "(or name it with --mxperf-machine)"
+        )
+    if verdict.outcome == Outcome.REGRESSED and changed:
+        return (
+            f"{stored_message}\n{same}, so the drop comes from what changed since the "
+            f"baseline: {'; '.join(changed)}{where}"
+        )
+    return f"{stored_message}\n{same}: no paired run needed{where}"

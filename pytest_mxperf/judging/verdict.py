@@ -204,6 +204,16 @@ def decide_arbitrated(
     return replace(stored, outcome=Outcome.MACHINE, failed=False, interval=interval, rounds=rounds)
 
 
+def decide_same_code(stored: Verdict, environment_changed: bool) -> Verdict:
+    """A suspected stored-baseline regression when the code is the baseline commit's: nothing a
+    paired run could measure differs, so the drop is the machine's (``machine``, passes) unless
+    the software or environment changed since the baseline (then the stored verdict stands,
+    as the change may be the cause)."""
+    if stored.outcome != Outcome.REGRESSED or environment_changed:
+        return stored
+    return replace(stored, outcome=Outcome.MACHINE, failed=False)
+
+
 def efficiency_noise(result: CaseResult, ref: BaselineRef | None) -> float:
     """The relative noise of a scaling efficiency, img/s(N) / (N x img/s(1)): a ratio of two
     independently measured rates, so their relative noises add in quadrature (now and in the

@@ -78,6 +78,7 @@ class MxperfSession:
         #: The rounds of ``--mxperf-ab``, run once the tests are collected.
         self.paired: PairedData | None = None
         self._pairer: Pairer | None = None
+        self._changes: dict[str, tuple[str, ...] | None] = {}
         #: One line on the terminal now, whatever the capture (the plugin's hooks set it).
         self.tell: Callable[[str], None] = _to_stderr
         #: The calibration against the stored baselines, and the joint pair it may have run.
@@ -142,6 +143,14 @@ class MxperfSession:
         if gitinfo.rev_parse(self.run.commit.repo_root, sha) is None:
             return f"the baseline commit {sha[:10]} is not in this clone (shallow clone?)"
         return None
+
+    def code_changes(self, sha: str) -> tuple[str, ...] | None:
+        """Paths where the working tree differs from commit ``sha`` outside the baseline
+        directory (() when its code is ``sha``'s, None when git cannot tell); asked once."""
+        if sha not in self._changes:
+            found = gitinfo.differs_from(self.run.commit.repo_root, sha, (self.run.baseline_root,))
+            self._changes[sha] = None if found is None else tuple(found)
+        return self._changes[sha]
 
     def run_ab(self, nodeids: list[str], progress: Callable[[str], None]) -> None:
         """Measure ``--mxperf-ab``'s revision and the working tree, paired, before the tests."""

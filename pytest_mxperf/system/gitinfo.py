@@ -171,3 +171,29 @@ def log_oneline(
         repo.close()
     lines = [line for line in str(text).splitlines() if line.strip()]
     return lines[:limit], len(lines)
+
+
+def differs_from(
+    repo_root: str | None, sha: str, exclude: tuple[str, ...] = ()
+) -> list[str] | None:
+    """Paths where the working tree differs from commit ``sha``: tracked files changed, added
+    or removed since it (staged or not), and untracked files git does not ignore, outside the
+    ``exclude`` paths (absolute, or relative to the root); [] for the same tree, None when git
+    cannot tell."""
+    repo = _repo(repo_root) if repo_root else None
+    if repo is None:
+        return None
+    root = str(repo.working_tree_dir)
+    spec = ["--", "."]
+    for path in exclude:
+        rel = os.path.relpath(path, root) if os.path.isabs(path) else path
+        if not rel.startswith(".."):
+            spec.append(f":(exclude){rel}")
+    try:
+        tracked = repo.git.diff("--name-only", "--no-renames", sha, *spec).splitlines()
+        untracked = repo.git.ls_files("--others", "--exclude-standard", *spec).splitlines()
+    except Exception:
+        return None
+    finally:
+        repo.close()
+    return sorted({p for p in tracked + untracked if p})

@@ -83,6 +83,9 @@ def stored_under_old_mxnet(
     base = store_baseline(PAIR_SUITE.format(speed=100.0))
     monkeypatch.delenv("FAKE_MXNET")
     inflate_baselines(fake_pytester.path, 1.4)
+    # A file beside them too: with only baseline files changed, the code is A's and no pair
+    # runs (tests/plugin/test_same_code.py); here a pair is what is tested.
+    (fake_pytester.path / "NOTES.md").write_text("B\n")
     commit("B: baselines from a faster machine, under MXNet 1.8")
     return base
 

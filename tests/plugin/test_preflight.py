@@ -45,6 +45,9 @@ def stored_faster(
     included (committed as B)."""
     base = store_baseline(PAIR_SUITE.format(speed=100.0))
     inflate_baselines(fake_pytester.path, 1.4, machine="0badc0ffee00", calibration=True)
+    # A file beside them too: with only baseline files changed, the code is A's and no pair
+    # runs (tests/plugin/test_same_code.py); here a pair is what is tested.
+    (fake_pytester.path / "NOTES.md").write_text("B\n")
     commit("B: baselines from a faster machine")
     return base
 
