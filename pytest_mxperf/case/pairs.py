@@ -32,8 +32,12 @@ def arbitrate(ctx: CaseContext, result: CaseResult, ref: BaselineRef | None) -> 
     if ref is None or not sha or why_no_pair is not None:
         return f"no paired run of the baseline commit ({why_no_pair or 'no baseline'})"
     other = other_machine(ctx.session.run.machine_id, ref)
-    if ctx.session.code_changes(str(sha)) == ():
-        changed = what_changed(result, ref)
+    changed = what_changed(result, ref)
+    # Same code: nothing for a pair to measure, unless it would run the baseline commit in its
+    # own environment (--mxperf-env-command) and the software changed: that pair judges it.
+    if ctx.session.code_changes(str(sha)) == () and not (
+        changed and ctx.session.settings.env_command
+    ):
         verdict = decide_same_code(result.verdict, bool(changed))
         result.verdict = verdict.explained(
             explain_same_code(result.verdict.message, verdict, str(sha)[:10], changed, other)
@@ -62,7 +66,6 @@ def arbitrate(ctx: CaseContext, result: CaseResult, ref: BaselineRef | None) -> 
         estimate = data.estimate(key, ctx.session.settings.min_effect)
         rounds = [pairdata.describe_round(p) for p in data.pairs(key)]
     pair = None if estimate is None else decide_paired(estimate, ctx.policy)
-    changed = what_changed(result, ref)
     # What the baseline side of the pair did not reproduce: with --mxperf-env-command it runs
     # in the baseline commit's environment, and a pair that matches the baseline's software
     # judges code and software together; without it, everything that changed.

@@ -77,7 +77,10 @@ def _decide(bench: CaseBench, ref: BaselineRef, ctx: Any, lock: Lock) -> None:
         return
     sha = str(ref.commit.get("sha") or "")
     pf.why_not = session.why_no_pair(sha)
-    if pf.why_not is None and session.code_changes(sha) == ():
+    # Same code: nothing to pair (unless REV's own environment is asked for, which a pair
+    # of the same code still judges).
+    same = session.code_changes(sha) == () and not session.settings.env_command
+    if pf.why_not is None and same:
         pf.why_not = f"the code is the baseline commit {sha[:10]}'s: only baseline files differ"
         bench.tell(
             f"mxperf: the stored baselines (commit {sha[:10]}) do not hold on this machine: it "

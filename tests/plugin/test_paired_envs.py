@@ -175,6 +175,32 @@ def test_an_environment_that_cannot_be_built_is_a_clear_error(
     assert len(worktrees(fake_pytester.path)) == 1
 
 
+def test_same_code_under_other_software_is_paired_only_in_the_baselines_environment(
+    fake_pytester: pytest.Pytester, stored_under_old_mxnet: str, commit: Callable[[str], str]
+) -> None:
+    (fake_pytester.path / "NOTES.md").unlink()
+    commit("C: only the baselines differ from A")
+    # Today's environment: no pair (it would measure the same code twice); the change is named.
+    today = fake_pytester.runpytest("--mxperf", "--mxperf-json", "report.json")
+    today.assert_outcomes(failed=2)
+    today.stdout.fnmatch_lines(
+        [
+            f"*the code is the baseline commit {stored_under_old_mxnet[:10]}'s (only baseline "
+            "files differ), so the drop comes from what changed since the baseline: mxnet: "
+            "fake-1.8 -> fake-1.9.1*"
+        ]
+    )
+    assert "paired run" not in today.stdout.str()
+    # In the baseline commit's own environment a pair judges the software: no loss, machine.
+    result = fake_pytester.runpytest(
+        "--mxperf", "--mxperf-env-command", "{python} {wt}/make_env.py", "--mxperf-json", "r.json"
+    )
+    result.assert_outcomes(passed=2)
+    cases = read_report(fake_pytester.path, "r.json")["cases"]
+    assert {c["verdict"]["status"] for c in cases} == {"machine"}
+    assert all("img/s per round (baseline commit/HEAD)" in c["verdict"]["message"] for c in cases)
+
+
 # REV's own environment lacks the plugin's requirements -----------------------------------------
 
 GOOD = """
