@@ -8,6 +8,7 @@ Lowest wing: every other wing may import it; it imports none of them.
 - ``files``: the one atomic writer (temporary file, fsync, ``os.replace``).
 - ``procgroup``: a command in its own process group, bounded in time, nothing left behind.
 - ``scratch``: temporary directories named by their process, swept once it is gone.
+- ``pluginpath``: the directory side and rank processes import this plugin from (it alone).
 - ``gitinfo``: commit facts and ancestry from git, CI variables first.
 - ``nvml``: GPU facts from NVML (no MXNet import).
 - ``cudalibs`` / ``cuda``: where ``mxnet-cu112``'s CUDA libraries are, and loading them.
