@@ -117,9 +117,10 @@ SPECS: tuple[Spec, ...] = (
     Spec(
         "rounds",
         parsers.rounds,
-        3,
+        2,
         "Rounds of a paired run (each round measures both sides once, order alternating); "
-        "more are added, up to --mxperf-max-rounds, while a case is undecided.",
+        "more are added, up to --mxperf-max-rounds, while a case is undecided (a slower case "
+        "needs 3 or more to fail).",
         "N",
     ),
     Spec(

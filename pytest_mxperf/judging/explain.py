@@ -182,8 +182,8 @@ def explain_paired(
     out = verdict.outcome
     if out == Outcome.REGRESSED:
         lines[0] += f": slower, and a drop of {min_effect:.0%} or more is not ruled out"
-    elif out == Outcome.PASS and estimate.same_low > 1 - min_effect and estimate.high < 1:
-        lines[0] += f": slower by {1 - estimate.ratio:.1%}, less than the minimum effect"
+    elif out == Outcome.PASS and estimate.same_high < 1:
+        lines[0] += f": {slower_by(estimate)}"
     elif out == Outcome.PASS:
         lines[0] += f": the same within the minimum effect ({min_effect:.0%})"
     elif out == Outcome.INCONCLUSIVE:
@@ -219,6 +219,8 @@ def explain_arbitrated(
     if verdict.outcome == Outcome.MACHINE:
         # Reached with changes only when the baseline side ran in the baseline's environment.
         what = "the code is not slower"
+        if estimate.same_high < 1:
+            what = f"the code is {slower_by(estimate)}"
         if changed:
             what = (
                 "the code and software are not slower (the baseline side ran in the baseline "
@@ -275,3 +277,11 @@ def explain_same_code(
             f"baseline: {'; '.join(changed)}{where}"
         )
     return f"{stored_message}\n{same}: no paired run needed{where}"
+
+
+def slower_by(estimate: PairedEstimate) -> str:
+    """A certain loss the equivalence interval keeps inside the minimum effect (a pass)."""
+    return (
+        f"slower by about {1 - estimate.ratio:.1%}, less than the minimum effect "
+        f"({estimate.min_effect:.0%})"
+    )

@@ -11,16 +11,16 @@ Estimate: the geometric mean of the ratios. Interval: a Student t interval on ``
 each process (from the block rates) and by a small fixed floor, so that a few rounds that agree
 by chance never produce a confidently narrow interval.
 
-Decision, with ``e = min_effect``:
+Decision, with ``e = min_effect``, in this order:
 
-- REGRESSED: the whole interval is below 1 and it reaches ``1 - e`` or lower;
-- IMPROVED: the whole interval is above 1 and it reaches ``1 + e`` or higher;
 - SAME: the narrower equivalence interval (:data:`SAME_CONFIDENCE`, two one-sided tests at 5%
   each) lies within ``(1 - e, 1 + e)``, including a real but confidently small change, which
-  the verdict's message reports as "slower by x%, less than the minimum effect". Failing a
-  case takes the 99% interval; ruling out a change of ``e`` or more needs less certainty, so
-  identical code is called the same in about 4 rounds where it took more than 6 at 99%
+  the verdict's message reports as "slower by about x%, less than the minimum effect". Failing
+  a case takes the 99% interval; ruling out a change of ``e`` or more needs less certainty, so
+  identical code is called the same in 2-3 rounds where it took more than 6 at 99%
   (scripts/aa_check.py and ``tests/unit/test_pair_simulations.py`` give the figures);
+- REGRESSED: the whole interval is below 1 and it reaches ``1 - e`` or lower;
+- IMPROVED: the whole interval is above 1 and it reaches ``1 + e`` or higher;
 - UNKNOWN otherwise: more rounds may decide (:func:`need_more_rounds`); after the last round
   the caller reports the case as inconclusive, with :attr:`PairedEstimate.suggested_rounds`.
   Rounds stop early for a case that they could no longer fail (`pairplan.could_still_regress`).
@@ -165,14 +165,17 @@ def decide(
     same: tuple[float, float] | None = None,
 ) -> Decision:
     """The decision rule of the module docstring for an interval ``[low, high]`` on the ratio;
-    ``same`` is the equivalence interval that decides SAME (default: ``[low, high]`` itself)."""
+    ``same`` is the equivalence interval that decides SAME (default: ``[low, high]`` itself).
+    SAME is asked first: a change the equivalence interval puts inside the minimum effect is
+    not failed because the wider interval still reaches it (a certain 4% loss is "slower by
+    about 4%", whether 2 rounds or 3 measured it)."""
+    same_low, same_high = same or (low, high)
+    if same_low > 1.0 - min_effect and same_high < 1.0 + min_effect:
+        return Decision.SAME
     if high < 1.0 and low <= 1.0 - min_effect:
         return Decision.REGRESSED
     if low > 1.0 and high >= 1.0 + min_effect:
         return Decision.IMPROVED
-    same_low, same_high = same or (low, high)
-    if same_low > 1.0 - min_effect and same_high < 1.0 + min_effect:
-        return Decision.SAME
     return Decision.UNKNOWN
 
 

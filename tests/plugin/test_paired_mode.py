@@ -24,8 +24,8 @@ def test_paired_run_fails_only_the_slower_case(
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*mxperf: paired run vs HEAD~1: round 1, rev (HEAD~1); sides 0/6, elapsed *",
-            "*mxperf: paired run vs HEAD~1: round 2, head (HEAD); sides 2/6, elapsed *, about * left",
+            "*mxperf: paired run vs HEAD~1: round 1, rev (HEAD~1); sides 0/4, elapsed *",
+            "*mxperf: paired run vs HEAD~1: round 2, head (HEAD); sides 2/4, elapsed *, about * left",
             "*fast/inference/float32/bs8/cpu: HEAD vs HEAD~1: -20.0% (99% interval -2*% .. -1*%, "
             "3 round(s)): slower, and a drop of 5% or more is not ruled out*",
             "*img/s per round (HEAD~1/HEAD): 100.0/80.0, 100.0/80.0, 100.0/80.0*",
@@ -159,9 +159,9 @@ def test_an_undecided_case_no_round_in_reach_would_decide_gets_none_unless_stric
         result.assert_outcomes(failed=1)
         assert len(report["paired"]["rounds"]) == 5 and verdict["rounds"] == 5
         assert "inconclusive, but not slower" in verdict["message"]
-    else:  # not slower, and more rounds than the cap of 5 would decide it: none beyond 3
+    else:  # not slower, and more rounds than the cap of 5 would decide it: none beyond 2
         result.assert_outcomes(passed=1)
-        assert len(report["paired"]["rounds"]) == 3 and verdict["rounds"] == 3
+        assert len(report["paired"]["rounds"]) == 2 and verdict["rounds"] == 2
         first = verdict["message"].splitlines()[0]
         suggested = re.search(r": inconclusive, but not slower; about (\d+) rounds", first)
         assert suggested and int(suggested[1]) > 5

@@ -32,7 +32,7 @@ def test_defaults() -> None:
     assert s == Settings(enabled=True)
     assert s.ctx == ()
     assert s.tolerance == 0.05 and s.unconfirmed_tolerance == 0.20
-    assert (s.ab, s.rounds, s.max_rounds, s.min_effect, s.arbitrate) == (None, 3, 10, 0.05, True)
+    assert (s.ab, s.rounds, s.max_rounds, s.min_effect, s.arbitrate) == (None, 2, 10, 0.05, True)
     assert s.min_time == 1.0
     assert s.max_time == 5.0
     assert s.confirm == 2
