@@ -213,8 +213,8 @@ def _measure_data_parallel(
         result.measurement = result.scaling = None
     result.verdict = judge_scaling(result, ref, expectations, floor, policy, elsewhere)
     if why_not is not None and result.verdict.outcome == Outcome.REGRESSED:
-        note = f"\nnot confirmed by a paired run ({why_not}): judged against the stored figure"
-        result.verdict = result.verdict.explained(result.verdict.message + note)
+        note = f"not confirmed by a paired run ({why_not}): judged against the stored figure"
+        result.verdict = result.verdict.adding(note)
     return ref
 
 

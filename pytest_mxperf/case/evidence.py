@@ -4,7 +4,7 @@ and a regression's evidence (operators, memory, start-up, what changed, commits 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pytest_mxperf.baselines.kept_runs import nearest
 from pytest_mxperf.baselines.resolution import BaselineRef
@@ -178,5 +178,7 @@ def _finish(
     if root:
         paths = evidence_lines.commit_paths(root, ctx.path)
         commits = evidence_lines.commit_lines(root, base_sha, ctx.session.run.commit.sha, paths)
-    message = evidence_lines.with_evidence(v.message, operators, notes, changed, commits)
-    return v.explained(message)
+    # The message's own layout (as a text read back: a line of a side's output may end in
+    # a carriage return) with the evidence in reading order.
+    lines = evidence_lines.with_evidence(v.message.splitlines(), operators, notes, changed, commits)
+    return replace(v, lines=lines)

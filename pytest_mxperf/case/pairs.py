@@ -71,9 +71,8 @@ def arbitrate(ctx: CaseContext, result: CaseResult, ref: BaselineRef | None) -> 
         what="scaling efficiency" if scaling else "img/s",
     )
     sides = sides_line(revs[0], result, f"baseline commit {str(sha)[:10]}") if revs else None
-    if sides and estimate is not None:
-        message += "\n" + sides
-    result.verdict = verdict.explained(message)
+    verdict = verdict.explained(message)
+    result.verdict = verdict.adding(sides) if sides and estimate is not None else verdict
     return why_no_base
 
 
@@ -100,7 +99,7 @@ def unconfirmed(
         note = f"not confirmed by a paired run ({why_not}): judged against the stored figure"
         if elsewhere:
             note += " (the baseline was measured on another machine)"
-        return verdict.explained(f"{verdict.message}\n{note}")
+        return verdict.adding(note)
     if verdict.outcome != Outcome.PASS or tight.outcome != Outcome.REGRESSED:
         return verdict
     assert tight.change is not None and tight.threshold is not None
@@ -112,7 +111,7 @@ def unconfirmed(
     )
     if changed:
         note += "; changed since the baseline: " + "; ".join(changed)
-    return replace(verdict, message=f"{verdict.message}\n{note}", unconfirmed=note)
+    return replace(verdict.adding(note), unconfirmed=note)
 
 
 def judge_pair(ctx: CaseContext, result: CaseResult) -> None:
@@ -128,7 +127,7 @@ def judge_pair(ctx: CaseContext, result: CaseResult) -> None:
         result.error = f"{data.head_name}'s side did not measure it: " + (
             "; ".join(failures) or "?"
         )
-        result.verdict = Verdict(Outcome.ERROR, True, f"{key}: {result.error}"[:1500])
+        result.verdict = Verdict(Outcome.ERROR, True).explained(f"{key}: {result.error}"[:1500])
         return
     broken = data.broken_message(key)
     if broken is not None:
@@ -137,7 +136,7 @@ def judge_pair(ctx: CaseContext, result: CaseResult) -> None:
         result.status, result.error = broken
         outcome = Outcome.NAN if result.status == Status.NAN else Outcome.ERROR
         result.software, result.threads = heads[-1].software, heads[-1].threads
-        result.verdict = Verdict(outcome, True, f"{key}: {result.error}"[:3000])
+        result.verdict = Verdict(outcome, True).explained(f"{key}: {result.error}"[:3000])
         return
     _take_middle(result, heads)
     estimate = data.estimate(key, s.min_effect)
@@ -162,11 +161,12 @@ def judge_pair(ctx: CaseContext, result: CaseResult) -> None:
     sides = (
         sides_line(pairs[-1][0], pairs[-1][1], data.rev_label, data.head_name) if pairs else None
     )
+    verdict = verdict.explained(message)
     if sides:
-        message += "\n" + sides
+        verdict = verdict.adding(sides)
     if result.scaling is not None and estimate is not None:
-        verdict, message = _pair_scaling(ctx, result, verdict, message)
-    result.verdict = verdict.explained(message)
+        verdict = _pair_scaling(ctx, result, verdict)
+    result.verdict = verdict
 
 
 def _heads(data: pairdata.PairedData, key: str) -> list[CaseResult]:
@@ -205,9 +205,7 @@ def adopt_head(result: CaseResult, data: pairdata.PairedData) -> bool:
     return result.measurement is not None
 
 
-def _pair_scaling(
-    ctx: CaseContext, result: CaseResult, verdict: Verdict, message: str
-) -> tuple[Verdict, str]:
+def _pair_scaling(ctx: CaseContext, result: CaseResult, verdict: Verdict) -> Verdict:
     """A data-parallel case in ``--mxperf-ab`` mode: its scaling efficiency is paired too, and a
     lower efficiency beyond the noise fails it like a lower img/s (the message then leads with
     the efficiency and the kvstore share of both sides)."""
@@ -216,7 +214,7 @@ def _pair_scaling(
     key = str(result.key)
     estimate: PairedEstimate | None = data.efficiency_estimate(key, s.min_effect)
     if estimate is None:
-        return verdict, message
+        return verdict
     pairs = data.scaling_pairs(key)
     eff = decide_paired(estimate, ctx.policy)
     regressed = eff.outcome == Outcome.REGRESSED
@@ -242,8 +240,9 @@ def _pair_scaling(
     )
     if regressed and verdict.outcome != Outcome.REGRESSED:
         verdict = replace(verdict, outcome=Outcome.REGRESSED, failed=True, scaling=True)
-        return verdict, f"{key}: {text}\naggregate: {message}"
-    return verdict, f"{message}\n{text}"
+        aggregate = ("aggregate: " + verdict.lines[0], *verdict.lines[1:])
+        return replace(verdict, lines=aggregate).led_by(f"{key}: {text}")
+    return verdict.adding(text)
 
 
 def _quiet(_: str) -> None:

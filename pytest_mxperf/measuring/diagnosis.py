@@ -173,12 +173,10 @@ def judge_memory(
     if problem is None:
         return verdict, warning
     if verdict.failed:
-        return verdict.explained(verdict.message + "\n" + problem), None
-    key = str(result.key)
-    rest = f"\n{verdict.message}" if verdict.message else ""
-    return replace(
-        verdict, outcome=Outcome.MEMORY, failed=True, message=f"{key}: {problem}{rest}"
-    ), None
+        return verdict.adding(problem), None
+    lead = f"{result.key}: {problem}"
+    led = verdict.led_by(lead) if verdict.message else verdict.explained(lead)
+    return replace(led, outcome=Outcome.MEMORY, failed=True), None
 
 
 def judge_startup(

@@ -53,13 +53,27 @@ class Outcome(str, enum.Enum):
     ERROR = "error"
 
 
+def message_lines(text: str) -> tuple[str, ...]:
+    """The lines of a message text (`render_message` gives the text back, byte for byte)."""
+    return tuple(text.split("\n"))
+
+
+def render_message(lines: tuple[str, ...]) -> str:
+    """The one place a verdict's message is written from its lines."""
+    return "\n".join(lines)
+
+
 @dataclass(frozen=True)
 class Verdict:
-    """The decision on a case (numbers) and, once explained, the message a user reads."""
+    """The decision on a case (numbers) and, once explained, the lines of the message a user
+    reads: each step that explains more returns a new verdict with more lines (`adding`,
+    `led_by`), and `message` renders them (`render_message`), never stored as one text."""
 
     outcome: Outcome
     failed: bool
-    message: str = ""
+    #: The message's lines in reading order (the lead: case, change, threshold; then each
+    #: explanation added since); ``("",)``: no message yet. Never empty.
+    lines: tuple[str, ...] = ("",)
     change: float | None = None
     threshold: float | None = None
     noise: float | None = None
@@ -94,19 +108,39 @@ class Verdict:
         """The outcome's text, as shown in tables and JSON."""
         return self.outcome.value
 
+    @property
+    def message(self) -> str:
+        """The message a user reads, rendered from `lines`."""
+        return render_message(self.lines)
+
     def explained(self, message: str) -> Verdict:
-        return replace(self, message=message)
+        """This verdict with ``message`` (one or more lines) as its whole message."""
+        return replace(self, lines=message_lines(message))
+
+    def adding(self, *texts: str) -> Verdict:
+        """This verdict with ``texts`` (each one or more lines) below its message."""
+        return replace(self, lines=self.lines + tuple(x for t in texts for x in message_lines(t)))
+
+    def led_by(self, text: str) -> Verdict:
+        """This verdict with ``text`` (one or more lines) above its message."""
+        return replace(self, lines=message_lines(text) + self.lines)
 
     def as_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        data: dict[str, Any] = {}
+        for name, value in asdict(self).items():
+            if name == "lines":
+                data["message"] = self.message  # the edge holds the rendered text
+            else:
+                data[name] = value
         data["outcome"] = self.outcome.value
         data["status"] = self.outcome.value  # the field name JSON readers know
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Verdict:
-        names = set(cls.__dataclass_fields__)
+        names = set(cls.__dataclass_fields__) - {"lines"}
         kwargs = {k: v for k, v in data.items() if k in names}
+        kwargs["lines"] = message_lines(str(data.get("message") or ""))
         kwargs["outcome"] = Outcome(data.get("outcome", data.get("status")))
         if kwargs.get("interval") is not None:
             low, high = kwargs["interval"]

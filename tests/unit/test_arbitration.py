@@ -10,8 +10,10 @@ from pytest_mxperf.judging.pairstats import PairedRound, paired_estimate
 from pytest_mxperf.judging.verdict import Policy, decide_arbitrated, decide_paired
 from pytest_mxperf.measuring.records import Outcome, Verdict
 
-STORED = Verdict(Outcome.REGRESSED, True, "m: 70.9 img/s vs baseline 97.6 img/s (-27.4%)", -0.274)
-PASSED = Verdict(Outcome.PASS, False, "m: within the noise", -0.07)
+STORED = Verdict(
+    Outcome.REGRESSED, True, ("m: 70.9 img/s vs baseline 97.6 img/s (-27.4%)",), -0.274
+)
+PASSED = Verdict(Outcome.PASS, False, ("m: within the noise",), -0.07)
 
 
 def _pair(*ratios: float) -> Verdict:
@@ -93,7 +95,7 @@ def test_messages_name_the_software_change() -> None:
 
 
 def test_an_unstable_case_the_pair_cannot_decide_says_so_without_blaming_changes() -> None:
-    unstable = Verdict(Outcome.UNSTABLE, False, "m: 674.4 img/s vs baseline 1002.4: too noisy")
+    unstable = Verdict(Outcome.UNSTABLE, False, ("m: 674.4 img/s vs baseline 1002.4: too noisy",))
     est = paired_estimate([PairedRound(100.0, 100.0 * r) for r in (0.85, 0.93, 1.14)])
     verdict = decide_arbitrated(unstable, decide_paired(est, Policy()), False, False)
     text = explain_arbitrated(unstable.message, verdict, est, "abc", "1/1", [], False)

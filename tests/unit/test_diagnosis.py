@@ -122,7 +122,7 @@ def _result(peak: float | None) -> CaseResult:
 
 
 def test_memory_growth_warns_and_fails_only_when_strict_or_above_the_marker() -> None:
-    passing = Verdict(Outcome.PASS, False, "toy: 100 img/s")
+    passing = Verdict(Outcome.PASS, False, ("toy: 100 img/s",))
     v, warning = diagnosis.judge_memory(
         passing, _result(200.0), 100.0, tolerance=0.1, strict=False, max_memory_mb=None
     )
@@ -141,7 +141,7 @@ def test_memory_growth_warns_and_fails_only_when_strict_or_above_the_marker() ->
         passing, _result(105.0), None, tolerance=0.1, strict=False, max_memory_mb=100.0
     )
     assert v.outcome == Outcome.MEMORY and "above the marker's max_memory_mb=100" in v.message
-    regressed = Verdict(Outcome.REGRESSED, True, "toy: slower")
+    regressed = Verdict(Outcome.REGRESSED, True, ("toy: slower",))
     v, _ = diagnosis.judge_memory(
         regressed, _result(300.0), 100.0, tolerance=0.1, strict=True, max_memory_mb=None
     )
@@ -172,9 +172,9 @@ def test_evidence_order() -> None:
         ]
     )
     out = evidence_lines.with_evidence(
-        message, ["top operators ..."], ["peak memory: ..."], [], ["commits since ..."]
-    ).splitlines()
-    assert out == [
+        message.splitlines(), ["top operators ..."], ["peak memory: ..."], [], ["commits since ..."]
+    )
+    assert list(out) == [
         "toy: 80 img/s vs baseline 100 img/s (-20.0%)",
         "confirmed by a paired run on this machine: ...",
         "top operators ...",
