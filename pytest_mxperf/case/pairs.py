@@ -17,33 +17,35 @@ from pytest_mxperf.measuring.records import CaseResult, Outcome, Status, Verdict
 from pytest_mxperf.paired import pairdata, pairing
 
 
-def arbitrate(ctx: CaseContext, result: CaseResult, ref: BaselineRef | None) -> str | None:
+def arbitrate(
+    ctx: CaseContext, result: CaseResult, ref: BaselineRef | None
+) -> tuple[CaseResult, str | None]:
     """Measure the baseline commit's code paired with HEAD for a suspected stored-baseline
     regression (a stored figure from another host is no evidence, and block noise can
     hide a real loss from the stored threshold). The sides profile the case in their first
-    round; returns why the baseline commit's profile is missing (None: it is there)."""
-    assert result.verdict is not None
+    round; returns the result with the pair's verdict and profiles, and why the baseline
+    commit's profile is missing (None: it is there)."""
+    stored = result.verdict
+    assert stored is not None
     sha = None if ref is None else ref.commit.get("sha")
     why_no_pair = ctx.session.why_no_pair(sha) if sha else "the baseline names no commit"
     if ref is None or not sha or why_no_pair is not None:
-        return f"no paired run of the baseline commit ({why_no_pair or 'no baseline'})"
+        return result, f"no paired run of the baseline commit ({why_no_pair or 'no baseline'})"
     other = other_machine(ctx.session.run.machine_id, ref)
     try:
         data = ctx.session.pairer.run(str(sha)[:10], str(sha), [ctx.nodeid], _quiet)
     except pairing.PairSetupError as exc:
         # The stored judgement stands, saying why no pair could confirm it.
-        result.verdict = result.verdict.explained(
-            explain_arbitrated(
-                result.verdict.message, result.verdict, None, "", "", [], other, str(exc)
-            )
-        )
-        return f"no paired run of the baseline commit ({exc})"
+        text = explain_arbitrated(stored.message, stored, None, "", "", [], other, str(exc))
+        why = f"no paired run of the baseline commit ({exc})"
+        return replace(result, verdict=stored.explained(text)), why
     key = str(result.key)
-    # A data-parallel case is never profiled: no profile is missing from it.
-    why_no_base = None if data_parallel(result) else take_profiles(result, data, key)
+    why_no_base = None
+    if not data_parallel(result):  # never profiled: no profile is missing from it
+        result, why_no_base = take_profiles(result, data, key)
     # A scaling regression (the stored efficiency decided) is confirmed or cleared on the
     # efficiency of the pair, not on its aggregate img/s.
-    scaling = result.verdict.scaling
+    scaling = stored.scaling
     if scaling:
         estimate = data.efficiency_estimate(key, ctx.session.settings.min_effect)
         rounds = [pairdata.describe_efficiency_round(p) for p in data.scaling_pairs(key)]
@@ -57,10 +59,10 @@ def arbitrate(ctx: CaseContext, result: CaseResult, ref: BaselineRef | None) -> 
     # judges code and software together; without it, everything that changed.
     revs = [r[pairdata.REV].cases[key] for r in data.rounds if key in r[pairdata.REV].cases]
     uncovered = what_changed(revs[0], ref) if revs else changed
-    verdict = decide_arbitrated(result.verdict, pair, bool(uncovered), ctx.session.settings.update)
+    verdict = decide_arbitrated(stored, pair, bool(uncovered), ctx.session.settings.update)
     why = "; ".join(data.side_failures(pairdata.REV) + data.side_failures(pairdata.HEAD))
     message = explain_arbitrated(
-        result.verdict.message,
+        stored.message,
         verdict,
         estimate,
         str(sha)[:10],
@@ -72,8 +74,9 @@ def arbitrate(ctx: CaseContext, result: CaseResult, ref: BaselineRef | None) -> 
     )
     sides = sides_line(revs[0], result, f"baseline commit {str(sha)[:10]}") if revs else None
     verdict = verdict.explained(message)
-    result.verdict = verdict.adding(sides) if sides and estimate is not None else verdict
-    return why_no_base
+    if sides and estimate is not None:
+        verdict = verdict.adding(sides)
+    return replace(result, verdict=verdict), why_no_base
 
 
 def other_machine(ours: str | None, ref: BaselineRef | None) -> bool:
@@ -114,8 +117,9 @@ def unconfirmed(
     return replace(verdict.adding(note), unconfirmed=note)
 
 
-def judge_pair(ctx: CaseContext, result: CaseResult) -> None:
-    """The verdict of a case in ``--mxperf-ab`` mode from the rounds the sides measured."""
+def judge_pair(ctx: CaseContext, result: CaseResult) -> CaseResult:
+    """A case in ``--mxperf-ab`` mode: HEAD's figures and the verdict from the rounds the
+    sides measured."""
     data = ctx.session.paired
     assert data is not None, "paired rounds run before the tests"
     key, s = str(result.key), ctx.session.settings
@@ -123,22 +127,25 @@ def judge_pair(ctx: CaseContext, result: CaseResult) -> None:
     heads = _heads(data, key)
     if not heads:
         failures = data.side_failures(pairdata.HEAD, ctx.nodeid)
-        result.status = Status.ERROR
-        result.error = f"{data.head_name}'s side did not measure it: " + (
-            "; ".join(failures) or "?"
-        )
-        result.verdict = Verdict(Outcome.ERROR, True).explained(f"{key}: {result.error}"[:1500])
-        return
+        error = f"{data.head_name}'s side did not measure it: " + ("; ".join(failures) or "?")
+        verdict = Verdict(Outcome.ERROR, True).explained(f"{key}: {error}"[:1500])
+        return replace(result, status=Status.ERROR, error=error, verdict=verdict)
     broken = data.broken_message(key)
     if broken is not None:
         # An error (or NaN, or nothing measured) on either side is that, never "new": the
         # pair cannot clear a case one side failed, as a plain run would fail it.
-        result.status, result.error = broken
-        outcome = Outcome.NAN if result.status == Status.NAN else Outcome.ERROR
-        result.software, result.threads = heads[-1].software, heads[-1].threads
-        result.verdict = Verdict(outcome, True).explained(f"{key}: {result.error}"[:3000])
-        return
-    _take_middle(result, heads)
+        status, error = broken
+        outcome = Outcome.NAN if status == Status.NAN else Outcome.ERROR
+        verdict = Verdict(outcome, True).explained(f"{key}: {error}"[:3000])
+        return replace(
+            result,
+            status=status,
+            error=error,
+            software=heads[-1].software,
+            threads=heads[-1].threads,
+            verdict=verdict,
+        )
+    result = _take_middle(result, heads)
     estimate = data.estimate(key, s.min_effect)
     verdict = decide_paired(estimate, ctx.policy)
     revs = sorted(a.images_per_sec or 0.0 for a, _ in pairs)
@@ -166,7 +173,7 @@ def judge_pair(ctx: CaseContext, result: CaseResult) -> None:
         verdict = verdict.adding(sides)
     if result.scaling is not None and estimate is not None:
         verdict = _pair_scaling(ctx, result, verdict)
-    result.verdict = verdict
+    return replace(result, verdict=verdict)
 
 
 def _heads(data: pairdata.PairedData, key: str) -> list[CaseResult]:
@@ -177,32 +184,36 @@ def _heads(data: pairdata.PairedData, key: str) -> list[CaseResult]:
     ]
 
 
-def _take_middle(result: CaseResult, heads: list[CaseResult]) -> None:
-    """The case's figures are HEAD's round with the median img/s; its attempts all rounds'."""
+def _take_middle(result: CaseResult, heads: list[CaseResult]) -> CaseResult:
+    """``result`` with the figures of HEAD's round with the median img/s, and all rounds' as
+    its attempts."""
     ranked = sorted(heads, key=lambda r: r.images_per_sec or 0.0)
     middle = ranked[len(ranked) // 2]
-    result.status, result.measurement, result.error = (
-        middle.status,
-        middle.measurement,
-        middle.error,
+    return replace(
+        result,
+        status=middle.status,
+        measurement=middle.measurement,
+        error=middle.error,
+        software=middle.software,
+        threads=middle.threads,
+        scaling=middle.scaling,
+        macs_per_image=middle.macs_per_image,
+        peak_gflops=middle.peak_gflops,
+        memory=middle.memory,
+        attempts=[h.images_per_sec or 0.0 for h in heads],
     )
-    result.software, result.threads = middle.software, middle.threads
-    result.scaling = middle.scaling
-    result.macs_per_image, result.peak_gflops = middle.macs_per_image, middle.peak_gflops
-    result.memory = middle.memory
-    result.attempts = [h.images_per_sec or 0.0 for h in heads]
 
 
-def adopt_head(result: CaseResult, data: pairdata.PairedData) -> bool:
-    """Take the case's figures from HEAD's side of a run's joint pair (`case.preflight`), as
-    paired mode does; False (nothing taken) when a side failed it or HEAD has no figure: the
-    case is then measured here as usual."""
+def adopt_head(result: CaseResult, data: pairdata.PairedData) -> CaseResult | None:
+    """``result`` with its figures from HEAD's side of a run's joint pair (`case.preflight`),
+    as paired mode takes them; None when a side failed it or HEAD has no figure: the case is
+    then measured here as usual."""
     key = str(result.key)
     heads = _heads(data, key)
     if not heads or data.broken_message(key) is not None:
-        return False
-    _take_middle(result, heads)
-    return result.measurement is not None
+        return None
+    adopted = _take_middle(result, heads)
+    return adopted if adopted.measurement is not None else None
 
 
 def _pair_scaling(ctx: CaseContext, result: CaseResult, verdict: Verdict) -> Verdict:

@@ -202,9 +202,12 @@ class Scaling:
         return cls(**kwargs)
 
 
-@dataclass
+@dataclass(frozen=True)
 class CaseResult:
-    """One measured case, as it travels on ``user_properties`` and into JSON and baselines."""
+    """One measured case, as it travels on ``user_properties`` and into JSON and baselines.
+
+    Frozen: each step of the case path returns a new record (``dataclasses.replace``) with
+    its part (figures, verdict, evidence), never writing into a shared one."""
 
     key: CaseKey
     device: str
