@@ -54,7 +54,7 @@ class Verdict:
     outcome: Outcome
     failed: bool
     #: The message's lines in reading order (the lead: case, change, threshold; then each
-    #: explanation added since); ``("",)``: no message yet. Never empty.
+    #: explanation added since); ``("",)``: no message yet.
     lines: tuple[str, ...] = ("",)
     change: float | None = None
     threshold: float | None = None
