@@ -36,9 +36,8 @@ def arbitrate(
         data = ctx.session.pairer.run(str(sha)[:10], str(sha), [ctx.nodeid], _quiet)
     except pairing.PairSetupError as exc:
         # The stored judgement stands, saying why no pair could confirm it.
-        text = explain_arbitrated(stored.message, stored, None, "", "", [], other, str(exc))
-        why = f"no paired run of the baseline commit ({exc})"
-        return replace(result, verdict=stored.explained(text)), why
+        explained = explain_arbitrated(stored, stored, None, "", "", [], other, str(exc))
+        return replace(result, verdict=explained), f"no paired run of the baseline commit ({exc})"
     key = str(result.key)
     why_no_base = None
     if not data_parallel(result):  # never profiled: no profile is missing from it
@@ -61,8 +60,8 @@ def arbitrate(
     uncovered = what_changed(revs[0], ref) if revs else changed
     verdict = decide_arbitrated(stored, pair, bool(uncovered), ctx.session.settings.update)
     why = "; ".join(data.side_failures(pairdata.REV) + data.side_failures(pairdata.HEAD))
-    message = explain_arbitrated(
-        stored.message,
+    verdict = explain_arbitrated(
+        stored,
         verdict,
         estimate,
         str(sha)[:10],
@@ -73,7 +72,6 @@ def arbitrate(
         what="scaling efficiency" if scaling else "img/s",
     )
     sides = sides_line(revs[0], result, f"baseline commit {str(sha)[:10]}") if revs else None
-    verdict = verdict.explained(message)
     if sides and estimate is not None:
         verdict = verdict.adding(sides)
     return replace(result, verdict=verdict), why_no_base
