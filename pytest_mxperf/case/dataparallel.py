@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -160,13 +161,14 @@ def check_factory(ref: str) -> None:
 
 def _measure_data_parallel(
     bench: CaseBench, result: CaseResult, block: Any, spec: DataParallelSpec
-) -> BaselineRef | None:
+) -> tuple[CaseResult, BaselineRef | None]:
     """Measure (again while it looks regressed, up to ``--mxperf-confirm`` times), then
-    judge the aggregate img/s and the scaling efficiency."""
+    judge the aggregate img/s and the scaling efficiency; returns the judged result and its
+    stored baseline."""
     from pytest_mxperf.measuring.dataparallel import DataParallelError
 
     settings, run = bench.settings, bench.run
-    ref, expectations = bench.reference(result)
+    result, ref, expectations = bench.reference(result)
     n = spec.world_size
     floor = bench.marker.efficiency_floor(
         model=result.model, world_size=n, hardware=result.hardware
@@ -184,38 +186,40 @@ def _measure_data_parallel(
         try:
             measured = bench.backend.data_parallel(block, spec)
         except DataParallelError as exc:
-            result.status, result.error = Status.ERROR, str(exc)
+            result = replace(result, status=Status.ERROR, error=str(exc))
             break
         except Exception as exc:
             if bench.backend.is_oom(exc):
-                result.status = Status.OOM
-                result.error = str(exc).strip().splitlines()[-1][:300]
+                error = str(exc).strip().splitlines()[-1][:300]
+                result = replace(result, status=Status.OOM, error=error)
             else:
-                result.status, result.error = Status.ERROR, f"{type(exc).__name__}: {exc}"
+                error = f"{type(exc).__name__}: {exc}"
+                result = replace(result, status=Status.ERROR, error=error)
             break
         tried.append((measured.aggregate_measurement(), measured.scaling()))
-        result.measurement, result.scaling = tried[-1]
-        result.attempts = [m.items_per_sec for m, _ in tried]
+        result = replace(
+            result,
+            measurement=tried[-1][0],
+            scaling=tried[-1][1],
+            attempts=[m.items_per_sec for m, _ in tried],
+        )
         verdict = judge_scaling(result, ref, expectations, floor, policy, elsewhere)
         if verdict.outcome != Outcome.REGRESSED:
             break
     if tried and result.status == Status.OK:
         best = max(tried, key=lambda t: t[1].efficiency)
-        result.measurement, result.scaling = best
+        result = replace(result, measurement=best[0], scaling=best[1])
         threads = best[1].threads_per_worker
         if threads is not None:
-            result.threads = {
-                **result.threads,
-                "omp_threads": threads,
-                "source": f"per rank ({n} ranks)",
-            }
+            per_rank = {"omp_threads": threads, "source": f"per rank ({n} ranks)"}
+            result = replace(result, threads={**result.threads, **per_rank})
     elif not tried:
-        result.measurement = result.scaling = None
-    result.verdict = judge_scaling(result, ref, expectations, floor, policy, elsewhere)
-    if why_not is not None and result.verdict.outcome == Outcome.REGRESSED:
-        note = f"\nnot confirmed by a paired run ({why_not}): judged against the stored figure"
-        result.verdict = result.verdict.explained(result.verdict.message + note)
-    return ref
+        result = replace(result, measurement=None, scaling=None)
+    verdict = judge_scaling(result, ref, expectations, floor, policy, elsewhere)
+    if why_not is not None and verdict.outcome == Outcome.REGRESSED:
+        note = f"not confirmed by a paired run ({why_not}): judged against the stored figure"
+        verdict = verdict.adding(note)
+    return replace(result, verdict=verdict), ref
 
 
 def parse_ctx_kind(text: str) -> str:

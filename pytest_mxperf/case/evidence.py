@@ -4,7 +4,7 @@ and a regression's evidence (operators, memory, start-up, what changed, commits 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pytest_mxperf.baselines.kept_runs import nearest
 from pytest_mxperf.baselines.resolution import BaselineRef
@@ -32,9 +32,11 @@ class CaseContext:
     pending_warnings: list[str] = field(default_factory=list)
 
 
-def take_profiles(result: CaseResult, data: pairdata.PairedData, key: str) -> str | None:
-    """Put the sides' profiles of ``key`` on ``result`` (HEAD's side replaces one taken in
-    this process: both sides then profiled alike); returns why REV's profile is missing."""
+def take_profiles(
+    result: CaseResult, data: pairdata.PairedData, key: str
+) -> tuple[CaseResult, str | None]:
+    """``result`` with the sides' profiles of ``key`` (HEAD's side replaces one taken in this
+    process: both sides then profiled alike), and why REV's profile is missing."""
     rounds = data.rounds + data.profile_rounds
     sides = {
         side: [r[side].cases[key] for r in rounds if key in r[side].cases]
@@ -42,24 +44,26 @@ def take_profiles(result: CaseResult, data: pairdata.PairedData, key: str) -> st
     }
     head = next((c for c in sides[pairdata.HEAD] if c.profile is not None), None)
     if head is not None:
-        result.profile, result.profile_error = head.profile, None
+        result = replace(result, profile=head.profile, profile_error=None)
     elif result.profile is None:
-        result.profile_error = (
+        why_not = (
             next((c.profile_error for c in sides[pairdata.HEAD] if c.profile_error), None)
             or result.profile_error
             or "HEAD's side did not profile it"
         )
+        result = replace(result, profile_error=why_not)
     traced = next((c for c in sides[pairdata.HEAD] if c.profile_trace), None)
     if traced is not None and result.profile_trace is None:
-        result.profile_trace, result.profile_table = traced.profile_trace, traced.profile_table
+        result = replace(
+            result, profile_trace=traced.profile_trace, profile_table=traced.profile_table
+        )
     rev = next((c for c in sides[pairdata.REV] if c.profile is not None), None)
     if rev is not None:
-        result.baseline_profile = rev.profile
-        return None
+        return replace(result, baseline_profile=rev.profile), None
     errors = [c.profile_error for c in sides[pairdata.REV] if c.profile_error]
     failures = data.side_failures(pairdata.REV)
     unprofiled = "the paired run profiles only the cases it finds slower"
-    return (errors or failures or [unprofiled])[0]
+    return result, (errors or failures or [unprofiled])[0]
 
 
 def data_parallel(result: CaseResult) -> bool:
@@ -73,11 +77,12 @@ def data_parallel(result: CaseResult) -> bool:
 
 def finish_stored(
     ctx: CaseContext, result: CaseResult, ref: BaselineRef | None, why_no_base: str | None
-) -> None:
-    """Memory and start-up against the stored baseline, and a regression's evidence."""
+) -> CaseResult:
+    """``result`` with memory and start-up judged against the stored baseline, and a
+    regression's evidence."""
     v = result.verdict
     if v is None or ctx.session.side is not None:
-        return
+        return result
     dp = data_parallel(result)  # no memory or start-up of its own: see there
     now_mb = None if result.memory is None else result.memory.peak_mb
     base_mb = None if ref is None or dp else ref.case.memory_reference(now_mb)
@@ -89,9 +94,7 @@ def finish_stored(
     sha = None if ref is None else ref.commit.get("sha")
     changed = [] if ref is None else what_changed(result, ref)
     line = evidence_lines.CHANGED_PREFIX + " " + ("; ".join(changed) or "nothing recorded")
-    result.verdict = _finish(
-        ctx, result, v, base_mb, why_no_base or "not profiled", [line], sha and str(sha)
-    )
+    return _finish(ctx, result, v, base_mb, why_no_base or "not profiled", [line], sha and str(sha))
 
 
 def paired_memory(
@@ -112,19 +115,22 @@ def paired_memory(
     return head, nearest(peaks, None if head is None else head.peak_mb)
 
 
-def finish_paired(ctx: CaseContext, result: CaseResult) -> None:
-    """Memory and start-up of HEAD against REV's side, and a regression's evidence."""
+def finish_paired(ctx: CaseContext, result: CaseResult) -> CaseResult:
+    """``result`` with memory and start-up of HEAD judged against REV's side, and a
+    regression's evidence."""
     data, v = ctx.session.paired, result.verdict
     if data is None or v is None:
-        return
+        return result
     key = str(result.key)
     dp = data_parallel(result)  # no profile, memory or start-up of its own: see there
-    why_no_base = None if dp else take_profiles(result, data, key)
+    why_no_base = None
     revs = [r[pairdata.REV].cases[key] for r in data.rounds if key in r[pairdata.REV].cases]
     heads = [r[pairdata.HEAD].cases[key] for r in data.rounds if key in r[pairdata.HEAD].cases]
     base_mb = None
     if not dp:
-        result.memory, base_mb = paired_memory(revs, heads)
+        result, why_no_base = take_profiles(result, data, key)
+        memory, base_mb = paired_memory(revs, heads)
+        result = replace(result, memory=memory)
     measured = [r.measurement for r in revs if r.measurement is not None]
     if measured and not dp:
         v = diagnosis.judge_startup(
@@ -136,7 +142,7 @@ def finish_paired(ctx: CaseContext, result: CaseResult) -> None:
     changed = changes_between(revs[0], heads[0]) if revs and heads else []
     where = f"changed between {data.rev_label} and {data.head_name}: "
     line = where + ("; ".join(changed) or "nothing recorded (both sides ran here)")
-    result.verdict = _finish(ctx, result, v, base_mb, why_no_base or "", [line], data.rev_sha)
+    return _finish(ctx, result, v, base_mb, why_no_base or "", [line], data.rev_sha)
 
 
 def _finish(
@@ -147,7 +153,8 @@ def _finish(
     why_no_base: str,
     changed: list[str],
     base_sha: str | None,
-) -> Verdict:
+) -> CaseResult:
+    """``result`` with ``v`` judged for memory, its warnings, and a regression's evidence."""
     s, dp = ctx.session.settings, data_parallel(result)
     grew = None
     if not dp:  # no memory record to judge (nor to stamp the marker's limit beside)
@@ -161,10 +168,10 @@ def _finish(
         )
     # Said as warnings once the result is kept (a -W error run must not lose it).
     pending = [f"start-up grew: {x}" for x in v.startup] + ([grew] if grew else [])
-    result.warnings += pending
+    result = replace(result, warnings=[*result.warnings, *pending])
     ctx.pending_warnings += pending
     if v.outcome != Outcome.REGRESSED:
-        return v
+        return replace(result, verdict=v)
     operators: list[str] = []  # a data-parallel case is never profiled: no section
     if not dp:
         operators = evidence_lines.operator_lines(
@@ -178,5 +185,7 @@ def _finish(
     if root:
         paths = evidence_lines.commit_paths(root, ctx.path)
         commits = evidence_lines.commit_lines(root, base_sha, ctx.session.run.commit.sha, paths)
-    message = evidence_lines.with_evidence(v.message, operators, notes, changed, commits)
-    return v.explained(message)
+    # The message's own layout (as a text read back: a line of a side's output may end in
+    # a carriage return) with the evidence in reading order.
+    lines = evidence_lines.with_evidence(v.message.splitlines(), operators, notes, changed, commits)
+    return replace(result, verdict=replace(v, lines=lines))

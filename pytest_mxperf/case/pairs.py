@@ -21,44 +21,42 @@ from pytest_mxperf.measuring.records import CaseResult, Outcome, Status, Verdict
 from pytest_mxperf.paired import pairdata, pairing
 
 
-def arbitrate(ctx: CaseContext, result: CaseResult, ref: BaselineRef | None) -> str | None:
+def arbitrate(
+    ctx: CaseContext, result: CaseResult, ref: BaselineRef | None
+) -> tuple[CaseResult, str | None]:
     """Measure the baseline commit's code paired with HEAD for a suspected stored-baseline
     regression (a stored figure from another host is no evidence, and block noise can
     hide a real loss from the stored threshold). The sides profile the case in their first
-    round; returns why the baseline commit's profile is missing (None: it is there)."""
-    assert result.verdict is not None
+    round; returns the result with the pair's verdict and profiles, and why the baseline
+    commit's profile is missing (None: it is there)."""
+    stored = result.verdict
+    assert stored is not None
     sha = None if ref is None else ref.commit.get("sha")
     why_no_pair = ctx.session.why_no_pair(sha) if sha else "the baseline names no commit"
     if ref is None or not sha or why_no_pair is not None:
-        return f"no paired run of the baseline commit ({why_no_pair or 'no baseline'})"
+        return result, f"no paired run of the baseline commit ({why_no_pair or 'no baseline'})"
     other = other_machine(ctx.session.run.machine_id, ref)
     changed = what_changed(result, ref)
     # Same code: nothing for a pair to measure, unless it would run the baseline commit in its
     # own environment (--mxperf-env-command) and the software changed: that pair judges it.
-    if ctx.session.code_changes(str(sha)) == () and not (
-        changed and ctx.session.settings.env_command
-    ):
-        verdict = decide_same_code(result.verdict, bool(changed))
-        result.verdict = verdict.explained(
-            explain_same_code(result.verdict.message, verdict, str(sha)[:10], changed, other)
-        )
-        return None  # nothing was paired, so no profile of the baseline commit is missing
+    own_env = bool(changed and ctx.session.settings.env_command)
+    if ctx.session.code_changes(str(sha)) == () and not own_env:
+        decided = decide_same_code(stored, bool(changed))
+        explained = explain_same_code(stored, decided, str(sha)[:10], changed, other)
+        return replace(result, verdict=explained), None  # nothing paired: no profile missing
     try:
         data = ctx.session.pairer.run(str(sha)[:10], str(sha), [ctx.nodeid], _quiet)
     except pairing.PairSetupError as exc:
         # The stored judgement stands, saying why no pair could confirm it.
-        result.verdict = result.verdict.explained(
-            explain_arbitrated(
-                result.verdict.message, result.verdict, None, "", "", [], other, str(exc)
-            )
-        )
-        return f"no paired run of the baseline commit ({exc})"
+        explained = explain_arbitrated(stored, stored, None, "", "", [], other, str(exc))
+        return replace(result, verdict=explained), f"no paired run of the baseline commit ({exc})"
     key = str(result.key)
-    # A data-parallel case is never profiled: no profile is missing from it.
-    why_no_base = None if data_parallel(result) else take_profiles(result, data, key)
+    why_no_base = None
+    if not data_parallel(result):  # never profiled: no profile is missing from it
+        result, why_no_base = take_profiles(result, data, key)
     # A scaling regression (the stored efficiency decided) is confirmed or cleared on the
     # efficiency of the pair, not on its aggregate img/s.
-    scaling = result.verdict.scaling
+    scaling = stored.scaling
     if scaling:
         estimate = data.efficiency_estimate(key, ctx.session.settings.min_effect)
         rounds = [pairdata.describe_efficiency_round(p) for p in data.scaling_pairs(key)]
@@ -71,10 +69,10 @@ def arbitrate(ctx: CaseContext, result: CaseResult, ref: BaselineRef | None) -> 
     # judges code and software together; without it, everything that changed.
     revs = [r[pairdata.REV].cases[key] for r in data.rounds if key in r[pairdata.REV].cases]
     uncovered = what_changed(revs[0], ref) if revs else changed
-    verdict = decide_arbitrated(result.verdict, pair, bool(uncovered), ctx.session.settings.update)
+    verdict = decide_arbitrated(stored, pair, bool(uncovered), ctx.session.settings.update)
     why = "; ".join(data.side_failures(pairdata.REV) + data.side_failures(pairdata.HEAD))
-    message = explain_arbitrated(
-        result.verdict.message,
+    verdict = explain_arbitrated(
+        stored,
         verdict,
         estimate,
         str(sha)[:10],
@@ -86,9 +84,8 @@ def arbitrate(ctx: CaseContext, result: CaseResult, ref: BaselineRef | None) -> 
     )
     sides = sides_line(revs[0], result, f"baseline commit {str(sha)[:10]}") if revs else None
     if sides and estimate is not None:
-        message += "\n" + sides
-    result.verdict = verdict.explained(message)
-    return why_no_base
+        verdict = verdict.adding(sides)
+    return replace(result, verdict=verdict), why_no_base
 
 
 def other_machine(ours: str | None, ref: BaselineRef | None) -> bool:
@@ -114,7 +111,7 @@ def unconfirmed(
         note = f"not confirmed by a paired run ({why_not}): judged against the stored figure"
         if elsewhere:
             note += " (the baseline was measured on another machine)"
-        return verdict.explained(f"{verdict.message}\n{note}")
+        return verdict.adding(note)
     if verdict.outcome != Outcome.PASS or tight.outcome != Outcome.REGRESSED:
         return verdict
     assert tight.change is not None and tight.threshold is not None
@@ -126,11 +123,12 @@ def unconfirmed(
     )
     if changed:
         note += "; changed since the baseline: " + "; ".join(changed)
-    return replace(verdict, message=f"{verdict.message}\n{note}", unconfirmed=note)
+    return replace(verdict.adding(note), unconfirmed=note)
 
 
-def judge_pair(ctx: CaseContext, result: CaseResult) -> None:
-    """The verdict of a case in ``--mxperf-ab`` mode from the rounds the sides measured."""
+def judge_pair(ctx: CaseContext, result: CaseResult) -> CaseResult:
+    """A case in ``--mxperf-ab`` mode: HEAD's figures and the verdict from the rounds the
+    sides measured."""
     data = ctx.session.paired
     assert data is not None, "paired rounds run before the tests"
     key, s = str(result.key), ctx.session.settings
@@ -138,22 +136,25 @@ def judge_pair(ctx: CaseContext, result: CaseResult) -> None:
     heads = _heads(data, key)
     if not heads:
         failures = data.side_failures(pairdata.HEAD, ctx.nodeid)
-        result.status = Status.ERROR
-        result.error = f"{data.head_name}'s side did not measure it: " + (
-            "; ".join(failures) or "?"
-        )
-        result.verdict = Verdict(Outcome.ERROR, True, f"{key}: {result.error}"[:1500])
-        return
+        error = f"{data.head_name}'s side did not measure it: " + ("; ".join(failures) or "?")
+        verdict = Verdict(Outcome.ERROR, True).explained(f"{key}: {error}"[:1500])
+        return replace(result, status=Status.ERROR, error=error, verdict=verdict)
     broken = data.broken_message(key)
     if broken is not None:
         # An error (or NaN, or nothing measured) on either side is that, never "new": the
         # pair cannot clear a case one side failed, as a plain run would fail it.
-        result.status, result.error = broken
-        outcome = Outcome.NAN if result.status == Status.NAN else Outcome.ERROR
-        result.software, result.threads = heads[-1].software, heads[-1].threads
-        result.verdict = Verdict(outcome, True, f"{key}: {result.error}"[:3000])
-        return
-    _take_middle(result, heads)
+        status, error = broken
+        outcome = Outcome.NAN if status == Status.NAN else Outcome.ERROR
+        verdict = Verdict(outcome, True).explained(f"{key}: {error}"[:3000])
+        return replace(
+            result,
+            status=status,
+            error=error,
+            software=heads[-1].software,
+            threads=heads[-1].threads,
+            verdict=verdict,
+        )
+    result = _take_middle(result, heads)
     estimate = data.estimate(key, s.min_effect)
     verdict = decide_paired(estimate, ctx.policy)
     revs = sorted(a.images_per_sec or 0.0 for a, _ in pairs)
@@ -176,11 +177,12 @@ def judge_pair(ctx: CaseContext, result: CaseResult) -> None:
     sides = (
         sides_line(pairs[-1][0], pairs[-1][1], data.rev_label, data.head_name) if pairs else None
     )
+    verdict = verdict.explained(message)
     if sides:
-        message += "\n" + sides
+        verdict = verdict.adding(sides)
     if result.scaling is not None and estimate is not None:
-        verdict, message = _pair_scaling(ctx, result, verdict, message)
-    result.verdict = verdict.explained(message)
+        verdict = _pair_scaling(ctx, result, verdict)
+    return replace(result, verdict=verdict)
 
 
 def _heads(data: pairdata.PairedData, key: str) -> list[CaseResult]:
@@ -191,37 +193,39 @@ def _heads(data: pairdata.PairedData, key: str) -> list[CaseResult]:
     ]
 
 
-def _take_middle(result: CaseResult, heads: list[CaseResult]) -> None:
-    """The case's figures are HEAD's round with the median img/s; its attempts all rounds'."""
+def _take_middle(result: CaseResult, heads: list[CaseResult]) -> CaseResult:
+    """``result`` with the figures of HEAD's round with the median img/s, and all rounds' as
+    its attempts."""
     ranked = sorted(heads, key=lambda r: r.images_per_sec or 0.0)
     middle = ranked[len(ranked) // 2]
-    result.status, result.measurement, result.error = (
-        middle.status,
-        middle.measurement,
-        middle.error,
+    return replace(
+        result,
+        status=middle.status,
+        measurement=middle.measurement,
+        error=middle.error,
+        software=middle.software,
+        threads=middle.threads,
+        scaling=middle.scaling,
+        macs_per_image=middle.macs_per_image,
+        peak_gflops=middle.peak_gflops,
+        memory=middle.memory,
+        attempts=[h.images_per_sec or 0.0 for h in heads],
     )
-    result.software, result.threads = middle.software, middle.threads
-    result.scaling = middle.scaling
-    result.macs_per_image, result.peak_gflops = middle.macs_per_image, middle.peak_gflops
-    result.memory = middle.memory
-    result.attempts = [h.images_per_sec or 0.0 for h in heads]
 
 
-def adopt_head(result: CaseResult, data: pairdata.PairedData) -> bool:
-    """Take the case's figures from HEAD's side of a run's joint pair (`case.preflight`), as
-    paired mode does; False (nothing taken) when a side failed it or HEAD has no figure: the
-    case is then measured here as usual."""
+def adopt_head(result: CaseResult, data: pairdata.PairedData) -> CaseResult | None:
+    """``result`` with its figures from HEAD's side of a run's joint pair (`case.preflight`),
+    as paired mode takes them; None when a side failed it or HEAD has no figure: the case is
+    then measured here as usual."""
     key = str(result.key)
     heads = _heads(data, key)
     if not heads or data.broken_message(key) is not None:
-        return False
-    _take_middle(result, heads)
-    return result.measurement is not None
+        return None
+    adopted = _take_middle(result, heads)
+    return adopted if adopted.measurement is not None else None
 
 
-def _pair_scaling(
-    ctx: CaseContext, result: CaseResult, verdict: Verdict, message: str
-) -> tuple[Verdict, str]:
+def _pair_scaling(ctx: CaseContext, result: CaseResult, verdict: Verdict) -> Verdict:
     """A data-parallel case in ``--mxperf-ab`` mode: its scaling efficiency is paired too, and a
     lower efficiency beyond the noise fails it like a lower img/s (the message then leads with
     the efficiency and the kvstore share of both sides)."""
@@ -230,7 +234,7 @@ def _pair_scaling(
     key = str(result.key)
     estimate: PairedEstimate | None = data.efficiency_estimate(key, s.min_effect)
     if estimate is None:
-        return verdict, message
+        return verdict
     pairs = data.scaling_pairs(key)
     eff = decide_paired(estimate, ctx.policy)
     regressed = eff.outcome == Outcome.REGRESSED
@@ -256,8 +260,9 @@ def _pair_scaling(
     )
     if regressed and verdict.outcome != Outcome.REGRESSED:
         verdict = replace(verdict, outcome=Outcome.REGRESSED, failed=True, scaling=True)
-        return verdict, f"{key}: {text}\naggregate: {message}"
-    return verdict, f"{message}\n{text}"
+        aggregate = ("aggregate: " + verdict.lines[0], *verdict.lines[1:])
+        return replace(verdict, lines=aggregate).led_by(f"{key}: {text}")
+    return verdict.adding(text)
 
 
 def _quiet(_: str) -> None:

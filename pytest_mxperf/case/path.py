@@ -12,7 +12,8 @@ import sys
 import time
 import warnings
 from collections.abc import Sequence
-from typing import Any, Callable
+from dataclasses import replace
+from typing import Any, Callable, Optional
 
 import pytest
 
@@ -37,6 +38,10 @@ FAILED_AT_CALL = (Status.ERROR, Status.NAN)
 
 #: How a case is measured: (spec, config, attempts, again) -> CaseRun; default `run_case`.
 Runner = Callable[[PrepareSpec, MeasureConfig, int, Callable[[Measurement], bool]], CaseRun]
+#: A case's measuring step: its result measured and judged, and its stored baseline.
+Measure = Callable[[CaseResult], tuple[CaseResult, Optional[BaselineRef]]]
+#: What a method does with a case's finished result before it is kept (returns the result).
+After = Callable[[CaseResult], CaseResult]
 
 
 def check_positive(name: str, value: object) -> None:
@@ -96,7 +101,7 @@ class CaseBench:
         ctx: Any = None,
         dtype: str = "float32",
         runner: Runner | None = None,
-        after: Callable[[CaseResult], None] | None = None,
+        after: After | None = None,
         **options: Any,
     ) -> CaseResult:
         check_positive("batch_size", batch_size)
@@ -124,11 +129,12 @@ class CaseBench:
         # A run's joint pair (decided before the lock: its controller takes every device's).
         joint = None if self.settings.ab else preflight.joint_pair(self, result, ctx, lock)
 
-        def measure(result: CaseResult) -> BaselineRef | None:
+        def measure(result: CaseResult) -> tuple[CaseResult, BaselineRef | None]:
             if self.settings.update:
-                preflight.for_update(self, result, ctx)
-            if joint is not None and fixture_pair.adopt_head(result, joint):
-                return stored.judge_stored(self, result)  # its figure is HEAD's from the pair
+                result = preflight.for_update(self, result, ctx)
+            adopted = None if joint is None else fixture_pair.adopt_head(result, joint)
+            if adopted is not None:
+                return stored.judge_stored(self, adopted)  # its figure is HEAD's from the pair
             return stored.measure(self, result, net, spec, runner)
 
         return self.through(result, [(kind, index)], measure, after)
@@ -137,8 +143,8 @@ class CaseBench:
         self,
         result: CaseResult,
         devices: Sequence[tuple[str, int]],
-        measure: Callable[[CaseResult], BaselineRef | None],
-        after: Callable[[CaseResult], None] | None = None,
+        measure: Measure,
+        after: After | None = None,
         *,
         alone: bool = False,
     ) -> CaseResult:
@@ -150,8 +156,7 @@ class CaseBench:
         the baton (a data-parallel launch, whose ranks the baton cannot reach)."""
         if self.settings.ab:
             # Paired mode: the side processes measured this case; judge the pair.
-            self.judge_pair(result)
-            self._finish_pair(result)
+            result = self._finish_pair(self.judge_pair(result))
         else:
             with contextlib.ExitStack() as held:
                 for kind, index in devices:
@@ -160,14 +165,15 @@ class CaseBench:
                 if alone and baton is not None:
                     baton.alone(self.item.nodeid, str(result.key))
                 start = time.time()
-                ref = measure(result)
-                result.window = [start, time.time()]
+                result, ref = measure(result)
+                result = replace(result, window=[start, time.time()])
             why_no_base: str | None = None
             if result.verdict is not None and suspected(result.verdict, self.settings.tolerance):
-                why_no_base = self.arbitrate(result, ref)  # outside the locks: sides take them
-            self._finish(result, ref, why_no_base)
+                # outside the locks: the sides take them
+                result, why_no_base = self.arbitrate(result, ref)
+            result = self._finish(result, ref, why_no_base)
         if after is not None:
-            after(result)
+            result = after(result)
         self.results.append(result)
         self._warn_pending(result)
         return result
@@ -237,10 +243,12 @@ class CaseBench:
             )
         self._seen[text] = self.item.nodeid
 
-    def reference(self, result: CaseResult) -> tuple[BaselineRef | None, list[Expectation]]:
-        """Record the software, then the case's stored baseline and the marker expectations
-        that apply to it on this hardware."""
-        result.software = self.backend.software()
+    def reference(
+        self, result: CaseResult
+    ) -> tuple[CaseResult, BaselineRef | None, list[Expectation]]:
+        """``result`` with the software recorded, its stored baseline and the marker
+        expectations that apply to it on this hardware."""
+        result = replace(result, software=self.backend.software())
         ref = self.run.baseline_for(result.hardware, str(result.key))
         expectations = self.marker.matching(
             model=result.model,
@@ -249,7 +257,7 @@ class CaseBench:
             batch_size=result.batch_size,
             hardware=result.hardware,
         )
-        return ref, expectations
+        return result, ref, expectations
 
     def policy(self, tolerance: float) -> Policy:
         s = self.settings
@@ -270,14 +278,18 @@ class CaseBench:
             pending_warnings=self._pending_warnings,
         )
 
-    def arbitrate(self, result: CaseResult, ref: BaselineRef | None) -> str | None:
+    def arbitrate(
+        self, result: CaseResult, ref: BaselineRef | None
+    ) -> tuple[CaseResult, str | None]:
         return fixture_pair.arbitrate(self._context(), result, ref)
 
-    def _finish(self, result: CaseResult, ref: BaselineRef | None, why_no_base: str | None) -> None:
-        fixture_evidence.finish_stored(self._context(), result, ref, why_no_base)
+    def _finish(
+        self, result: CaseResult, ref: BaselineRef | None, why_no_base: str | None
+    ) -> CaseResult:
+        return fixture_evidence.finish_stored(self._context(), result, ref, why_no_base)
 
-    def _finish_pair(self, result: CaseResult) -> None:
-        fixture_evidence.finish_paired(self._context(), result)
+    def _finish_pair(self, result: CaseResult) -> CaseResult:
+        return fixture_evidence.finish_paired(self._context(), result)
 
-    def judge_pair(self, result: CaseResult) -> None:
-        fixture_pair.judge_pair(self._context(), result)
+    def judge_pair(self, result: CaseResult) -> CaseResult:
+        return fixture_pair.judge_pair(self._context(), result)

@@ -4,6 +4,7 @@ loops are in `pytest_mxperf.pipelines.pipeline`)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, NoReturn
 
 import pytest
@@ -149,19 +150,20 @@ def end_to_end(
             again=again,
         )
 
-    def after(result: CaseResult) -> None:
+    def after(result: CaseResult) -> CaseResult:
         m, verdict = result.measurement, result.verdict
         if m is None or verdict is None or "model_alone" not in m.extra:
-            return
+            return result
         pipe = m.extra.get("pipeline_alone")
         bound = pipelines.decide_input_bound(
             m,
             pipelines.Figure(**m.extra["model_alone"]),
             None if pipe is None else pipelines.Figure(**pipe),
         )
-        if bound is not None:
-            text = pipelines.explain_input_bound(str(result.key), bound, points)
-            result.verdict = pipelines.input_bound_verdict(verdict, text)
+        if bound is None:
+            return result
+        text = pipelines.explain_input_bound(str(result.key), bound, points)
+        return replace(result, verdict=pipelines.input_bound_verdict(verdict, text))
 
     return bench.case(
         net,

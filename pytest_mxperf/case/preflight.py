@@ -14,6 +14,7 @@ show how far off the machine is), and the pair decides whether the code is slowe
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from pytest_mxperf.baselines.resolution import BaselineRef
@@ -28,14 +29,14 @@ if TYPE_CHECKING:
     from pytest_mxperf.case.path import CaseBench
 
 
-def for_update(bench: CaseBench, result: CaseResult, ctx: Any) -> None:
-    """``--mxperf-update``: measure the probe beside the first case of each hardware key in
-    this process (inside the device lock), for the stored file's calibration."""
+def for_update(bench: CaseBench, result: CaseResult, ctx: Any) -> CaseResult:
+    """``--mxperf-update``: ``result`` with the probe measured beside the first case of each
+    hardware key in this process (inside the device lock), for the stored file's calibration."""
     pf = bench.session.preflight
     if result.hardware in pf.calibrated:
-        return
+        return result
     pf.calibrated.add(result.hardware)
-    result.calibration = _probe(bench, ctx)
+    return replace(result, calibration=_probe(bench, ctx))
 
 
 Lock = Callable[[], contextlib.AbstractContextManager[None]]

@@ -35,20 +35,21 @@ Judging = tuple[Optional[BaselineRef], list[Expectation], Optional[str], Policy]
 
 def measure(
     bench: CaseBench, result: CaseResult, net: Any, spec: PrepareSpec, runner: Runner | None = None
-) -> BaselineRef | None:
+) -> tuple[CaseResult, BaselineRef | None]:
     """Measure the case of ``result`` (with ``runner``, default `run_case`) and judge it; returns
-    its stored baseline."""
+    the measured and judged result and its stored baseline."""
     settings = bench.settings
-    judging = judging_for(bench, result)
+    result, judging = judging_for(bench, result)
     ref, expectations, _, policy = judging
+
+    def regressed(best: Measurement) -> bool:
+        measured = replace(result, measurement=best)
+        return decide(measured, ref, expectations, policy).outcome == Outcome.REGRESSED
 
     def again(best: Measurement) -> bool:
         # Update mode always takes every attempt (the baseline is a best-of-N); otherwise
         # only a suspected regression is worth re-measuring.
-        if settings.update:
-            return True
-        result.measurement = best
-        return decide(result, ref, expectations, policy).outcome == Outcome.REGRESSED
+        return settings.update or regressed(best)
 
     config = MeasureConfig(
         min_time=settings.min_time, max_time=settings.max_time, warmup_time=settings.warmup_time
@@ -68,10 +69,7 @@ def measure(
         # after its timed blocks, with the step still warm.
         if bench.session.side is not None:
             return bench.session.side.profile
-        if settings.update:
-            return False
-        result.measurement = best
-        return decide(result, ref, expectations, policy).outcome == Outcome.REGRESSED
+        return not settings.update and regressed(best)
 
     diagnose = diagnosis.DiagnoseSpec(
         trace_path=diagnosis.trace_path_for(settings.profile, str(result.key)),
@@ -99,62 +97,66 @@ def measure(
         # the back end's traceback and chained causes around it (a labels= mismatch: ~126
         # lines). Failed outside the except block, so no chain is printed.
         pytest.fail(f"mxperf: {result.key}: {type(problem).__name__}: {problem}", pytrace=False)
-    diagnosis.apply(result, outcome.diagnosis)
-    result.status, result.measurement = outcome.status, outcome.measurement
-    result.attempts, result.error = outcome.attempts, outcome.error
-    result.warnings = outcome.warnings
-    result.macs_per_image = outcome.macs_per_image
-    if outcome.macs_per_image and result.status == Status.OK:
+    peak = None
+    if outcome.macs_per_image and outcome.status == Status.OK:
         # Still inside the device lock: the probe never runs beside another benchmark.
         device = bench.backend.describe(spec.ctx)
-        result.peak_gflops = bench.session.peak_gflops(
-            bench.backend, spec.ctx, device, result.dtype
-        )
+        peak = bench.session.peak_gflops(bench.backend, spec.ctx, device, result.dtype)
+    result = replace(
+        diagnosis.applied(result, outcome.diagnosis),
+        status=outcome.status,
+        measurement=outcome.measurement,
+        attempts=outcome.attempts,
+        error=outcome.error,
+        warnings=outcome.warnings,
+        macs_per_image=outcome.macs_per_image,
+        peak_gflops=peak,
+    )
     for text in outcome.warnings:
         warnings.warn(f"mxperf: {result.key}: {text}", pytest.PytestWarning, stacklevel=4)
-    give_verdict(bench, result, judging)
-    return ref
+    return give_verdict(bench, result, judging), ref
 
 
-def judging_for(bench: CaseBench, result: CaseResult) -> Judging:
-    """What a case is judged with: its stored baseline, the marker's expectations, why no
-    paired run could confirm a drop (None: one can), and the policy that follows."""
+def judging_for(bench: CaseBench, result: CaseResult) -> tuple[CaseResult, Judging]:
+    """``result`` with its software recorded, and what it is judged with: its stored
+    baseline, the marker's expectations, why no paired run could confirm a drop (None: one
+    can), and the policy that follows."""
     settings = bench.settings
-    ref, expectations = bench.reference(result)
+    result, ref, expectations = bench.reference(result)
     why_not = None if ref is None else bench.session.why_no_pair(ref.commit.get("sha"))
     # Without a paired run to confirm it, a drop must clear the floor sized for noisy
     # shared runners; with one, the lower floor lets a quiet machine catch small losses.
     tolerance = settings.tolerance
     if why_not is not None:
         tolerance = max(tolerance, settings.unconfirmed_tolerance)
-    return ref, expectations, why_not, bench.policy(tolerance)
+    return result, (ref, expectations, why_not, bench.policy(tolerance))
 
 
-def give_verdict(bench: CaseBench, result: CaseResult, judging: Judging) -> None:
-    """Set the verdict of ``result`` from ``judging`` (`judging_for`)."""
+def give_verdict(bench: CaseBench, result: CaseResult, judging: Judging) -> CaseResult:
+    """``result`` with its verdict from ``judging`` (`judging_for`)."""
     settings = bench.settings
     ref, expectations, why_not, policy = judging
     elsewhere = bench.run.baselines.elsewhere(result.hardware, str(result.key))
-    result.verdict = judge(result, ref, expectations, policy, elsewhere)
+    verdict = judge(result, ref, expectations, policy, elsewhere)
     if why_not is not None and ref is not None:
         # Judged again at the threshold a pair would allow (not when storing a baseline).
         tight = (
-            result.verdict
+            verdict
             if settings.update
             else judge(result, ref, expectations, bench.policy(settings.tolerance), elsewhere)
         )
-        result.verdict = fixture_pair.unconfirmed(
-            result.verdict,
+        verdict = fixture_pair.unconfirmed(
+            verdict,
             tight,
             why_not,
             fixture_pair.other_machine(bench.run.machine_id, ref),
             what_changed(result, ref),
         )
+    return replace(result, verdict=verdict)
 
 
-def judge_stored(bench: CaseBench, result: CaseResult) -> BaselineRef | None:
+def judge_stored(bench: CaseBench, result: CaseResult) -> tuple[CaseResult, BaselineRef | None]:
     """Judge a case whose figure came from the run's joint pair (`preflight`) against its
-    stored baseline, as a measured one is; returns the baseline."""
-    judging = judging_for(bench, result)
-    give_verdict(bench, result, judging)
-    return judging[0]
+    stored baseline, as a measured one is; returns it judged, and the baseline."""
+    result, judging = judging_for(bench, result)
+    return give_verdict(bench, result, judging), judging[0]

@@ -8,6 +8,7 @@ import os
 import time
 import warnings
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ import pytest
 from pytest_mxperf.case.path import CaseBench
 from pytest_mxperf.measuring import sweep as sweeps
 from pytest_mxperf.measuring import sweep_memory
-from pytest_mxperf.measuring.records import CaseResult, Status
+from pytest_mxperf.measuring.records import Status
 
 
 def sweep(
@@ -40,6 +41,7 @@ def sweep(
     build = net if callable(net) and not _is_model(net) else _constant(net)
     out = sweeps.Sweep(label, mode, kind)
     deadline = time.monotonic() + bench.settings.sweep_time
+    start = len(bench.results)  # the sweep's points are kept from here, in order
     for dtype in dtypes:
         why_not = bench.unsupported(dtype, kind, mode)
         if why_not:
@@ -61,10 +63,10 @@ def sweep(
             time_left=lambda: time.monotonic() < deadline,
             bisect_after_oom=kind != "cpu",
         )
-        _close_curve(bench, curve, bench.results[first:], out)
+        _close_curve(bench, curve, first, out)
     skipped = {d: c.skipped for d, c in out.curves.items() if c.skipped}
-    for r in out.results:
-        r.sweep = {**(r.sweep or {}), "skipped": skipped}
+    out.results = [replace(r, sweep={**(r.sweep or {}), "skipped": skipped}) for r in out.results]
+    bench.results[start:] = out.results
     if all(c.skipped for c in out.curves.values()):
         pytest.skip("; ".join(str(c.skipped) for c in out.curves.values()))
     for line in out.lines():
@@ -113,9 +115,10 @@ def _point(bench: CaseBench, build: Any, mode: str, batch: int, **kwargs: Any) -
     return point
 
 
-def _close_curve(
-    bench: CaseBench, curve: sweeps.Curve, results: list[CaseResult], out: sweeps.Sweep
-) -> None:
+def _close_curve(bench: CaseBench, curve: sweeps.Curve, first: int, out: sweeps.Sweep) -> None:
+    """The curve's summary on its points' results (``bench.results[first:]``, kept there and
+    on ``out``)."""
+    results = bench.results[first:]
     drop = None
     for r in results:
         ref = bench.run.baseline_for(r.hardware, str(r.key))
@@ -127,9 +130,9 @@ def _close_curve(
     if drop:
         curve.notes.append(drop)
         summary["largest_fit_drop"] = drop
-    for r in results:
-        r.sweep = summary
-    out.results += results
+    points = [replace(r, sweep=summary) for r in results]
+    bench.results[first:] = points
+    out.results += points
 
 
 def _constant(net: Any) -> Any:

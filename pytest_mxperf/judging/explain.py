@@ -4,6 +4,7 @@ evidence below (attempts, what changed). Written from a decided `Verdict`, never
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.config.expectation import Expectation
@@ -194,7 +195,7 @@ def explain_paired(
 
 
 def explain_arbitrated(
-    stored_message: str,
+    stored: Verdict,
     verdict: Verdict,
     estimate: PairedEstimate | None,
     rev_label: str,
@@ -203,15 +204,15 @@ def explain_arbitrated(
     other_machine: bool,
     why_not: str | None = None,
     what: str = "img/s",
-) -> str:
-    """The message of a stored-baseline verdict after a paired run of the baseline commit
-    (``what`` the pair compared: img/s, or a data-parallel case's scaling efficiency)."""
+) -> Verdict:
+    """``verdict``, decided from the ``stored`` one and a paired run of the baseline commit,
+    with its message: the stored message's lines (only its lead when the pair cleared the
+    code), then the pair's evidence (``what`` the pair compared: img/s, or a data-parallel
+    case's scaling efficiency)."""
+    kept = replace(verdict, lines=stored.lines)
     where = " (the baseline was measured on another machine)" if other_machine else ""
     if estimate is None:
-        return (
-            f"{stored_message}\nnot confirmed by a paired run: {why_not or 'no pair measured'}"
-            f"{where}"
-        )
+        return kept.adding(f"not confirmed by a paired run: {why_not or 'no pair measured'}{where}")
     pair = pair_summary(estimate, f"baseline commit {rev_label}", paired.CONFIDENCE)
     if what != "img/s":
         pair = f"{what} {pair}"
@@ -226,57 +227,61 @@ def explain_arbitrated(
                 "the code and software are not slower (the baseline side ran in the baseline "
                 f"commit's own environment; changed since the baseline: {'; '.join(changed)})"
             )
-        return (
-            f"{stored_message.splitlines()[0]}\nbut on this machine {pair}: {what}; the stored "
-            f"figure does not hold here{where}. Store a baseline for this machine with "
-            f"--mxperf-update (or name it with --mxperf-machine)\n{rounds}"
+        lead = replace(verdict, lines=stored.lines[:1])
+        return lead.adding(
+            f"but on this machine {pair}: {what}; the stored figure does not hold here{where}. "
+            "Store a baseline for this machine with --mxperf-update (or name it with "
+            "--mxperf-machine)",
+            rounds,
         )
     if verdict.outcome == Outcome.INCONCLUSIVE:
-        return f"{stored_message}\na paired run could not confirm it: {pair}\n{rounds}"
+        return kept.adding(f"a paired run could not confirm it: {pair}", rounds)
     if verdict.outcome in (Outcome.PASS, Outcome.IMPROVED):
-        return f"{stored_message}\na paired run on this machine found no loss: {pair}\n{rounds}"
+        return kept.adding(f"a paired run on this machine found no loss: {pair}", rounds)
     if estimate.decision == paired.Decision.UNKNOWN and not changed:
         # An unstable case (its own blocks too spread to judge) the pair could not decide.
-        return f"{stored_message}\na paired run could not decide either: {pair}{where}\n{rounds}"
+        return kept.adding(f"a paired run could not decide either: {pair}{where}", rounds)
     if estimate.decision == paired.Decision.UNKNOWN:
-        return (
-            f"{stored_message}\na paired run without the baseline's software could not decide "
-            f"({pair}), and what changed since the baseline may explain the drop: "
-            f"{'; '.join(changed)} (see --mxperf-env-command to pair across environments)"
-            f"{where}\n{rounds}"
+        return kept.adding(
+            f"a paired run without the baseline's software could not decide ({pair}), and what "
+            f"changed since the baseline may explain the drop: {'; '.join(changed)} (see "
+            f"--mxperf-env-command to pair across environments){where}",
+            rounds,
         )
     if estimate.decision != paired.Decision.REGRESSED:
-        return (
-            f"{stored_message}\na paired run in today's environment cleared the code ({pair}), "
-            f"so the drop comes from what changed since the baseline: {'; '.join(changed)} "
-            f"(see --mxperf-env-command to pair across environments){where}\n{rounds}"
+        return kept.adding(
+            f"a paired run in today's environment cleared the code ({pair}), so the drop comes "
+            f"from what changed since the baseline: {'; '.join(changed)} (see "
+            f"--mxperf-env-command to pair across environments){where}",
+            rounds,
         )
-    return f"{stored_message}\nconfirmed by a paired run on this machine: {pair}{where}\n{rounds}"
+    return kept.adding(f"confirmed by a paired run on this machine: {pair}{where}", rounds)
 
 
 def explain_same_code(
-    stored_message: str,
+    stored: Verdict,
     verdict: Verdict,
     rev_label: str,
     changed: Sequence[str],
     other_machine: bool,
-) -> str:
-    """The message of a stored-baseline verdict whose code is the baseline commit's (only the
-    baseline files differ), so no paired run was needed to judge the code."""
+) -> Verdict:
+    """``verdict``, decided from the ``stored`` one for code that is the baseline commit's (only
+    the baseline files differ, so no paired run was needed to judge the code), with its
+    message: the stored lines (only the lead when the machine is to blame), then why."""
     where = " (the baseline was measured on another machine)" if other_machine else ""
     same = f"the code is the baseline commit {rev_label}'s (only baseline files differ)"
     if verdict.outcome == Outcome.MACHINE:
-        return (
-            f"{stored_message.splitlines()[0]}\nbut {same}: the stored figure does not hold "
-            f"on this machine{where}. Store a baseline for this machine with --mxperf-update "
-            "(or name it with --mxperf-machine)"
+        return replace(verdict, lines=stored.lines[:1]).adding(
+            f"but {same}: the stored figure does not hold on this machine{where}. Store a "
+            "baseline for this machine with --mxperf-update (or name it with --mxperf-machine)"
         )
+    kept = replace(verdict, lines=stored.lines)
     if verdict.outcome == Outcome.REGRESSED and changed:
-        return (
-            f"{stored_message}\n{same}, so the drop comes from what changed since the "
-            f"baseline: {'; '.join(changed)}{where}"
+        return kept.adding(
+            f"{same}, so the drop comes from what changed since the baseline: "
+            f"{'; '.join(changed)}{where}"
         )
-    return f"{stored_message}\n{same}: no paired run needed{where}"
+    return kept.adding(f"{same}: no paired run needed{where}")
 
 
 def slower_by(estimate: PairedEstimate) -> str:

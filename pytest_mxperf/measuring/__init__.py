@@ -5,7 +5,8 @@ Imports ``system`` and ``config``.
 - ``measure``: warm up until steady, then time blocks of steps that each end in a sync.
 - ``runner``: prepare, warm up, measure, check: one case (`run_case`), for every caller.
 - ``protocol``: the `Backend` protocol the MXNet and fake back ends implement.
-- ``records``: `CaseResult`, `Verdict`, statuses and outcomes.
+- ``records``: `CaseResult`, statuses, data-parallel scaling; ``verdicts``: `Verdict`,
+  outcomes, and the message rendered from a verdict's lines (`render_message`).
 - ``calibrate``: the calibration probe, one small fixed network timed the same way everywhere.
 - ``stats``, ``memory``, ``startup``, ``flops``, ``dtype_support``: figures of a case (``stats``:
   also a paired round's noise, the trimmed mean of its block pairs).

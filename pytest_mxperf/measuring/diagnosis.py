@@ -131,15 +131,16 @@ def trace_path_for(directory: str | None, case_key: str) -> Path | None:
     return Path(directory) / f"{profiling.safe_case_name(case_key)}.trace.json"
 
 
-def apply(result: CaseResult, found: Diagnosis) -> None:
-    """Copy what `run_case` took onto the case's result."""
-    result.memory = found.memory
-    if found.profile is not None:
-        result.profile = found.profile.as_dict()
-    result.profile_error = found.profile_error
-    if found.trace is not None:
-        result.profile_trace = str(found.trace.trace)
-        result.profile_table = str(found.trace.table)
+def applied(result: CaseResult, found: Diagnosis) -> CaseResult:
+    """``result`` with what `run_case` took around its timed blocks."""
+    return replace(
+        result,
+        memory=found.memory,
+        profile=result.profile if found.profile is None else found.profile.as_dict(),
+        profile_error=found.profile_error,
+        profile_trace=str(found.trace.trace) if found.trace else result.profile_trace,
+        profile_table=str(found.trace.table) if found.trace else result.profile_table,
+    )
 
 
 # judging memory and start-up ------------------------------------------------------------------
@@ -173,12 +174,10 @@ def judge_memory(
     if problem is None:
         return verdict, warning
     if verdict.failed:
-        return verdict.explained(verdict.message + "\n" + problem), None
-    key = str(result.key)
-    rest = f"\n{verdict.message}" if verdict.message else ""
-    return replace(
-        verdict, outcome=Outcome.MEMORY, failed=True, message=f"{key}: {problem}{rest}"
-    ), None
+        return verdict.adding(problem), None
+    lead = f"{result.key}: {problem}"
+    led = verdict.led_by(lead) if verdict.message else verdict.explained(lead)
+    return replace(led, outcome=Outcome.MEMORY, failed=True), None
 
 
 def judge_startup(

@@ -109,17 +109,15 @@ def commit_lines(
 
 
 def with_evidence(
-    message: str,
+    lines: Sequence[str],
     operators: Sequence[str],
     memory: Sequence[str],
     changed: Sequence[str],
     commits: Sequence[str],
-) -> str:
-    """The message with the evidence in the order users read it: whatever it holds (top line,
-    attempts, paired evidence), then top operators, memory, what changed, commits."""
-    lines = message.splitlines()
+) -> tuple[str, ...]:
+    """A message's lines with the evidence in the order users read it: whatever they hold
+    (top line, attempts, paired evidence), then top operators, memory, what changed (the line
+    already said, else ``changed``), commits."""
     said = [x for x in lines if x.startswith(CHANGED_PREFIX)]
     kept = [x for x in lines if not x.startswith(CHANGED_PREFIX)]
-    out = kept + list(operators) + list(memory)
-    out += said or list(changed)
-    return "\n".join(out + list(commits))
+    return (*kept, *operators, *memory, *(said or changed), *commits)

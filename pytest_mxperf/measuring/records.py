@@ -1,4 +1,6 @@
-"""The typed records of a run: statuses, verdicts and case results (the case key is in `casekey`).
+"""The typed records of a run: statuses, scaling and case results (the verdict is in `verdicts`).
+
+The case key is in `casekey`; `Outcome` and `Verdict` are re-exported from `verdicts`.
 
 Dicts appear only where data leaves the process (``user_properties``, JSON, baseline files,
 ``workerinput``): every record here has ``as_dict``/``from_dict`` for that edge and is typed
@@ -8,13 +10,17 @@ everywhere else.
 from __future__ import annotations
 
 import enum
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.measuring import flops
 from pytest_mxperf.measuring.measure import Measurement
 from pytest_mxperf.measuring.memory import MemoryRecord
+from pytest_mxperf.measuring.verdicts import Outcome as Outcome
+from pytest_mxperf.measuring.verdicts import Verdict as Verdict
+from pytest_mxperf.measuring.verdicts import message_lines as message_lines
+from pytest_mxperf.measuring.verdicts import render_message as render_message
 
 
 class Status(str, enum.Enum):
@@ -24,95 +30,6 @@ class Status(str, enum.Enum):
     OOM = "oom"
     NAN = "nan"
     ERROR = "error"
-
-
-class Outcome(str, enum.Enum):
-    """The verdict on a case (the ``verdict`` column)."""
-
-    PASS = "pass"
-    IMPROVED = "improved"
-    REGRESSED = "regressed"
-    #: The case's own measurements spread too much to judge against a stored figure.
-    UNSTABLE = "unstable"
-    #: A paired comparison that its rounds could not decide either way (the message says how
-    #: many rounds would); it passes, and fails only with ``--mxperf-strict``.
-    INCONCLUSIVE = "inconclusive"
-    NEW = "new"
-    BELOW = "below expectation"
-    #: Looked regressed against a stored figure, but a paired run of the baseline commit's code
-    #: on this machine measured the same: the stored figure does not hold here.
-    MACHINE = "machine"
-    #: End-to-end training below the model alone on synthetic data by more than the noise:
-    #: a diagnosis, not a failure (never failed by ``--mxperf-strict`` on its own).
-    INPUT_BOUND = "input-bound"
-    #: Throughput held, but the case's peak memory grew beyond the tolerance with
-    #: ``--mxperf-strict``, or is above the marker's ``max_memory_mb``.
-    MEMORY = "memory"
-    OOM = "oom"
-    NAN = "nan"
-    ERROR = "error"
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The decision on a case (numbers) and, once explained, the message a user reads."""
-
-    outcome: Outcome
-    failed: bool
-    message: str = ""
-    change: float | None = None
-    threshold: float | None = None
-    noise: float | None = None
-    baseline_images_per_sec: float | None = None
-    baseline_commit: str | None = None
-    expected: float | None = None
-    #: Paired evidence: the confidence interval of HEAD/REV img/s, and the rounds it rests on.
-    interval: tuple[float, float] | None = None
-    rounds: int | None = None
-    #: Data-parallel cases: the stored efficiency at this world size, the relative change of
-    #: the efficiency and its threshold, the marker's floor; ``scaling`` says the efficiency
-    #: (not the aggregate img/s) decided the outcome.
-    baseline_efficiency: float | None = None
-    efficiency_change: float | None = None
-    efficiency_threshold: float | None = None
-    efficiency_floor: float | None = None
-    baseline_comm_share: float | None = None
-    scaling: bool = False
-    #: Peak memory against the baseline: ``grew``/``same``/``shrank`` (None: not compared),
-    #: the stored peak (MiB), and the marker's ceiling when one applies.
-    memory_trend: str | None = None
-    baseline_memory_mb: float | None = None
-    max_memory_mb: float | None = None
-    #: First step / warm-up figures that grew by a large factor since the baseline.
-    startup: tuple[str, ...] = ()
-    #: A pass that no paired run could check, below its stored figure beyond this machine's
-    #: noise but within the floor for unconfirmed drops: what is said of it (`fixture_pair`).
-    unconfirmed: str | None = None
-
-    @property
-    def status(self) -> str:
-        """The outcome's text, as shown in tables and JSON."""
-        return self.outcome.value
-
-    def explained(self, message: str) -> Verdict:
-        return replace(self, message=message)
-
-    def as_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["outcome"] = self.outcome.value
-        data["status"] = self.outcome.value  # the field name JSON readers know
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Verdict:
-        names = set(cls.__dataclass_fields__)
-        kwargs = {k: v for k, v in data.items() if k in names}
-        kwargs["outcome"] = Outcome(data.get("outcome", data.get("status")))
-        if kwargs.get("interval") is not None:
-            low, high = kwargs["interval"]
-            kwargs["interval"] = (float(low), float(high))
-        kwargs["startup"] = tuple(str(x) for x in kwargs.get("startup") or ())
-        return cls(**kwargs)
 
 
 @dataclass(frozen=True)
@@ -168,9 +85,12 @@ class Scaling:
         return cls(**kwargs)
 
 
-@dataclass
+@dataclass(frozen=True)
 class CaseResult:
-    """One measured case, as it travels on ``user_properties`` and into JSON and baselines."""
+    """One measured case, as it travels on ``user_properties`` and into JSON and baselines.
+
+    Frozen: each step of the case path returns a new record (``dataclasses.replace``) with
+    its part (figures, verdict, evidence), never writing into a shared one."""
 
     key: CaseKey
     device: str

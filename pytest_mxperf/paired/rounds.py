@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from pytest_mxperf.config import side as side_flags
@@ -138,9 +139,10 @@ SIDE_TAIL_LINES = 15
 
 
 def side_outcome(result: SideResult, done: procgroup.Finished, timeout: float) -> SideResult:
-    """``result`` as read from a side's file, with why it has nothing when the process failed
-    to start or died (no file, or killed before a case): how it ended and the last lines of
-    its output (a missing module in REV's environment, a crash), not only "no results"."""
+    """``result`` as read from a side's file, or a copy saying why it has nothing when the
+    process failed to start or died (no file, or killed before a case): how it ended and the
+    last lines of its output (a missing module in REV's environment, a crash), not only "no
+    results"."""
     # pytest exits 1 when a test failed: the side's JSON still holds its cases.
     failed = done.timed_out or done.returncode not in (0, 1)
     if result.cases or not (failed or result.error):
@@ -150,5 +152,4 @@ def side_outcome(result: SideResult, done: procgroup.Finished, timeout: float) -
     tail = done.tail.rstrip().splitlines()[-SIDE_TAIL_LINES:]
     if tail:
         text += "; the last lines of its output:\n" + "\n".join(tail)
-    result.error = text
-    return result
+    return replace(result, error=text)

@@ -119,5 +119,5 @@ def input_bound_verdict(verdict: Verdict, message: str) -> Verdict:
     with the diagnosis added; otherwise the outcome becomes ``input-bound``, failing only when
     the baseline verdict failed (``--mxperf-strict`` on a new case)."""
     if verdict.outcome not in (Outcome.PASS, Outcome.NEW, Outcome.IMPROVED):
-        return verdict.explained(f"{verdict.message}\n{message}")
-    return replace(verdict, outcome=Outcome.INPUT_BOUND, message=f"{message}\n{verdict.message}")
+        return verdict.adding(message)
+    return replace(verdict.led_by(message), outcome=Outcome.INPUT_BOUND)

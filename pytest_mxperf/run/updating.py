@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_mxperf.baselines import store as baselines
+from pytest_mxperf.baselines.record import BaselineRecord
 from pytest_mxperf.judging.verdict import MAX_REL_IQR
 from pytest_mxperf.measuring.records import CaseResult, Status
 from pytest_mxperf.measuring.stats import median
@@ -35,56 +36,6 @@ def why_not_stored(result: CaseResult) -> str | None:
     return None
 
 
-def baseline_record(
-    result: CaseResult, commit: CommitInfo, machine_id: str | None = None
-) -> dict[str, Any]:
-    """What a baseline file keeps of a case: summary, samples, and the stack it ran on."""
-    m = result.measurement
-    record: dict[str, Any] = {
-        "model": result.model,
-        "mode": result.mode,
-        "dtype": result.dtype,
-        "batch_size": result.batch_size,
-        "device_kind": result.device_kind,
-        "status": result.status.value,
-        "images_per_sec": result.images_per_sec,
-        "iqr": None if m is None else m.iqr,
-        "rel_iqr": result.rel_iqr,
-        "block_images_per_sec": [] if m is None else m.block_rates,
-        "warmup_steps": None if m is None else m.warmup_steps,
-        "first_step_seconds": None if m is None else m.first_step_seconds,
-        "warmup_seconds": None if m is None else m.warmup_seconds,
-        "peak_memory_mb": None if result.memory is None else result.memory.peak_mb,
-        "threads": result.threads,
-        "software": result.software,
-        "environment": result.environment,
-        "dirty": bool(commit.dirty),
-        "machine_id": machine_id,
-        **({"sweep": result.sweep} if result.sweep else {}),
-    }
-    if result.scaling is not None:
-        record.update(scaling_record(result))
-    return record
-
-
-def scaling_record(result: CaseResult) -> dict[str, Any]:
-    """What a baseline keeps of a data-parallel case besides the aggregate img/s (stored as
-    ``images_per_sec``): the efficiency at its world size and where the time went."""
-    s = result.scaling
-    assert s is not None
-    return {
-        "kvstore": s.kvstore,
-        "world_size": s.world_size,
-        "scaling_kind": s.kind,
-        "efficiency": s.efficiency,
-        "comm_share": s.comm_share,
-        "single_images_per_sec": s.single_images_per_sec,
-        "single_rel_iqr": s.single_rel_iqr,
-        "per_worker_images_per_sec": list(s.per_worker_images_per_sec),
-        "threads_per_worker": s.threads_per_worker,
-    }
-
-
 def store_results(
     results: Sequence[CaseResult], commit: CommitInfo, root: Path, machine_id: str | None = None
 ) -> StoreReport:
@@ -96,7 +47,8 @@ def store_results(
         if why is not None:
             report.skipped.append(f"{r.key} ({why})")
             continue
-        by_hw.setdefault(r.hardware, {})[str(r.key)] = baseline_record(r, commit, machine_id)
+        record = BaselineRecord.of(r, dirty=bool(commit.dirty), machine_id=machine_id)
+        by_hw.setdefault(r.hardware, {})[str(r.key)] = record.as_dict()
     for hardware, cases in sorted(by_hw.items()):
         probes = [r.calibration for r in results if r.hardware == hardware and r.calibration]
         calibration = median(probes) if probes else None

@@ -10,8 +10,10 @@ from pytest_mxperf.judging.pairstats import PairedRound, paired_estimate
 from pytest_mxperf.judging.verdict import Policy, decide_arbitrated, decide_paired
 from pytest_mxperf.measuring.records import Outcome, Verdict
 
-STORED = Verdict(Outcome.REGRESSED, True, "m: 70.9 img/s vs baseline 97.6 img/s (-27.4%)", -0.274)
-PASSED = Verdict(Outcome.PASS, False, "m: within the noise", -0.07)
+STORED = Verdict(
+    Outcome.REGRESSED, True, ("m: 70.9 img/s vs baseline 97.6 img/s (-27.4%)",), -0.274
+)
+PASSED = Verdict(Outcome.PASS, False, ("m: within the noise",), -0.07)
 
 
 def _pair(*ratios: float) -> Verdict:
@@ -68,7 +70,7 @@ def _message(pair: Verdict, changed: list[str], other: bool = False) -> str:
     ratios = {SAME: (1.0, 1.001, 0.999), SLOWER: (0.9, 0.9, 0.9), NOISY: (0.9, 1.1, 1.0)}[pair]
     est = paired_estimate([PairedRound(100.0, 100.0 * r) for r in ratios])
     verdict = decide_arbitrated(STORED, pair, bool(changed))
-    return explain_arbitrated(STORED.message, verdict, est, "abc", "1/1", changed, other)
+    return explain_arbitrated(STORED, verdict, est, "abc", "1/1", changed, other).message
 
 
 def test_messages_give_the_stored_and_the_paired_evidence() -> None:
@@ -93,10 +95,10 @@ def test_messages_name_the_software_change() -> None:
 
 
 def test_an_unstable_case_the_pair_cannot_decide_says_so_without_blaming_changes() -> None:
-    unstable = Verdict(Outcome.UNSTABLE, False, "m: 674.4 img/s vs baseline 1002.4: too noisy")
+    unstable = Verdict(Outcome.UNSTABLE, False, ("m: 674.4 img/s vs baseline 1002.4: too noisy",))
     est = paired_estimate([PairedRound(100.0, 100.0 * r) for r in (0.85, 0.93, 1.14)])
     verdict = decide_arbitrated(unstable, decide_paired(est, Policy()), False, False)
-    text = explain_arbitrated(unstable.message, verdict, est, "abc", "1/1", [], False)
+    text = explain_arbitrated(unstable, verdict, est, "abc", "1/1", [], False).message
     assert "a paired run could not decide either: HEAD vs baseline commit abc" in text
     assert "without the baseline's software" not in text
     assert "what changed since the baseline" not in text

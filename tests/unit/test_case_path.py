@@ -77,9 +77,12 @@ def test_a_new_case_is_measured_on_the_fake_clock_and_kept(
     session = session_of(tmp_path)
     bench = make_bench(request, session, backend)
     seen: list[str] = []
-    result = bench.case(
-        FakeModel(400.0), "inference", 8, model="toy", after=lambda r: seen.append(str(r.key))
-    )
+
+    def after(r: CaseResult) -> CaseResult:
+        seen.append(str(r.key))
+        return r
+
+    result = bench.case(FakeModel(400.0), "inference", 8, model="toy", after=after)
     assert str(result.key) == KEY
     assert result.status == Status.OK
     assert result.images_per_sec == pytest.approx(400.0)
@@ -296,9 +299,9 @@ def test_a_data_parallel_case_goes_through_the_case_path_and_its_finishing(
 
     finish = bench._finish
 
-    def spy_finish(result: CaseResult, ref: Any, why_no_base: str | None) -> None:
+    def spy_finish(result: CaseResult, ref: Any, why_no_base: str | None) -> CaseResult:
         finished.append(str(result.key))
-        finish(result, ref, why_no_base)
+        return finish(result, ref, why_no_base)
 
     monkeypatch.setattr(bench, "through", spy_through)
     monkeypatch.setattr(bench, "_finish", spy_finish)

@@ -4,6 +4,7 @@ sections of a regression's message, on the fake back end."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -115,14 +116,17 @@ def test_back_end_without_profiler() -> None:
 
 
 def _result(peak: float | None) -> CaseResult:
-    r = CaseResult(CaseKey("toy", "inference", "float32", 8, "cpu"), "cpu(0)", "cpu-x")
-    r.measurement = measurement_of(100.0)
-    r.memory = None if peak is None else MemoryRecord(peak, MemoryMethod.VMHWM, "cpu")
-    return r
+    return CaseResult(
+        CaseKey("toy", "inference", "float32", 8, "cpu"),
+        "cpu(0)",
+        "cpu-x",
+        measurement=measurement_of(100.0),
+        memory=None if peak is None else MemoryRecord(peak, MemoryMethod.VMHWM, "cpu"),
+    )
 
 
 def test_memory_growth_warns_and_fails_only_when_strict_or_above_the_marker() -> None:
-    passing = Verdict(Outcome.PASS, False, "toy: 100 img/s")
+    passing = Verdict(Outcome.PASS, False, ("toy: 100 img/s",))
     v, warning = diagnosis.judge_memory(
         passing, _result(200.0), 100.0, tolerance=0.1, strict=False, max_memory_mb=None
     )
@@ -141,7 +145,7 @@ def test_memory_growth_warns_and_fails_only_when_strict_or_above_the_marker() ->
         passing, _result(105.0), None, tolerance=0.1, strict=False, max_memory_mb=100.0
     )
     assert v.outcome == Outcome.MEMORY and "above the marker's max_memory_mb=100" in v.message
-    regressed = Verdict(Outcome.REGRESSED, True, "toy: slower")
+    regressed = Verdict(Outcome.REGRESSED, True, ("toy: slower",))
     v, _ = diagnosis.judge_memory(
         regressed, _result(300.0), 100.0, tolerance=0.1, strict=True, max_memory_mb=None
     )
@@ -172,9 +176,9 @@ def test_evidence_order() -> None:
         ]
     )
     out = evidence_lines.with_evidence(
-        message, ["top operators ..."], ["peak memory: ..."], [], ["commits since ..."]
-    ).splitlines()
-    assert out == [
+        message.splitlines(), ["top operators ..."], ["peak memory: ..."], [], ["commits since ..."]
+    )
+    assert list(out) == [
         "toy: 80 img/s vs baseline 100 img/s (-20.0%)",
         "confirmed by a paired run on this machine: ...",
         "top operators ...",
@@ -185,10 +189,10 @@ def test_evidence_order() -> None:
 
 
 def test_case_result_keeps_memory_and_profiles_through_json() -> None:
-    r = _result(123.0)
-    r.profile = {"steps": 3, "items_per_step": 8, "operators": [], "storage_max_kb": {}}
-    r.baseline_profile = dict(r.profile, steps=4)
-    r.profile_error = None
+    profile = {"steps": 3, "items_per_step": 8, "operators": [], "storage_max_kb": {}}
+    r = replace(
+        _result(123.0), profile=profile, baseline_profile=dict(profile, steps=4), profile_error=None
+    )
     data = json.loads(json.dumps(r.as_dict()))
     assert data["peak_memory_mb"] == 123.0 and data["memory"]["method"] == "vmhwm"
     back = CaseResult.from_dict(data)

@@ -46,9 +46,10 @@ def test_pairs_use_only_rounds_where_both_sides_measured() -> None:
 
 def test_block_plan_takes_the_larger_count_of_the_first_round_both_sides_measured() -> None:
     def steps(d: pairdata.PairedData, index: int, side: str, n: int) -> None:
-        case = d.rounds[index][side].cases[KEY]
-        assert case.measurement is not None
-        case.measurement = replace(case.measurement, steps_per_block=n)
+        cases = d.rounds[index][side].cases
+        measurement = cases[KEY].measurement
+        assert measurement is not None
+        cases[KEY] = replace(cases[KEY], measurement=replace(measurement, steps_per_block=n))
 
     assert pairdata.block_plan(data((100.0, None))) == {}  # one side only: nothing to share
     d = data((None, 90.0), (100.0, 91.0), (101.0, 89.0))

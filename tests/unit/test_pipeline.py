@@ -196,12 +196,12 @@ def test_input_bound_message_names_both_figures_and_the_setting_that_gets_there(
 
 
 def test_input_bound_verdict_keeps_failures_and_never_fails_by_itself() -> None:
-    passed = input_bound.input_bound_verdict(Verdict(Outcome.PASS, False, "base"), "diag")
+    passed = input_bound.input_bound_verdict(Verdict(Outcome.PASS, False, ("base",)), "diag")
     assert passed.outcome == Outcome.INPUT_BOUND and not passed.failed
     assert passed.message == "diag\nbase"
-    strict_new = input_bound.input_bound_verdict(Verdict(Outcome.NEW, True, "new"), "diag")
+    strict_new = input_bound.input_bound_verdict(Verdict(Outcome.NEW, True, ("new",)), "diag")
     assert strict_new.outcome == Outcome.INPUT_BOUND and strict_new.failed
-    regressed = input_bound.input_bound_verdict(Verdict(Outcome.REGRESSED, True, "slow"), "diag")
+    regressed = input_bound.input_bound_verdict(Verdict(Outcome.REGRESSED, True, ("slow",)), "diag")
     assert regressed.outcome == Outcome.REGRESSED and regressed.message == "slow\ndiag"
 
 

@@ -45,7 +45,7 @@ def test_case_key_refuses_slashes_in_labels() -> None:
 
 
 def test_verdict_round_trip_keeps_the_outcome_enum() -> None:
-    v = Verdict(Outcome.BELOW, True, "msg", expected=3.0)
+    v = Verdict(Outcome.BELOW, True, ("msg",), expected=3.0)
     data = v.as_dict()
     assert data["status"] == "below expectation"
     assert Verdict.from_dict(data) == v

@@ -55,11 +55,15 @@ def test_a_side_that_died_without_results_says_how_with_its_last_lines() -> None
 
 def _case(status: Status = Status.OK, rate: float | None = 100.0, error: str = "") -> CaseResult:
     key = CaseKey("m", "inference", "float32", 8, "cpu")
-    result = CaseResult(key=key, device="cpu(0)", hardware="cpu-test")
-    result.status, result.error = status, error or None
-    if rate is not None:
-        result.measurement = fake_blocks(rate, 8, 0.0)
-    return result
+    measurement = None if rate is None else fake_blocks(rate, 8, 0.0)
+    return CaseResult(
+        key=key,
+        device="cpu(0)",
+        hardware="cpu-test",
+        status=status,
+        error=error or None,
+        measurement=measurement,
+    )
 
 
 def _round(

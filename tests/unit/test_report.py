@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from pytest_mxperf.baselines.record import BaselineRecord
 from pytest_mxperf.baselines.resolution import Resolution
 from pytest_mxperf.baselines.runinfo import RunInfo
 from pytest_mxperf.config.casekey import CaseKey
@@ -14,7 +15,6 @@ from pytest_mxperf.measuring.records import CaseResult, Outcome, Status, Verdict
 from pytest_mxperf.reporting.report import REPORT_SCHEMA, to_json
 from pytest_mxperf.reporting.report_sections import verdict_counts
 from pytest_mxperf.reporting.tables import render_grids, render_table
-from pytest_mxperf.run.updating import baseline_record
 from pytest_mxperf.system.gitinfo import CommitInfo
 from pytest_mxperf.testing import measurement_of
 
@@ -238,7 +238,7 @@ def test_to_json_contains_every_case() -> None:
 
 def test_baseline_record() -> None:
     r = case("resnet50_v1", 32, rate=123.0, rel_iqr=0.04)
-    rec = baseline_record(r, CommitInfo("a" * 40, None, None, True, "git"))
+    rec = BaselineRecord.of(r, dirty=True).as_dict()
     assert rec == {
         "model": "resnet50_v1",
         "mode": "inference",
@@ -264,9 +264,7 @@ def test_baseline_record() -> None:
 
 
 def test_baseline_record_of_oom_case() -> None:
-    rec = baseline_record(
-        case(rate=None, status="oom"), CommitInfo("a" * 40, None, None, None, "git")
-    )
+    rec = BaselineRecord.of(case(rate=None, status="oom"), dirty=False).as_dict()
     assert rec["status"] == "oom"
     assert rec["images_per_sec"] is None
     assert rec["rel_iqr"] == 0.0

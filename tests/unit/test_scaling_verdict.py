@@ -8,14 +8,13 @@ import json
 
 import pytest
 
+from pytest_mxperf.baselines.record import BaselineRecord
 from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.baselines.store import StoredCase
 from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.markers import MarkerError, merge, parse_marker
 from pytest_mxperf.judging.verdict import Policy, decide, decide_scaling
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Scaling
-from pytest_mxperf.run.updating import baseline_record
-from pytest_mxperf.system.gitinfo import CommitInfo
 from pytest_mxperf.testing import fake_blocks
 
 KEY = CaseKey("r50", "training", "float32", 32, "gpu", "nccl", world_size=4)
@@ -41,9 +40,7 @@ def scaled(efficiency: float, comm: float, rel: float = 0.0) -> CaseResult:
 
 
 def ref_of(result: CaseResult) -> BaselineRef:
-    record = baseline_record(
-        result, CommitInfo(sha="c" * 40, date=None, branch=None, dirty=False, source="test")
-    )
+    record = BaselineRecord.of(result, dirty=False).as_dict()
     case = StoredCase.from_dict(json.loads(json.dumps(record)), "test")
     return BaselineRef(case, {"sha": "c" * 40}, "f.json", "nearest ancestor", 1)
 

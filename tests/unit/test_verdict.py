@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -351,7 +352,7 @@ def test_sides_line_names_what_the_two_sides_ran_differently() -> None:
 
 def test_case_result_round_trip() -> None:
     r = result(80.0, attempts=[70.0, 80.0])
-    r.verdict = judge(r, baseline(100.0), [], DEFAULT)
+    r = replace(r, verdict=judge(r, baseline(100.0), [], DEFAULT))
     assert CaseResult.from_dict({**r.as_dict(), "unknown": 1}) == r
     assert r.images_per_sec == 80.0 and r.rel_iqr == pytest.approx(0.01)
     assert result(None, status="oom").images_per_sec is None

@@ -1,0 +1,131 @@
+"""A case's verdict: its outcome, the numbers that decided it, and the lines of the message a
+user reads, written from them in one place (`render_message`); re-exported by `records`."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+
+class Outcome(str, enum.Enum):
+    """The verdict on a case (the ``verdict`` column)."""
+
+    PASS = "pass"
+    IMPROVED = "improved"
+    REGRESSED = "regressed"
+    #: The case's own measurements spread too much to judge against a stored figure.
+    UNSTABLE = "unstable"
+    #: A paired comparison that its rounds could not decide either way (the message says how
+    #: many rounds would); it passes, and fails only with ``--mxperf-strict``.
+    INCONCLUSIVE = "inconclusive"
+    NEW = "new"
+    BELOW = "below expectation"
+    #: Looked regressed against a stored figure, but a paired run of the baseline commit's code
+    #: on this machine measured the same: the stored figure does not hold here.
+    MACHINE = "machine"
+    #: End-to-end training below the model alone on synthetic data by more than the noise:
+    #: a diagnosis, not a failure (never failed by ``--mxperf-strict`` on its own).
+    INPUT_BOUND = "input-bound"
+    #: Throughput held, but the case's peak memory grew beyond the tolerance with
+    #: ``--mxperf-strict``, or is above the marker's ``max_memory_mb``.
+    MEMORY = "memory"
+    OOM = "oom"
+    NAN = "nan"
+    ERROR = "error"
+
+
+def message_lines(text: str) -> tuple[str, ...]:
+    """The lines of a message text (`render_message` gives the text back, byte for byte)."""
+    return tuple(text.split("\n"))
+
+
+def render_message(lines: tuple[str, ...]) -> str:
+    """The one place a verdict's message is written from its lines."""
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The decision on a case (numbers) and, once explained, the lines of the message a user
+    reads: each step that explains more returns a new verdict with more lines (`adding`,
+    `led_by`), and `message` renders them (`render_message`), never stored as one text."""
+
+    outcome: Outcome
+    failed: bool
+    #: The message's lines in reading order (the lead: case, change, threshold; then each
+    #: explanation added since); ``("",)``: no message yet.
+    lines: tuple[str, ...] = ("",)
+    change: float | None = None
+    threshold: float | None = None
+    noise: float | None = None
+    baseline_images_per_sec: float | None = None
+    baseline_commit: str | None = None
+    expected: float | None = None
+    #: Paired evidence: the confidence interval of HEAD/REV img/s, and the rounds it rests on.
+    interval: tuple[float, float] | None = None
+    rounds: int | None = None
+    #: Data-parallel cases: the stored efficiency at this world size, the relative change of
+    #: the efficiency and its threshold, the marker's floor; ``scaling`` says the efficiency
+    #: (not the aggregate img/s) decided the outcome.
+    baseline_efficiency: float | None = None
+    efficiency_change: float | None = None
+    efficiency_threshold: float | None = None
+    efficiency_floor: float | None = None
+    baseline_comm_share: float | None = None
+    scaling: bool = False
+    #: Peak memory against the baseline: ``grew``/``same``/``shrank`` (None: not compared),
+    #: the stored peak (MiB), and the marker's ceiling when one applies.
+    memory_trend: str | None = None
+    baseline_memory_mb: float | None = None
+    max_memory_mb: float | None = None
+    #: First step / warm-up figures that grew by a large factor since the baseline.
+    startup: tuple[str, ...] = ()
+    #: A pass that no paired run could check, below its stored figure beyond this machine's
+    #: noise but within the floor for unconfirmed drops: what is said of it (`fixture_pair`).
+    unconfirmed: str | None = None
+
+    @property
+    def status(self) -> str:
+        """The outcome's text, as shown in tables and JSON."""
+        return self.outcome.value
+
+    @property
+    def message(self) -> str:
+        """The message a user reads, rendered from `lines`."""
+        return render_message(self.lines)
+
+    def explained(self, message: str) -> Verdict:
+        """This verdict with ``message`` (one or more lines) as its whole message."""
+        return replace(self, lines=message_lines(message))
+
+    def adding(self, *texts: str) -> Verdict:
+        """This verdict with ``texts`` (each one or more lines) below its message."""
+        return replace(self, lines=self.lines + tuple(x for t in texts for x in message_lines(t)))
+
+    def led_by(self, text: str) -> Verdict:
+        """This verdict with ``text`` (one or more lines) above its message."""
+        return replace(self, lines=message_lines(text) + self.lines)
+
+    def as_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        for name, value in asdict(self).items():
+            if name == "lines":
+                data["message"] = self.message  # the edge holds the rendered text
+            else:
+                data[name] = value
+        data["outcome"] = self.outcome.value
+        data["status"] = self.outcome.value  # the field name JSON readers know
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Verdict:
+        names = set(cls.__dataclass_fields__) - {"lines"}
+        kwargs = {k: v for k, v in data.items() if k in names}
+        kwargs["lines"] = message_lines(str(data.get("message") or ""))
+        kwargs["outcome"] = Outcome(data.get("outcome", data.get("status")))
+        if kwargs.get("interval") is not None:
+            low, high = kwargs["interval"]
+            kwargs["interval"] = (float(low), float(high))
+        kwargs["startup"] = tuple(str(x) for x in kwargs.get("startup") or ())
+        return cls(**kwargs)
