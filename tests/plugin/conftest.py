@@ -8,7 +8,13 @@ from typing import Any, Callable
 
 import pytest
 
-from pytest_mxperf.testing.repos import SPEEDS_SUITE, read_report, write_speeds
+from pytest_mxperf.testing.repos import (
+    PAIR_SUITE,
+    SPEEDS_SUITE,
+    inflate_baselines,
+    read_report,
+    write_speeds,
+)
 
 
 @pytest.fixture
@@ -121,3 +127,26 @@ def cpu_oom_run(
         return result, read_report(pytester.path, "r.json")["cases"]
 
     return run
+
+
+@pytest.fixture
+def store_elsewhere(
+    fake_pytester: pytest.Pytester,
+    commit: Callable[[str], str],
+    store_baseline: Callable[..., str],
+) -> Callable[..., str]:
+    """``store_elsewhere(code_changed=True, calibration=False)``: `PAIR_SUITE`'s baselines
+    stored at commit A, then raised 40% in the files as if a machine 1.4x faster had stored
+    them (its anonymous id, and its calibration probe with ``calibration``), committed as B
+    with a file beside them when ``code_changed`` (else only baseline files differ from A, and
+    no pair is needed: tests/plugin/test_same_code.py). Returns A's sha."""
+
+    def store(code_changed: bool = True, calibration: bool = False) -> str:
+        base = store_baseline(PAIR_SUITE.format(speed=100.0))
+        inflate_baselines(fake_pytester.path, 1.4, machine="0badc0ffee00", calibration=calibration)
+        if code_changed:
+            (fake_pytester.path / "NOTES.md").write_text("B\n")
+        commit("B: baselines from a faster machine")
+        return base
+
+    return store

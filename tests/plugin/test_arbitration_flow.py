@@ -19,19 +19,8 @@ from pytest_mxperf.testing.repos import (
 
 
 @pytest.fixture
-def stored_elsewhere(
-    fake_pytester: pytest.Pytester,
-    commit: Callable[[str], str],
-    store_baseline: Callable[..., str],
-) -> str:
-    """Baselines stored at commit A, then raised 40% in the file (committed as B)."""
-    base = store_baseline(PAIR_SUITE.format(speed=100.0))
-    inflate_baselines(fake_pytester.path, 1.4, machine="0badc0ffee00")
-    # A file beside them too: with only baseline files changed, the code is A's and no pair
-    # runs (tests/plugin/test_same_code.py); here a pair is what is tested.
-    (fake_pytester.path / "NOTES.md").write_text("B\n")
-    commit("B: baselines from a faster machine")
-    return base
+def stored_elsewhere(store_elsewhere: Callable[..., str]) -> str:
+    return store_elsewhere()
 
 
 def test_arbitration_clears_a_figure_that_does_not_hold_here(

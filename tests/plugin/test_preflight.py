@@ -36,20 +36,8 @@ def test_an_update_stores_the_calibration_probe_with_the_baselines(
 
 
 @pytest.fixture
-def stored_faster(
-    fake_pytester: pytest.Pytester,
-    commit: Callable[[str], str],
-    store_baseline: Callable[..., str],
-) -> str:
-    """Baselines stored at A by a machine 1.4x faster at everything, the calibration probe
-    included (committed as B)."""
-    base = store_baseline(PAIR_SUITE.format(speed=100.0))
-    inflate_baselines(fake_pytester.path, 1.4, machine="0badc0ffee00", calibration=True)
-    # A file beside them too: with only baseline files changed, the code is A's and no pair
-    # runs (tests/plugin/test_same_code.py); here a pair is what is tested.
-    (fake_pytester.path / "NOTES.md").write_text("B\n")
-    commit("B: baselines from a faster machine")
-    return base
+def stored_faster(store_elsewhere: Callable[..., str]) -> str:
+    return store_elsewhere(calibration=True)
 
 
 def test_one_paired_run_judges_every_case_where_the_calibration_differs(

@@ -11,8 +11,6 @@ import pytest
 
 from pytest_mxperf.system import gitinfo
 from pytest_mxperf.testing.repos import (
-    PAIR_SUITE,
-    inflate_baselines,
     read_report,
     stored_files,
     worktrees,
@@ -22,17 +20,8 @@ FAST, STEADY = "fast/inference/float32/bs8/cpu", "steady/inference/float32/bs8/c
 
 
 @pytest.fixture
-def stored_faster(
-    fake_pytester: pytest.Pytester,
-    commit: Callable[[str], str],
-    store_baseline: Callable[..., str],
-) -> str:
-    """Baselines stored at A by a machine 1.4x faster, calibration included, committed as B:
-    A and B differ only in the baseline files."""
-    base = store_baseline(PAIR_SUITE.format(speed=100.0))
-    inflate_baselines(fake_pytester.path, 1.4, machine="0badc0ffee00", calibration=True)
-    commit("B: baselines from a faster machine")
-    return base
+def stored_faster(store_elsewhere: Callable[..., str]) -> str:
+    return store_elsewhere(code_changed=False, calibration=True)
 
 
 def test_same_code_on_another_machine_is_machine_without_a_pair(
