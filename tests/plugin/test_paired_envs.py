@@ -277,9 +277,11 @@ def test_revs_environment_gets_the_plugins_own_requirements(
     fake_pytester.makepyfile(test_suite=GOOD, make_env=WITHOUT_PLUGIN_DEPS.format(outer=str(outer)))
     commit("base")
     commit("HEAD")
-    # Without the plugin's requirements REV's side cannot start: an error saying why.
+    # Without the plugin's requirements REV's side cannot start: an error saying why. (Nothing
+    # to install, so its environment needs no pip: seeding one costs seconds, paid below.)
     with monkeypatch.context() as without:
         without.setattr(envs, "plugin_requirements", lambda: [])
+        without.setattr(envs, "ensure_env", functools.partial(envs.ensure_env, with_pip=False))
         bare = _paired(fake_pytester, "HEAD~1", "--mxperf-env-command", "{python} {wt}/make_env.py")
     bare.assert_outcomes(failed=1)
     (case,) = cases_by_key(fake_pytester.path).values()

@@ -103,10 +103,10 @@ def test_b_next_case(mxperf):
 def test_a_real_cpu_allocation_failure_ends_the_doubling(
     cpu_oom_run: Callable[..., tuple[pytest.RunResult, list[Any]]],
 ) -> None:
-    # At most ~1.2 GB more than MXNet uses once warm (the cpu_oom_run fixture).
+    # At most ~0.6 GB more than MXNet uses once warm (the cpu_oom_run fixture).
     result, cases = cpu_oom_run(
         CPU_OOM_SWEEP,
-        1_200_000_000,
+        600_000_000,
         "--mxperf-memory-budget",
         "16GiB",
         "--mxperf-sweep-time",
