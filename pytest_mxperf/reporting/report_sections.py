@@ -172,8 +172,8 @@ def machine_lines(results: Sequence[CaseResult]) -> list[str]:
     )
     if factor is None:
         return [
-            f"mxperf: {machine} case(s) below their stored figures run as fast as the baseline "
-            f"commit on this machine: the baselines do not hold here; {fix}"
+            f"mxperf: {machine} case(s) below their stored figures are no slower than the "
+            f"baseline commit's code on this machine: the baselines do not hold here; {fix}"
         ]
     mid, low, high, n = factor
     line = (
@@ -182,8 +182,8 @@ def machine_lines(results: Sequence[CaseResult]) -> list[str]:
     )
     if machine:
         line += (
-            f"; {machine} case(s) that looked slower ran as fast as the baseline commit's code "
-            "here (machine)"
+            f"; {machine} case(s) that looked slower are no slower than the baseline commit's "
+            "code here (machine)"
         )
     return [f"{line}; {fix}"]
 

@@ -43,8 +43,8 @@ def test_arbitration_clears_a_figure_that_does_not_hold_here(
     assert len(worktrees(fake_pytester.path)) == 1
     result.stdout.fnmatch_lines(
         [
-            "mxperf: 2 case(s) below their stored figures run as fast as the baseline commit on "
-            "this machine*store a baseline for this machine with --mxperf-update*"
+            "mxperf: 2 case(s) below their stored figures are no slower than the baseline "
+            "commit's code on this machine*store a baseline for this machine with --mxperf-update*"
         ]
     )
 
