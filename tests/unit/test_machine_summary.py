@@ -55,4 +55,4 @@ def test_cases_without_a_stored_figure_do_not_count() -> None:
 def test_machine_verdicts_without_a_factor_keep_their_own_line() -> None:
     results = [case("a", 100.0, 140.0, Outcome.MACHINE), case("b", 100.0, 140.0, Outcome.MACHINE)]
     (line,) = machine_lines(results)
-    assert line.startswith("mxperf: 2 case(s) below their stored figures run as fast as the")
+    assert line.startswith("mxperf: 2 case(s) below their stored figures are no slower than the")
