@@ -43,8 +43,13 @@ def _start_paired(path: Path) -> subprocess.Popen[bytes]:
     )
 
 
-def _scratch(tmp: Path) -> list[str]:
-    return sorted(p.name for p in tmp.glob("pytest-mxperf-*/scratch/*"))
+def _scratch(tmp: Path, pid: int) -> list[str]:
+    """Scratch directories under ``tmp``, and those of the run ``pid`` under /tmp: a TMPDIR
+    too deep for a lock-step socket (a test's under xdist, ``.../popen-gw0/...``) puts the
+    round's there (`siderun.round_tmp`), where other runs' may be too."""
+    here = [p.name for p in tmp.glob("pytest-mxperf-*/scratch/*")]
+    short = [p.name for p in Path("/tmp").glob(f"pytest-mxperf-*/scratch/mxperf-*-{pid}-*")]
+    return sorted(here + short)
 
 
 def _when_a_side_runs(proc: subprocess.Popen[bytes], path: Path) -> list[int]:
@@ -56,7 +61,7 @@ def _when_a_side_runs(proc: subprocess.Popen[bytes], path: Path) -> list[int]:
     # A round's directory exists: the rounds have begun (a fixed wait was too short under
     # load: the run was killed before its first round, leaving only the servers' directories).
     tmp = Path(os.environ["TMPDIR"])
-    while not any(name.startswith(f"mxperf-pair-{proc.pid}-") for name in _scratch(tmp)):
+    while not any(name.startswith(f"mxperf-pair-{proc.pid}-") for name in _scratch(tmp, proc.pid)):
         assert time.monotonic() < deadline and proc.poll() is None, "no round started"
         time.sleep(0.1)
     time.sleep(1.0)
@@ -79,7 +84,7 @@ def test_a_signal_mid_round_ends_the_run_leaving_no_worktree_process_or_file(
     proc = _start_paired(fake_pytester.path)
     try:
         sides = _when_a_side_runs(proc, fake_pytester.path)
-        assert _scratch(tmp), "a round's directory is under scratch"
+        assert _scratch(tmp, proc.pid), "a round's directory is under scratch"
         proc.send_signal(sig)
         out, _ = proc.communicate(timeout=300)
     finally:
@@ -95,7 +100,7 @@ def test_a_signal_mid_round_ends_the_run_leaving_no_worktree_process_or_file(
     # Bytecode caches are not what a run leaves (pytest 8 writes a conftest's beside it).
     left = [p for p in after if p not in before and "__pycache__" not in p]
     assert [p for p in left if not p.endswith(".pyc")] == []
-    assert _scratch(tmp) == []
+    assert _scratch(tmp, proc.pid) == []
     assert not list(tmp.glob("pytest-mxperf-cache-*/worktrees/*/*"))
 
 
@@ -126,7 +131,7 @@ def test_the_next_run_removes_what_a_sigkilled_one_left(
         if proc.stdout is not None:
             proc.stdout.close()
     assert gone(everyone)
-    left = _scratch(tmp)
+    left = _scratch(tmp, proc.pid)
     assert any(name.startswith(f"mxperf-pair-{proc.pid}-") for name in left), left
     assert len(worktrees(fake_pytester.path)) == 2  # REV's, still registered
     # The next paired run (here of another revision) removes both.
@@ -137,5 +142,5 @@ def test_the_next_run_removes_what_a_sigkilled_one_left(
     )
     result.assert_outcomes(passed=1)
     assert len(worktrees(fake_pytester.path)) == 1
-    assert _scratch(tmp) == []
+    assert _scratch(tmp, proc.pid) == []
     assert not list(tmp.glob("pytest-mxperf-cache-*/worktrees/*/*"))
