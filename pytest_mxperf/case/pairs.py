@@ -37,10 +37,7 @@ def arbitrate(
         return result, f"no paired run of the baseline commit ({why_no_pair or 'no baseline'})"
     other = other_machine(ctx.session.run.machine_id, ref)
     changed = what_changed(result, ref)
-    # Same code: nothing for a pair to measure, unless it would run the baseline commit in its
-    # own environment (--mxperf-env-command) and the software changed: that pair judges it.
-    own_env = bool(changed and ctx.session.settings.env_command)
-    if ctx.session.code_changes(str(sha)) == () and not own_env:
+    if ctx.session.nothing_to_pair(str(sha), bool(changed)):
         decided = decide_same_code(stored, bool(changed))
         explained = explain_same_code(stored, decided, str(sha)[:10], changed, other)
         return replace(result, verdict=explained), None  # nothing paired: no profile missing

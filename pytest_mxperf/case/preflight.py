@@ -78,28 +78,27 @@ def _decide(bench: CaseBench, ref: BaselineRef, ctx: Any, lock: Lock) -> None:
         return
     sha = str(ref.commit.get("sha") or "")
     pf.why_not = session.why_no_pair(sha)
-    # Same code: nothing to pair (unless REV's own environment is asked for, which a pair
-    # of the same code still judges).
-    same = session.code_changes(sha) == () and not session.settings.env_command
-    if pf.why_not is None and same:
-        pf.why_not = f"the code is the baseline commit {sha[:10]}'s: only baseline files differ"
+    label = sha[:10]
+    lead = (
+        f"mxperf: the stored baselines (commit {label}) do not hold on this machine: it runs "
+        f"the calibration probe at {pf.factor:.2f}x their machine's speed (beyond "
+        f"{THRESHOLD:.2f}x)"
+    )
+    # The software is not known before a case: with --mxperf-env-command, pair anyway.
+    if pf.why_not is None and session.nothing_to_pair(sha, software_changed=True):
+        pf.why_not = f"the code is the baseline commit {label}'s: only baseline files differ"
         bench.tell(
-            f"mxperf: the stored baselines (commit {sha[:10]}) do not hold on this machine: it "
-            f"runs the calibration probe at {pf.factor:.2f}x their machine's speed (beyond "
-            f"{THRESHOLD:.2f}x); {pf.why_not}, so no paired run is needed: a case off its "
-            "stored figure is the machine's, unless the software changed"
+            f"{lead}; {pf.why_not}, so no paired run is needed: a case off its stored figure "
+            "is the machine's, unless the software changed"
         )
     if pf.why_not is not None:
         return
     items = bench.item.session.items
     start = items.index(bench.item) if bench.item in items else 0
     pf.nodeids = tuple(i.nodeid for i in items[start:] if is_benchmark(i))
-    label = sha[:10]
     bench.tell(
-        f"mxperf: the stored baselines (commit {label}) do not hold on this machine: it runs "
-        f"the calibration probe at {pf.factor:.2f}x their machine's speed (beyond "
-        f"{THRESHOLD:.2f}x); {len(pf.nodeids)} benchmark(s) are measured in one paired run of "
-        f"{label} and HEAD here, and judged by it"
+        f"{lead}; {len(pf.nodeids)} benchmark(s) are measured in one paired run of {label} "
+        "and HEAD here, and judged by it"
     )
     try:
         pf.data = session.pairer.run(

@@ -78,7 +78,7 @@ class MxperfSession:
         #: The rounds of ``--mxperf-ab``, run once the tests are collected.
         self.paired: PairedData | None = None
         self._pairer: Pairer | None = None
-        self._changes: dict[str, tuple[str, ...] | None] = {}
+        self._same_code: dict[str, bool] = {}
         #: One line on the terminal now, whatever the capture (the plugin's hooks set it).
         self.tell: Callable[[str], None] = _to_stderr
         #: The calibration against the stored baselines, and the joint pair it may have run.
@@ -144,13 +144,16 @@ class MxperfSession:
             return f"the baseline commit {sha[:10]} is not in this clone (shallow clone?)"
         return None
 
-    def code_changes(self, sha: str) -> tuple[str, ...] | None:
-        """Paths where the working tree differs from commit ``sha`` outside the baseline
-        directory (() when its code is ``sha``'s, None when git cannot tell); asked once."""
-        if sha not in self._changes:
+    def nothing_to_pair(self, sha: str, software_changed: bool) -> bool:
+        """A pair of ``sha`` and the working tree could only measure the same code twice: git
+        finds no difference outside the baseline directory (asked once per sha), and no pair
+        in ``sha``'s own environment (--mxperf-env-command) would judge a software change."""
+        if software_changed and self.settings.env_command:
+            return False
+        if sha not in self._same_code:
             found = gitinfo.differs_from(self.run.commit.repo_root, sha, (self.run.baseline_root,))
-            self._changes[sha] = None if found is None else tuple(found)
-        return self._changes[sha]
+            self._same_code[sha] = found == []
+        return self._same_code[sha]
 
     def run_ab(self, nodeids: list[str], progress: Callable[[str], None]) -> None:
         """Measure ``--mxperf-ab``'s revision and the working tree, paired, before the tests."""

@@ -96,16 +96,23 @@ def _detect(
         except Exception:
             branch = None  # detached HEAD
     try:
-        args = ["--porcelain", "--untracked-files=no", "--", "."]
-        for path in exclude:
-            rel = os.path.relpath(path, root) if os.path.isabs(path) else path
-            if not rel.startswith(".."):  # outside the repository: nothing to exclude
-                args.append(f":(exclude){rel}")
+        args = ["--porcelain", "--untracked-files=no", *_pathspec(root, exclude)]
         dirty: bool | None = bool(repo.git.status(*args).strip())
     except Exception:
         dirty = None
     shallow = (Path(repo.git_dir) / "shallow").exists()
     return CommitInfo(sha, date, branch, dirty, source, root, shallow)
+
+
+def _pathspec(root: str, exclude: tuple[str, ...]) -> list[str]:
+    """``-- .`` and an ``:(exclude)`` for each of ``exclude`` (absolute, or relative to
+    ``root``) inside the repository (one outside it has nothing to exclude)."""
+    spec = ["--", "."]
+    for path in exclude:
+        rel = os.path.relpath(path, root) if os.path.isabs(path) else path
+        if not rel.startswith(".."):
+            spec.append(f":(exclude){rel}")
+    return spec
 
 
 def ancestry(repo_root: str | None, sha: str | None, limit: int = 100_000) -> dict[str, int] | None:
@@ -183,12 +190,7 @@ def differs_from(
     repo = _repo(repo_root) if repo_root else None
     if repo is None:
         return None
-    root = str(repo.working_tree_dir)
-    spec = ["--", "."]
-    for path in exclude:
-        rel = os.path.relpath(path, root) if os.path.isabs(path) else path
-        if not rel.startswith(".."):
-            spec.append(f":(exclude){rel}")
+    spec = _pathspec(str(repo.working_tree_dir), exclude)
     try:
         tracked = repo.git.diff("--name-only", "--no-renames", sha, *spec).splitlines()
         untracked = repo.git.ls_files("--others", "--exclude-standard", *spec).splitlines()
