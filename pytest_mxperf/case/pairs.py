@@ -10,6 +10,7 @@ from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.case.evidence import CaseContext, data_parallel, take_profiles
 from pytest_mxperf.judging.changes import sides_line, what_changed
 from pytest_mxperf.judging.explain import (
+    ELSEWHERE,
     explain_arbitrated,
     explain_paired,
     explain_same_code,
@@ -107,7 +108,7 @@ def unconfirmed(
     if verdict.outcome == Outcome.REGRESSED:
         note = f"not confirmed by a paired run ({why_not}): judged against the stored figure"
         if elsewhere:
-            note += " (the baseline was measured on another machine)"
+            note += ELSEWHERE
         return verdict.adding(note)
     if verdict.outcome != Outcome.PASS or tight.outcome != Outcome.REGRESSED:
         return verdict

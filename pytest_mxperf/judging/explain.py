@@ -14,6 +14,13 @@ from pytest_mxperf.judging.pairstats import PairedEstimate
 from pytest_mxperf.judging.verdict import Policy, decide, failed_expectation
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Verdict
 
+#: Said of a baseline all of whose runs other machines stored.
+ELSEWHERE = " (the baseline was measured on another machine)"
+#: What to do when the stored figure does not hold on this machine.
+STORE_HERE = (
+    "Store a baseline for this machine with --mxperf-update (or name it with --mxperf-machine)"
+)
+
 
 def fmt_rate(rate: float | None) -> str:
     return "OOM" if rate is None else f"{rate:.1f} img/s"
@@ -210,7 +217,7 @@ def explain_arbitrated(
     code), then the pair's evidence (``what`` the pair compared: img/s, or a data-parallel
     case's scaling efficiency)."""
     kept = replace(verdict, lines=stored.lines)
-    where = " (the baseline was measured on another machine)" if other_machine else ""
+    where = ELSEWHERE if other_machine else ""
     if estimate is None:
         return kept.adding(f"not confirmed by a paired run: {why_not or 'no pair measured'}{where}")
     pair = pair_summary(estimate, f"baseline commit {rev_label}", paired.CONFIDENCE)
@@ -230,8 +237,7 @@ def explain_arbitrated(
         lead = replace(verdict, lines=stored.lines[:1])
         return lead.adding(
             f"but on this machine {pair}: {what}; the stored figure does not hold here{where}. "
-            "Store a baseline for this machine with --mxperf-update (or name it with "
-            "--mxperf-machine)",
+            f"{STORE_HERE}",
             rounds,
         )
     if verdict.outcome == Outcome.INCONCLUSIVE:
@@ -268,12 +274,11 @@ def explain_same_code(
     """``verdict``, decided from the ``stored`` one for code that is the baseline commit's (only
     the baseline files differ, so no paired run was needed to judge the code), with its
     message: the stored lines (only the lead when the machine is to blame), then why."""
-    where = " (the baseline was measured on another machine)" if other_machine else ""
+    where = ELSEWHERE if other_machine else ""
     same = f"the code is the baseline commit {rev_label}'s (only baseline files differ)"
     if verdict.outcome == Outcome.MACHINE:
         return replace(verdict, lines=stored.lines[:1]).adding(
-            f"but {same}: the stored figure does not hold on this machine{where}. Store a "
-            "baseline for this machine with --mxperf-update (or name it with --mxperf-machine)"
+            f"but {same}: the stored figure does not hold on this machine{where}. {STORE_HERE}"
         )
     kept = replace(verdict, lines=stored.lines)
     if verdict.outcome == Outcome.REGRESSED and changed:
