@@ -34,13 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_mxperf.judging.pairplan import half_width, suggest_rounds
-from pytest_mxperf.measuring.stats import (
-    mean_sd,
-    median_noise,
-    trim_count,
-    trimmed_mean,
-    trimmed_mean_se,
-)
+from pytest_mxperf.measuring.stats import PairedBlocks, mean_sd, median_noise, paired_blocks
 
 #: Default confidence level of the interval (two-sided).
 CONFIDENCE = 0.99
@@ -73,39 +67,52 @@ class PairedRound:
     :param head: HEAD's median images/sec in this round.
     :param rev_blocks: REV's per-block images/sec (the within-process noise); may be empty.
     :param head_blocks: the same for HEAD.
-    :param pair_logs: ``log(head_i / rev_i)`` of blocks the two sides timed in turns (lock-step
-        sides, `pytest_mxperf.paired.turns`); when given, they make the round's ratio and its noise.
+    :param pairs: ``(rev_i, head_i)`` images/sec of the blocks the two sides timed in turns
+        (lock-step sides, `pytest_mxperf.paired.turns`); when two or more are given, they make
+        the round's ratio and its noise (`stats.paired_blocks`).
     """
 
     rev: float
     head: float
     rev_blocks: tuple[float, ...] = ()
     head_blocks: tuple[float, ...] = ()
-    pair_logs: tuple[float, ...] = ()
+    pairs: tuple[tuple[float, float], ...] = ()
+
+    @property
+    def pair_logs(self) -> tuple[float, ...]:
+        """``log(head_i / rev_i)`` of the block pairs."""
+        return tuple(math.log(h / r) for r, h in self.pairs)
+
+    @property
+    def blocks(self) -> PairedBlocks | None:
+        """The block pairs' throughput ratio and its error; None with fewer than two pairs."""
+        if len(self.pairs) < 2:
+            return None
+        rev, head = zip(*self.pairs)
+        return paired_blocks(rev, head)
 
     @property
     def ratio(self) -> float:
-        """HEAD/REV of this round: with block pairs, their 20% trimmed mean (from 5 pairs on the
-        highest and lowest fifth left out: a burst that hit one block moves it little); else the
+        """HEAD/REV of this round: with block pairs, the ratio of the two sides' throughputs
+        over them (a loss that comes in lumps is all in it, `stats.paired_blocks`); else the
         ratio of the two medians."""
-        if len(self.pair_logs) >= 2:
-            return math.exp(trimmed_mean(self.pair_logs))
-        return self.head / self.rev
+        blocks = self.blocks
+        return math.exp(blocks.log_ratio) if blocks else self.head / self.rev
 
     @property
     def within_noise(self) -> float:
         """SD of this round's log ratio that the noise within the round explains: the standard
-        error of the block pairs' trimmed mean (robust to the odd block a burst hit), or the
-        two processes' own block noise."""
-        if len(self.pair_logs) >= 2:
-            return trimmed_mean_se(self.pair_logs)
+        error of the block pairs' throughput ratio, or the two processes' own block noise."""
+        blocks = self.blocks
+        if blocks:
+            return blocks.se
         return math.hypot(median_noise(self.rev_blocks), median_noise(self.head_blocks))
 
     @property
     def within_df(self) -> int:
         """Degrees of freedom of :attr:`within_noise` (0: none known, e.g. from medians)."""
-        n = len(self.pair_logs)
-        return max(n - 2 * trim_count(n) - 1, 0) if n >= 2 else 0
+        blocks = self.blocks
+        return blocks.used - 1 if blocks else 0
 
 
 @dataclass(frozen=True)
@@ -184,7 +191,7 @@ def _degrees_of_freedom(rounds: Sequence[PairedRound], sd_between: float, sd_wit
 
     The interval takes the larger of the spread between rounds (``n - 1`` degrees of freedom)
     and the spread the rounds' own block pairs predict for a round (their degrees of freedom
-    summed: ``n_pairs - 2 * trimmed - 1`` a round). When the rounds agree at least as well as
+    summed: ``pairs counted - 1`` a round). When the rounds agree at least as well as
     their blocks predict, the blocks' noise sets the width and it is known from many pairs, so
     three rounds of 5 pairs are not judged with the t quantile of 2 degrees of freedom (9.9 at
     99%) that one spread estimated from three numbers would need. A spread between rounds larger
@@ -206,8 +213,8 @@ def _check_round(i: int, rnd: PairedRound) -> None:
         bad = [b for b in blocks if not (math.isfinite(b) and b > 0)]
         if bad:
             raise ValueError(f"round {i}: {side} block rates must be positive, got {bad[0]}")
-    if not all(math.isfinite(x) for x in rnd.pair_logs):
-        raise ValueError(f"round {i}: block-pair log ratios must be finite numbers")
+    if not all(math.isfinite(x) and x > 0 for pair in rnd.pairs for x in pair):
+        raise ValueError(f"round {i}: block-pair rates must be positive numbers")
 
 
 def paired_estimate(

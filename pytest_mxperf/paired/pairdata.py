@@ -3,7 +3,6 @@ pairs, paired estimates, cases still undecided (their JSON record: `pairjson`)."
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -133,7 +132,7 @@ class PairedData:
                 head=b.images_per_sec or 0.0,
                 rev_blocks=tuple(a.measurement.block_rates) if a.measurement else (),
                 head_blocks=tuple(b.measurement.block_rates) if b.measurement else (),
-                pair_logs=block_pairs(a, b),
+                pairs=block_pairs(a, b),
             )
             for a, b in pairs
         ]
@@ -170,16 +169,16 @@ class PairedData:
         return paired.paired_estimate(rounds, min_effect=min_effect)
 
 
-def block_pairs(rev: CaseResult, head: CaseResult) -> tuple[float, ...]:
-    """``log(head_i / rev_i)`` of the blocks both sides timed in turns (lock-step); () when
-    either measured alone."""
+def block_pairs(rev: CaseResult, head: CaseResult) -> tuple[tuple[float, float], ...]:
+    """``(rev_i, head_i)`` images/sec of the blocks both sides timed in turns (lock-step); ()
+    when either measured alone."""
     a, b = rev.measurement, head.measurement
     if a is None or b is None or not (a.extra.get("interleaved") and b.extra.get("interleaved")):
         return ()
     ra, rb = a.block_rates, b.block_rates
     if len(ra) != len(rb) or len(ra) < 2:
         return ()
-    return tuple(math.log(y / x) for x, y in zip(ra, rb))
+    return tuple(zip(ra, rb))
 
 
 def undecided(data: PairedData, keys: Sequence[str], min_effect: float) -> list[str]:

@@ -21,7 +21,7 @@ The messages:
   report ``{"done": 1, "rate": items_per_sec}``; the answer is ``block`` again or ``end``) or
   ``solo`` (the other side has no such case now: measure it alone, as a side does without
   lock-step). The controller gives ``PAIRS`` block pairs, and two more at a time up to
-  ``MAX_PAIRS`` while the pairs' trimmed mean of log ratios has a standard error above
+  ``MAX_PAIRS`` while the pairs' throughput ratio has a standard error above
   ``TARGET_SE``: a quiet machine stops at 5 pairs, a noisy one buys certainty where it is
   short, within the round;
 - ``{"ready": key, "nodeid": id, "solo": true}`` before a case that cannot be timed block by
@@ -41,14 +41,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_mxperf.config.side import Turns
-from pytest_mxperf.measuring.stats import trimmed_mean_se
+from pytest_mxperf.measuring.stats import paired_blocks
 from pytest_mxperf.system import cpus as cpu_sets
 
 #: Block pairs per case per round in lock-step (each side times at least this many 0.1 s
@@ -218,15 +217,17 @@ class Conductor:
 
     def _more_pairs(self) -> None:
         """The case's planned pairs are timed: two more pairs (the next ABBA) while both sides
-        reported every block, fewer than ``max_pairs`` are done and the pairs' trimmed mean is
+        reported every block, fewer than ``max_pairs`` are done and the pairs' throughput ratio is
         less certain than ``target_se``; else the case's lock-step ends."""
         first, second = self.order
         done = len(self.rates[first])
-        if done == len(self.rates[second]) and self.pairs <= done < self.max_pairs:
-            logs = [math.log(h / r) for r, h in zip(self.rates[first], self.rates[second])]
-            if trimmed_mean_se(logs) > self.target_se:
-                self.sequence = self._abba(done, min(done + 2, self.max_pairs))
-                return
+        if (
+            done == len(self.rates[second])
+            and self.pairs <= done < self.max_pairs
+            and paired_blocks(self.rates[first], self.rates[second]).se > self.target_se
+        ):
+            self.sequence = self._abba(done, min(done + 2, self.max_pairs))
+            return
         self.rates.clear()
 
     def _wake(self, *replies: tuple[str, str]) -> list[tuple[str, str]]:

@@ -23,19 +23,21 @@ def one_run(
     rng: random.Random, true: float, pair_sd: float, hit: float, tau: float, pairs: int
 ) -> list[PairedRound]:
     """Three rounds: each a process effect (SD ``tau``) shared by its pairs, each pair's log
-    ratio with SD ``pair_sd``, and with probability ``hit`` one block of the pair slowed by a
-    burst of 10-60%."""
+    ratio with SD ``pair_sd`` (half of its variance on each side's block), and with probability
+    ``hit`` one block of the pair, either side's, slowed by a burst of 10-60%."""
     rounds = []
+    side_sd = pair_sd / math.sqrt(2.0)
     for _ in range(3):
         process = rng.gauss(0.0, tau)
-        logs = []
+        pairs_timed = []
         for _ in range(pairs):
-            x = math.log(true) + process + rng.gauss(0.0, pair_sd)
+            rev = 100.0 * math.exp(rng.gauss(0.0, side_sd))
+            head = 100.0 * true * math.exp(process + rng.gauss(0.0, side_sd))
             if rng.random() < hit:
-                slow = math.log(1.0 - rng.uniform(0.1, 0.6))
-                x += slow if rng.random() < 0.5 else -slow
-            logs.append(x)
-        rounds.append(PairedRound(100.0, 100.0, pair_logs=tuple(logs)))
+                slow = 1.0 - rng.uniform(0.1, 0.6)
+                rev, head = (rev * slow, head) if rng.random() < 0.5 else (rev, head * slow)
+            pairs_timed.append((rev, head))
+        rounds.append(PairedRound(100.0, 100.0, pairs=tuple(pairs_timed)))
     return rounds
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from paired_data import rounds_from
+from paired_data import pairs_of, rounds_from
 
 from pytest_mxperf.judging.pairplan import MAX_SUGGESTED_ROUNDS, could_still_regress
 from pytest_mxperf.judging.pairstats import (
@@ -206,30 +206,30 @@ def test_the_estimate_is_a_frozen_record() -> None:
 
 
 def test_a_round_timed_in_turns_takes_its_ratio_and_noise_from_the_block_pairs() -> None:
-    # Five pairs: the highest and lowest (a burst in one block) are left out of the mean.
-    logs = (math.log(0.9), math.log(0.95), math.log(0.96), math.log(0.97), math.log(1.5))
-    rnd = PairedRound(100.0, 100.0, pair_logs=logs)
-    assert rnd.ratio == pytest.approx(math.exp((logs[1] + logs[2] + logs[3]) / 3))
-    # Its noise: the SD of the pairs winsorized at the same share (the burst counts as the
-    # next-worst pair, not as +50%), over (1 - 2/5) * sqrt(5); 2 degrees of freedom (5 - 2 - 1).
-    wins = (logs[1], logs[1], logs[2], logs[3], logs[3])
-    mean = sum(wins) / 5
-    sd = math.sqrt(sum((x - mean) ** 2 for x in wins) / 4)
-    assert rnd.within_noise == pytest.approx(sd / (0.6 * math.sqrt(5)))
-    assert rnd.within_noise < 0.01  # the plain SD of the five would say 9%
-    assert rnd.within_df == 2
-    # Fewer than 5 pairs: the plain mean; fewer than 2: the medians' ratio.
-    assert PairedRound(100.0, 100.0, pair_logs=logs[:2]).ratio == pytest.approx(
-        math.exp((logs[0] + logs[1]) / 2)
-    )
-    assert PairedRound(100.0, 90.0, pair_logs=logs[:1]).ratio == pytest.approx(0.9)
+    # Five pairs, one of them a burst (HEAD's block 50% faster): each side's throughput is its
+    # items over its time (the harmonic mean of its block rates), every pair counted.
+    rev = (100.0, 100.0, 100.0, 100.0, 100.0)
+    head = (90.0, 95.0, 96.0, 97.0, 150.0)
+    rnd = PairedRound(100.0, 100.0, pairs=tuple(zip(rev, head)))
+    throughput = 5 / sum(1 / h for h in head)
+    assert rnd.ratio == pytest.approx(throughput / 100.0)
+    # Its noise, the delta method's: the SD of t_rev/mean(t_rev) - t_head/mean(t_head) over
+    # sqrt(5), with 4 degrees of freedom; the burst makes it wide (more pairs are bought).
+    t_head = [1 / h for h in head]
+    d = [1.0 - t / (sum(t_head) / 5) for t in t_head]
+    assert rnd.within_noise == pytest.approx(math.sqrt(sum(x * x for x in d) / 4 / 5))
+    assert rnd.within_noise > 0.05
+    assert rnd.within_df == 4
+    assert rnd.pair_logs == pytest.approx([math.log(h / 100.0) for h in head])
+    # Fewer than 2 pairs: the medians' ratio.
+    assert PairedRound(100.0, 90.0, pairs=((100.0, 95.0),)).ratio == pytest.approx(0.9)
 
 
 def test_block_pairs_decide_a_pair_whose_medians_drifted() -> None:
     # The machine sped up and slowed down between rounds: the medians' ratios disagree, the
     # blocks timed in turns do not (HEAD 4% slower in every pair).
-    pairs = tuple([math.log(0.96)] * 5)
-    rounds = [PairedRound(100.0, head, pair_logs=pairs) for head in (110.0, 85.0, 97.0) * 2]
+    pairs = pairs_of([math.log(0.96)] * 5)
+    rounds = [PairedRound(100.0, head, pairs=pairs) for head in (110.0, 85.0, 97.0) * 2]
     est = paired_estimate(rounds)
     assert est.ratio == pytest.approx(0.96)
     assert est.decision is Decision.SAME and est.significant  # certain, and under 5%
@@ -238,5 +238,6 @@ def test_block_pairs_decide_a_pair_whose_medians_drifted() -> None:
 
 
 def test_a_block_pair_that_is_not_a_number_is_named() -> None:
-    with pytest.raises(ValueError, match="round 1: block-pair log ratios must be finite"):
-        paired_estimate([PairedRound(1.0, 1.0), PairedRound(1.0, 1.0, pair_logs=(math.nan, 0.0))])
+    bad = ((1.0, math.nan), (1.0, 1.0))
+    with pytest.raises(ValueError, match="round 1: block-pair rates must be positive numbers"):
+        paired_estimate([PairedRound(1.0, 1.0), PairedRound(1.0, 1.0, pairs=bad)])
