@@ -147,11 +147,14 @@ def decide_paired(estimate: PairedEstimate | None, policy: Policy) -> Verdict:
         Decision.UNKNOWN: Outcome.INCONCLUSIVE,
     }[estimate.decision]
     failed = outcome == Outcome.REGRESSED or (outcome == Outcome.INCONCLUSIVE and policy.strict)
+    # The interval that decided: a pass rests on the equivalence interval (its message names
+    # both); the 99% one, two rounds in, can be ten times as wide and would read as noise.
+    same = outcome == Outcome.PASS
     return Verdict(
         outcome,
         failed,
         change=estimate.ratio - 1,
-        interval=(estimate.low, estimate.high),
+        interval=(estimate.same_low, estimate.same_high) if same else (estimate.low, estimate.high),
         rounds=estimate.n_rounds,
     )
 

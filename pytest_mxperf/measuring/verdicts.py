@@ -62,7 +62,8 @@ class Verdict:
     baseline_images_per_sec: float | None = None
     baseline_commit: str | None = None
     expected: float | None = None
-    #: Paired evidence: the confidence interval of HEAD/REV img/s, and the rounds it rests on.
+    #: Paired evidence: the interval of HEAD/REV img/s that decided (a pass: the equivalence
+    #: interval; else the 99% one), and the rounds it rests on.
     interval: tuple[float, float] | None = None
     rounds: int | None = None
     #: Data-parallel cases: the stored efficiency at this world size, the relative change of

@@ -102,3 +102,16 @@ def test_an_unstable_case_the_pair_cannot_decide_says_so_without_blaming_changes
     assert "a paired run could not decide either: HEAD vs baseline commit abc" in text
     assert "without the baseline's software" not in text
     assert "what changed since the baseline" not in text
+
+
+def test_a_pass_carries_the_interval_that_decided_it() -> None:
+    # Two rounds that agree: the 90% equivalence interval decides (and the table shows it);
+    # the 99% interval of a t with one degree of freedom is many times wider.
+    est = paired_estimate([PairedRound(100.0, 100.2), PairedRound(100.0, 99.9)])
+    verdict = decide_paired(est, Policy())
+    assert verdict.outcome is Outcome.PASS
+    assert est is not None and verdict.interval == (est.same_low, est.same_high)
+    assert (est.high - est.low) > 3 * (est.same_high - est.same_low)
+    assert SLOWER.interval is not None and SLOWER.interval[1] < 1.0  # a failure: the 99% one
+    est_slow = paired_estimate([PairedRound(100.0, 90.0)] * 3)
+    assert SLOWER.interval == (est_slow.low, est_slow.high)
