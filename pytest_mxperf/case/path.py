@@ -25,7 +25,7 @@ from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.expectation import Expectation
 from pytest_mxperf.config.markers import MarkerSpec
 from pytest_mxperf.judging.verdict import Policy, suspected
-from pytest_mxperf.measuring import sweep as sweeps
+from pytest_mxperf.measuring import dtype_support
 from pytest_mxperf.measuring.measure import MeasureConfig, Measurement
 from pytest_mxperf.measuring.protocol import Backend, PrepareSpec
 from pytest_mxperf.measuring.records import CaseResult, Status
@@ -78,8 +78,8 @@ class CaseBench:
         if dtype in ("float32", "float16") and kind == "gpu":
             return None  # nothing to ask the back end
         features = str(self.backend.software().get("mxnet_features", ""))
-        return sweeps.unsupported_dtype(
-            dtype, kind, mode, flags=sweeps.cpu_flags(), features=features
+        return dtype_support.unsupported_dtype(
+            dtype, kind, mode, flags=dtype_support.cpu_flags(), features=features
         )
 
     def label(self, model: str | None) -> str:

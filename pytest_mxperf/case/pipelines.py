@@ -15,7 +15,9 @@ from pytest_mxperf.measuring.measure import MeasureConfig
 from pytest_mxperf.measuring.protocol import PrepareSpec
 from pytest_mxperf.measuring.records import CaseResult, Status
 from pytest_mxperf.measuring.runner import USAGE_ERRORS, CaseRun
+from pytest_mxperf.pipelines import input_bound
 from pytest_mxperf.pipelines import pipeline as pipelines
+from pytest_mxperf.pipelines import source as sources
 
 
 def pipeline(
@@ -52,7 +54,7 @@ def _peek(bench: CaseBench, source: Any) -> tuple[int, ...] | str:
     exception: what makes a later batch's case an ERROR row); usage errors propagate."""
     clock, timeout = bench.backend.clock, bench.settings.pipeline_timeout
     try:
-        return pipelines.peek_shape(source, clock=clock, timeout=timeout)
+        return sources.peek_shape(source, clock=clock, timeout=timeout)
     except USAGE_ERRORS:
         raise
     except Exception as exc:
@@ -80,7 +82,7 @@ def _errored(error: str) -> Runner:
 def pipeline_case(
     bench: CaseBench, source: Any, batch_size: int | None, model: str | None, name: str | None
 ) -> CaseResult:
-    size = batch_size or pipelines.declared_batch(source)
+    size = batch_size or sources.declared_batch(source)
     if size is None:
         peeked = _peek(bench, source)
         if isinstance(peeked, str):
@@ -118,7 +120,7 @@ def end_to_end(
     shape = _peek(bench, source)
     if isinstance(shape, str):
         # As a timeout at a later batch: an ERROR row, when the batch size is known.
-        size = batch_size or pipelines.declared_batch(source)
+        size = batch_size or sources.declared_batch(source)
         model, name = options.pop("model", None), options.pop("name", None) or "e2e"
         if size is None:
             _no_first_batch(f"training {bench.label(model)} (data=)", shape, "its shape")
@@ -126,7 +128,7 @@ def end_to_end(
             net, "training", size, model=model, name=name, runner=_errored(shape), **options
         )
     if batch_size is not None and batch_size != shape[0]:
-        raise pipelines.PipelineError(
+        raise sources.PipelineError(
             f"batch_size={batch_size} but the source yields batches of {shape[0]}"
         )
     options.setdefault("input_shape", shape[1:])
@@ -155,15 +157,15 @@ def end_to_end(
         if m is None or verdict is None or "model_alone" not in m.extra:
             return result
         pipe = m.extra.get("pipeline_alone")
-        bound = pipelines.decide_input_bound(
+        bound = input_bound.decide_input_bound(
             m,
-            pipelines.Figure(**m.extra["model_alone"]),
-            None if pipe is None else pipelines.Figure(**pipe),
+            input_bound.Figure(**m.extra["model_alone"]),
+            None if pipe is None else input_bound.Figure(**pipe),
         )
         if bound is None:
             return result
-        text = pipelines.explain_input_bound(str(result.key), bound, points)
-        return replace(result, verdict=pipelines.input_bound_verdict(verdict, text))
+        text = input_bound.explain_input_bound(str(result.key), bound, points)
+        return replace(result, verdict=input_bound.input_bound_verdict(verdict, text))
 
     return bench.case(
         net,

@@ -20,11 +20,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-# The `name as name` imports are re-exports for fixture.py and options.py only (another branch
-# is splitting them): once they import these from dtype_support / sweep_memory, drop them.
-from pytest_mxperf.measuring.dtype_support import FP16_CPU_REASON as FP16_CPU_REASON
-from pytest_mxperf.measuring.dtype_support import cpu_flags as cpu_flags
-from pytest_mxperf.measuring.dtype_support import unsupported_dtype as unsupported_dtype
 from pytest_mxperf.measuring.sweep_memory import MemoryBudget, mib
 
 AUTO = "auto"

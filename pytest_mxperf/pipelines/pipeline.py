@@ -18,17 +18,8 @@ from pytest_mxperf.measuring.measure import MeasureConfig, Measurement, measure
 from pytest_mxperf.measuring.protocol import Backend, PrepareSpec, SpecError
 from pytest_mxperf.measuring.records import Status
 from pytest_mxperf.measuring.runner import USAGE_ERRORS, CaseRun, record_failure, run_case
-
-# The `name as name` imports are re-exports for fixture.py only (another branch is splitting
-# it): once it imports them from pipeline_source / input_bound, drop them.
-from pytest_mxperf.pipelines.input_bound import Figure as Figure
-from pytest_mxperf.pipelines.input_bound import decide_input_bound as decide_input_bound
-from pytest_mxperf.pipelines.input_bound import explain_input_bound as explain_input_bound
-from pytest_mxperf.pipelines.input_bound import input_bound_verdict as input_bound_verdict
+from pytest_mxperf.pipelines.input_bound import Figure
 from pytest_mxperf.pipelines.source import Fetcher, batch_arrays
-from pytest_mxperf.pipelines.source import PipelineError as PipelineError
-from pytest_mxperf.pipelines.source import declared_batch as declared_batch
-from pytest_mxperf.pipelines.source import peek_shape as peek_shape
 
 #: Shortest timed block of a data source alone, in seconds.
 PIPELINE_BLOCK_TIME = 0.5
