@@ -102,6 +102,7 @@ class CaseBench:
         dtype: str = "float32",
         runner: Runner | None = None,
         after: After | None = None,
+        alone: bool = False,
         **options: Any,
     ) -> CaseResult:
         check_positive("batch_size", batch_size)
@@ -135,9 +136,9 @@ class CaseBench:
             adopted = None if joint is None else fixture_pair.adopt_head(result, joint)
             if adopted is not None:
                 return stored.judge_stored(self, adopted)  # its figure is HEAD's from the pair
-            return stored.measure(self, result, net, spec, runner)
+            return stored.measure(self, result, net, spec, runner, alone=alone)
 
-        return self.through(result, [(kind, index)], measure, after)
+        return self.through(result, [(kind, index)], measure, after, alone=alone)
 
     def through(
         self,
@@ -153,7 +154,10 @@ class CaseBench:
         the stored baseline) inside the locks of ``devices`` ((kind, index) each), a suspected
         verdict arbitrated outside them; then the evidence, ``after``, the case kept and its
         warnings said. ``alone``: in a lock-step side, the whole of ``measure`` is one turn of
-        the baton (a data-parallel launch, whose ranks the baton cannot reach)."""
+        the baton (a data-parallel launch, whose ranks the baton cannot reach; an input
+        pipeline, whose loader threads and workers would refill their prefetch queues during the
+        other side's blocks: work beside a timed block, and batches ready for free at the start
+        of the side's next one)."""
         if self.settings.ab:
             # Paired mode: the side processes measured this case; judge the pair.
             result = self._finish_pair(self.judge_pair(result))

@@ -102,7 +102,9 @@ def pipeline_case(
         )
 
     ctx = bench.backend.context("cpu", 0)  # decoding runs on the host
-    return bench.case(source, "pipeline", size, model=model, name=name, ctx=ctx, runner=runner)
+    return bench.case(
+        source, "pipeline", size, model=model, name=name, ctx=ctx, runner=runner, alone=True
+    )
 
 
 def end_to_end(
@@ -175,5 +177,6 @@ def end_to_end(
         name=name,
         runner=runner,
         after=after,
+        alone=True,
         **options,
     )

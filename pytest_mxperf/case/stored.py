@@ -34,10 +34,17 @@ Judging = tuple[Optional[BaselineRef], list[Expectation], Optional[str], Policy]
 
 
 def measure(
-    bench: CaseBench, result: CaseResult, net: Any, spec: PrepareSpec, runner: Runner | None = None
+    bench: CaseBench,
+    result: CaseResult,
+    net: Any,
+    spec: PrepareSpec,
+    runner: Runner | None = None,
+    *,
+    alone: bool = False,
 ) -> tuple[CaseResult, BaselineRef | None]:
     """Measure the case of ``result`` (with ``runner``, default `run_case`) and judge it; returns
-    the measured and judged result and its stored baseline."""
+    the measured and judged result and its stored baseline. ``alone``: a lock-step side times
+    it in one turn of its own (`CaseBench.through`), not block by block in turns."""
     settings = bench.settings
     result, judging = judging_for(bench, result)
     ref, expectations, _, policy = judging
@@ -59,7 +66,7 @@ def measure(
         steps = bench.session.block_plan.get(str(result.key))
         if steps is not None:
             config = replace(config, steps_per_block=steps)
-    if bench.session.baton is not None:
+    if bench.session.baton is not None and not alone:
         turns = CaseTurns(bench.session.baton, bench.item.nodeid, str(result.key))
         config = replace(config, interleave=turns)
 

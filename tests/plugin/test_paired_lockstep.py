@@ -91,6 +91,70 @@ def test_both_sides_run_pinned_to_the_same_cpus(
     assert sorted(os.sched_getaffinity(0)) == usable  # the controller is not pinned
 
 
+TURNS_SUITE = """
+import os
+from pathlib import Path
+
+import pytest
+from pytest_mxperf.paired import turns
+from pytest_mxperf.testing import FakeArray, FakeModel
+
+@pytest.fixture(autouse=True)
+def spy(monkeypatch):
+    def record(how, key):
+        out = Path(os.environ["TURNS_DIR"]) / f"{os.getpid()}.{how}"
+        with out.open("a") as f:
+            f.write(key + "\\n")
+
+    ready, alone = turns.Baton.ready, turns.Baton.alone
+
+    def in_turns(self, nodeid, key):
+        record("ready", key)
+        return ready(self, nodeid, key)
+
+    def on_its_own(self, nodeid, key):
+        record("alone", key)
+        return alone(self, nodeid, key)
+
+    monkeypatch.setattr(turns.Baton, "ready", in_turns)
+    monkeypatch.setattr(turns.Baton, "alone", on_its_own)
+
+class Source:
+    def __init__(self, backend):
+        self.backend = backend
+
+    def __iter__(self):
+        for _ in range(6):
+            self.backend.now += 0.01
+            yield FakeArray((8, 1))
+
+def test_model(mxperf):
+    mxperf.inference(FakeModel(100.0), batch_size=8, model="net")
+
+def test_loader(mxperf, mxperf_backend):
+    mxperf.pipeline(Source(mxperf_backend), model="loader")
+"""
+
+
+def test_a_pipeline_is_timed_in_a_turn_of_its_own(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A loader's threads and workers refill their queues whenever it is not timing: block by
+    # block in turns, they would work beside the other side's blocks.
+    seen = fake_pytester.path / "seen"
+    seen.mkdir()
+    monkeypatch.setenv("TURNS_DIR", str(seen))
+    fake_pytester.makepyfile(test_suite=TURNS_SUITE)
+    commit("base")
+    _paired(fake_pytester, "HEAD").assert_outcomes(passed=2)
+    calls: dict[str, list[str]] = {"ready": [], "alone": []}
+    for path in seen.iterdir():
+        calls[path.name.split(".")[1]] += path.read_text().split()
+    assert set(calls["ready"]) == {"net/inference/float32/bs8/cpu"}
+    assert set(calls["alone"]) == {"loader/pipeline/float32/bs8/cpu"}
+    assert len(calls["alone"]) == 4  # 2 rounds, 2 sides
+
+
 @pytest.mark.parametrize("lockstep", ["on", "off"])
 def test_sides_time_their_blocks_in_turns_unless_told_not_to(
     fake_pytester: pytest.Pytester, commit: Callable[[str], str], lockstep: str
@@ -109,7 +173,7 @@ def test_sides_time_their_blocks_in_turns_unless_told_not_to(
                 "steady/inference/float32/bs8/cpu",
             }
             for case in blocks.values():
-                # In turns: the controller's 5 block pairs per case, flagged; alone: the
+                # In turns: the controller's turns.PAIRS block pairs per case, flagged; alone: the
                 # side's own count (at least 3).
                 assert case["interleaved"] is (lockstep == "on")
                 if lockstep == "on":
