@@ -84,12 +84,11 @@ def _slower_model_fails_others_pass(
 
 
 def test_identical_reruns_pass_and_a_slower_model_fails_others_pass(
-    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+    real_pytester: pytest.Pytester, commit: Callable[[str], str]
 ) -> None:
-    (fake_pytester.path / "conftest.py").unlink()  # measure with the real MXNet back end
-    fake_pytester.makepyfile(test_suite=REAL_SUITE)
+    real_pytester.makepyfile(test_suite=REAL_SUITE)
     commit("suite")
-    stored = fake_pytester.runpytest_subprocess("--mxperf", "--mxperf-update")
+    stored = real_pytester.runpytest_subprocess("--mxperf", "--mxperf-update")
     stored.assert_outcomes(passed=2)
-    _identical_reruns(fake_pytester)
-    _slower_model_fails_others_pass(fake_pytester, commit)
+    _identical_reruns(real_pytester)
+    _slower_model_fails_others_pass(real_pytester, commit)
