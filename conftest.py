@@ -129,6 +129,18 @@ def fake_pytester(
 
 
 @pytest.fixture
+def real_pytester(
+    fake_pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> pytest.Pytester:
+    """`fake_pytester` whose runs measure with the real MXNet back end (no conftest.py of the
+    fake one): the fork servers of their paired runs preload MXNet, as a user's run's do (the
+    default), so no side pays ``import mxnet`` again (a second or more a side)."""
+    (fake_pytester.path / "conftest.py").unlink()
+    monkeypatch.delenv(PRELOAD_ENV)
+    return fake_pytester
+
+
+@pytest.fixture
 def commit(fake_pytester: pytest.Pytester) -> Callable[[str], str]:
     """Turn the pytester directory into a git repository; ``commit(msg)`` commits all, -> sha."""
     path = fake_pytester.path

@@ -48,18 +48,17 @@ def tagged_pids(tag: str) -> list[int]:
 
 
 def test_dist_sync_through_the_fixture(
-    fake_pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    real_pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (fake_pytester.path / "conftest.py").unlink()  # measure with the real MXNet back end
-    shutil.copy(MODELS, fake_pytester.path / MODELS.name)
-    fake_pytester.makepyfile(test_dp=SUITE)
+    shutil.copy(MODELS, real_pytester.path / MODELS.name)
+    real_pytester.makepyfile(test_dp=SUITE)
     tag = uuid.uuid4().hex
     monkeypatch.setenv("MXPERF_TEST_TAG", tag)
     monkeypatch.setenv("PYTEST_MXPERF_COMMIT", "b" * 40)
     for name in ("MXPERF_TEST_INJECT_FLOATS", "MXPERF_TEST_DIE_AT", "MXPERF_TEST_HANG_AT"):
         monkeypatch.delenv(name, raising=False)
 
-    stored = fake_pytester.runpytest_subprocess(
+    stored = real_pytester.runpytest_subprocess(
         "--mxperf", "--mxperf-update", "--mxperf-json", "report.json", *SHORT
     )
     stored.assert_outcomes(passed=1)
@@ -67,7 +66,7 @@ def test_dist_sync_through_the_fixture(
         ["*mxperf: data-parallel scaling*", "case*devices*img/s*efficiency*", "mlp ?dist_sync?*2*"]
     )
     assert tagged_pids(tag) == []
-    data = json.loads((fake_pytester.path / "report.json").read_text())
+    data = json.loads((real_pytester.path / "report.json").read_text())
     (case,) = data["cases"]
     assert case["key"] == KEY and case["status"] == "ok"
     s = case["scaling"]
@@ -82,7 +81,7 @@ def test_dist_sync_through_the_fixture(
     # 2M floats per worker and step through the one server: the exchange dominates the step
     # by construction, so the efficiency falls and the kvstore share rises.
     monkeypatch.setenv("MXPERF_TEST_INJECT_FLOATS", str(2_000_000))
-    slow = fake_pytester.runpytest_subprocess(
+    slow = real_pytester.runpytest_subprocess(
         "--mxperf", "--mxperf-confirm", "0", "--mxperf-json", "report.json", *SHORT
     )
     slow.assert_outcomes(failed=1)
@@ -96,7 +95,7 @@ def test_dist_sync_through_the_fixture(
             "communication grew (efficiency *% -> *%)*",
         ]
     )
-    (case,) = json.loads((fake_pytester.path / "report.json").read_text())["cases"]
+    (case,) = json.loads((real_pytester.path / "report.json").read_text())["cases"]
     assert case["verdict"]["status"] == "regressed"
     assert case["scaling"]["comm_share"] > s["comm_share"]
     assert tagged_pids(tag) == []
@@ -120,17 +119,16 @@ def test_after(mxperf):
 
 
 def test_dist_timeout_ends_every_rank_and_fails_only_that_case(
-    fake_pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    real_pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (fake_pytester.path / "conftest.py").unlink()  # the real MXNet back end
-    shutil.copy(MODELS, fake_pytester.path / MODELS.name)
-    fake_pytester.makepyfile(test_dp=HANG_SUITE)
+    shutil.copy(MODELS, real_pytester.path / MODELS.name)
+    real_pytester.makepyfile(test_dp=HANG_SUITE)
     tag = uuid.uuid4().hex
     monkeypatch.setenv("MXPERF_TEST_TAG", tag)
     monkeypatch.setenv("MXPERF_TEST_HANG_AT", "0:1")  # worker 0 sleeps from its first step
     for name in ("MXPERF_TEST_INJECT_FLOATS", "MXPERF_TEST_DIE_AT"):
         monkeypatch.delenv(name, raising=False)
-    result = fake_pytester.runpytest_subprocess(
+    result = real_pytester.runpytest_subprocess(
         "--mxperf",
         "--mxperf-dist-timeout",  # the hang is certain: the ranks need not have started
         "2",
@@ -142,6 +140,6 @@ def test_dist_timeout_ends_every_rank_and_fails_only_that_case(
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*dist_sync with 1 workers did not finish within 2 s*"])
     assert tagged_pids(tag) == []
-    data = json.loads((fake_pytester.path / "report.json").read_text())
+    data = json.loads((real_pytester.path / "report.json").read_text())
     status = {c["key"]: c["status"] for c in data["cases"]}
     assert status == {KEY: "error", "mlp/training/float32/bs16/cpu": "ok"}

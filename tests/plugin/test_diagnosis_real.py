@@ -31,14 +31,13 @@ def test_mlp(mxperf):
 
 
 def test_added_dense_block_is_named_first(
-    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+    real_pytester: pytest.Pytester, commit: Callable[[str], str]
 ) -> None:
-    (fake_pytester.path / "conftest.py").unlink()  # measure with the real MXNet back end
-    fake_pytester.makepyfile(test_suite=NET_SUITE.format(extra=0))
+    real_pytester.makepyfile(test_suite=NET_SUITE.format(extra=0))
     commit("base")
-    fake_pytester.makepyfile(test_suite=NET_SUITE.format(extra=1))
+    real_pytester.makepyfile(test_suite=NET_SUITE.format(extra=1))
     commit("an extra dense block")
-    result = fake_pytester.runpytest_subprocess(
+    result = real_pytester.runpytest_subprocess(
         "--mxperf",
         "--mxperf-ab",
         "HEAD~1",
@@ -57,7 +56,7 @@ def test_added_dense_block_is_named_first(
         "-W",
         "default::pytest.PytestWarning",
     )
-    (case,) = json.loads((fake_pytester.path / "report.json").read_text())["cases"]
+    (case,) = json.loads((real_pytester.path / "report.json").read_text())["cases"]
     message = case["verdict"]["message"]
     print(message)
     assert case["verdict"]["status"] == "regressed", message

@@ -192,14 +192,13 @@ def test_mobilenet(mxperf, images):
 
 
 def test_real_input_bound_and_compute_bound(
-    fake_pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory
+    real_pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     pytest.importorskip("mxnet")
-    (fake_pytester.path / "conftest.py").unlink()  # the real MXNet back end
-    fake_pytester.makepyfile(test_real=REAL_SUITE)
+    real_pytester.makepyfile(test_real=REAL_SUITE)
     cache = os.environ.get("PYTEST_MXPERF_DATA_CACHE") or str(tmp_path_factory.mktemp("img"))
-    fake_pytester._monkeypatch.setenv("PYTEST_MXPERF_DATA_CACHE", cache)
-    result = fake_pytester.runpytest_subprocess(
+    real_pytester._monkeypatch.setenv("PYTEST_MXPERF_DATA_CACHE", cache)
+    result = real_pytester.runpytest_subprocess(
         "--mxperf",
         "--mxperf-json",
         "report.json",
@@ -211,7 +210,7 @@ def test_real_input_bound_and_compute_bound(
         "1",
     )
     result.assert_outcomes(passed=2)
-    cases = _cases(fake_pytester)
+    cases = _cases(real_pytester)
     tiny = cases["tiny/training/float32/bs32/cpu/e2e"]
     extra = tiny["measurement"]["extra"]
     assert tiny["verdict"]["status"] == "input-bound", tiny["verdict"]["message"]

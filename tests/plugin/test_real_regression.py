@@ -1,6 +1,7 @@
 """Real MXNet on a tiny model, real git repositories, default settings: identical re-runs do
 not fail, a model made slower by construction does (each run is its own process, as in CI; the
-re-runs are forked, as a paired run's sides are, from a server that imported MXNet once).
+store and the re-runs are forked, as a paired run's sides are, from a server that imported
+MXNet once).
 
 One test, one stored baseline: storing the two cases at default settings is the expensive
 set-up both halves need (the re-runs judged against it, then the slowdown judged against it).
@@ -28,28 +29,23 @@ def _cases(pytester: pytest.Pytester) -> dict[str, Any]:
     return cases_by_key(pytester.path)
 
 
-def _identical_reruns(real_suite: pytest.Pytester) -> None:
+def _identical_reruns(real_suite: pytest.Pytester, server: ForkServer) -> None:
     """The stored figure alone (no paired run: the unconfirmed floor) never fails identical
     code; its rate (``--modes floor``) and arbitration's A/A behaviour (``--modes stored``) are
     measured by scripts/aa_check.py, as ten or more runs (and a pair) cost minutes."""
     changes = []
-    # Each re-run a pytest process of its own, without paying `import mxnet` each time.
-    server = ForkServer(dict(os.environ, **{PRELOAD_ENV: "mxnet"}))
-    try:
-        for _ in range(RERUNS):
-            (real_suite.path / "report.json").unlink(missing_ok=True)
-            done = server.run(
-                ["-p", "no:cacheprovider", "--mxperf", "-k", "target", "--mxperf-json",
-                 "report.json", "--mxperf-arbitrate", "off"],
-                cwd=real_suite.path,
-                timeout=300.0,
-            )  # fmt: skip
-            (case,) = _cases(real_suite).values()
-            changes.append((case["verdict"]["status"], round(case["verdict"]["change"], 3)))
-            assert done.returncode == pytest.ExitCode.OK, (changes, done.tail)
-            assert not case["verdict"]["failed"]
-    finally:
-        server.close()
+    for _ in range(RERUNS):
+        (real_suite.path / "report.json").unlink(missing_ok=True)
+        done = server.run(
+            ["-p", "no:cacheprovider", "--mxperf", "-k", "target", "--mxperf-json",
+             "report.json", "--mxperf-arbitrate", "off"],
+            cwd=real_suite.path,
+            timeout=300.0,
+        )  # fmt: skip
+        (case,) = _cases(real_suite).values()
+        changes.append((case["verdict"]["status"], round(case["verdict"]["change"], 3)))
+        assert done.returncode == pytest.ExitCode.OK, (changes, done.tail)
+        assert not case["verdict"]["failed"]
     assert len(changes) == RERUNS
 
 
@@ -84,12 +80,22 @@ def _slower_model_fails_others_pass(
 
 
 def test_identical_reruns_pass_and_a_slower_model_fails_others_pass(
-    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+    real_pytester: pytest.Pytester, commit: Callable[[str], str]
 ) -> None:
-    (fake_pytester.path / "conftest.py").unlink()  # measure with the real MXNet back end
-    fake_pytester.makepyfile(test_suite=REAL_SUITE)
+    real_pytester.makepyfile(test_suite=REAL_SUITE)
     commit("suite")
-    stored = fake_pytester.runpytest_subprocess("--mxperf", "--mxperf-update")
-    stored.assert_outcomes(passed=2)
-    _identical_reruns(fake_pytester)
-    _slower_model_fails_others_pass(fake_pytester, commit)
+    # The store and each re-run a pytest process of its own, forked from a server that
+    # imported MXNet once (as a paired run's sides are), not each paying `import mxnet`.
+    server = ForkServer(dict(os.environ, **{PRELOAD_ENV: "mxnet"}))
+    try:
+        done = server.run(
+            ["-p", "no:cacheprovider", "--mxperf", "--mxperf-update"],
+            cwd=real_pytester.path,
+            timeout=300.0,
+        )
+        stored = pytest.RunResult(done.returncode, done.tail.splitlines(), [], done.seconds)
+        stored.assert_outcomes(passed=2)
+        _identical_reruns(real_pytester, server)
+    finally:
+        server.close()
+    _slower_model_fails_others_pass(real_pytester, commit)

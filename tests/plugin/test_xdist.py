@@ -140,28 +140,27 @@ def test_crashing_worker_loses_only_its_case(fake_pytester: pytest.Pytester) -> 
 
 
 def test_real_model_under_xdist_matches_serial(
-    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+    real_pytester: pytest.Pytester, commit: Callable[[str], str]
 ) -> None:
     """Tiny real MXNet models: -n 2 gives the cases of a serial run, and its numbers are within
     the noise of the serial run (judged by the plugin against the serial run as baseline)."""
     pytest.importorskip("mxnet")
-    (fake_pytester.path / "conftest.py").unlink()  # the real MXNet back end
-    fake_pytester.makepyfile(
+    real_pytester.makepyfile(
         test_real=REAL_SUITE,
         test_other="import time\nimport pytest\n@pytest.mark.parametrize('i', range(3))\ndef test_plain(i):\n    time.sleep(0.2)\n",
     )
     commit("suite")
     fast = ["--mxperf-min-time", "0.3", "--mxperf-max-time", "1", "--mxperf-warmup-time", "2"]
-    serial = fake_pytester.runpytest_subprocess(
+    serial = real_pytester.runpytest_subprocess(
         "--mxperf", "--mxperf-update", "--mxperf-json", "s.json", *fast
     )
     serial.assert_outcomes(passed=5)
     # Judged against the stored serial figures only (no pair): this test is about xdist.
-    par = fake_pytester.runpytest_subprocess(
+    par = real_pytester.runpytest_subprocess(
         "-n", "2", "--mxperf", "--mxperf-json", "p.json", "--mxperf-arbitrate", "off", *fast
     )
     par.assert_outcomes(passed=5)
-    s, p = cases(fake_pytester.path / "s.json"), cases(fake_pytester.path / "p.json")
+    s, p = cases(real_pytester.path / "s.json"), cases(real_pytester.path / "p.json")
     assert (
         set(s)
         == set(p)
@@ -172,7 +171,7 @@ def test_real_model_under_xdist_matches_serial(
     # and the numbers of the cases that were stored are judged against them.
     stored = {
         key
-        for path in (fake_pytester.path / "baselines").rglob("*.json")
+        for path in (real_pytester.path / "baselines").rglob("*.json")
         for key in json.loads(path.read_text())["cases"]
     }
     for key, case in p.items():

@@ -103,8 +103,8 @@ def test_a_worker_that_dies_fails_the_run_with_its_output(no_test_env: pytest.Mo
 def test_timeout_ends_every_rank(no_test_env: pytest.MonkeyPatch) -> None:
     no_test_env.setenv(models.HANG_ENV, "0:1")  # the run can never finish
     watch = Watch()
-    with pytest.raises(LaunchTimeout, match="did not finish within 3 s"):
-        launch(replace(SPEC, timeout=3.0), run_id=watch.run_id, on_poll=watch)
+    with pytest.raises(LaunchTimeout, match=r"did not finish within 1\.5 s"):
+        launch(replace(SPEC, timeout=1.5), run_id=watch.run_id, on_poll=watch)
     watch.assert_all_gone()
 
 

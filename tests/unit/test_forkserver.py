@@ -130,8 +130,8 @@ def test_a_side_over_time_is_killed_with_what_it_started(
     server: ForkServer, tmp_path: Path
 ) -> None:
     (tmp_path / "test_hangs.py").write_text(HANGS)
-    done = server.run([*ARGS, "test_hangs.py"], cwd=tmp_path, timeout=3, grace=1)
-    assert done.timed_out and "timed out after 3 s" in done.describe(3)
+    done = server.run([*ARGS, "test_hangs.py"], cwd=tmp_path, timeout=2, grace=1)
+    assert done.timed_out and "timed out after 2 s" in done.describe(2)
     assert _gone(*_pids(tmp_path))
     # The server goes on serving.
     (tmp_path / "test_ok.py").write_text("def test_ok():\n    pass\n")
@@ -141,12 +141,18 @@ def test_a_side_over_time_is_killed_with_what_it_started(
 def test_ctrl_c_while_waiting_kills_the_side(server: ForkServer, tmp_path: Path) -> None:
     (tmp_path / "test_hangs.py").write_text(HANGS)
 
+    fired: list[bool] = []
+
     def interrupt(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
+        # Ctrl-C once the side and its child run (they wrote their pids), not at a fixed time;
+        # once only: the clean-up it interrupts must not be interrupted in turn.
+        if not fired and (tmp_path / "pids").exists() and (tmp_path / "pids").read_text():
+            fired.append(True)
+            raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGALRM, interrupt)
     try:
-        signal.setitimer(signal.ITIMER_REAL, 3.0)
+        signal.setitimer(signal.ITIMER_REAL, 0.05, 0.05)
         with pytest.raises(KeyboardInterrupt):
             server.run([*ARGS, "test_hangs.py"], cwd=tmp_path, timeout=60, grace=1)
     finally:
