@@ -58,6 +58,11 @@ def mean_sd(values: Sequence[float]) -> tuple[float, float]:
 #: a lumpy 5% loss (replayed on recorded rounds: 62% failed at 3, 76% at 8, 77% with no
 #: outlier left out; identical code beside a noisy neighbour passed 80%, 78%, 59%).
 OUTLIER_SDS = 8.0
+#: Fewer blocks than this give no outliers (a MAD of 3 or 5 blocks can be next to nothing, and a
+#: lump matched against an ordinary block would vanish from the ratio and from its error, which
+#: is what buys the round more pairs); nor does a spread below this robust SD (log scale).
+MIN_OUTLIER_BLOCKS = 7
+MIN_OUTLIER_SD = 0.005
 
 
 @dataclass(frozen=True)
@@ -110,12 +115,13 @@ def paired_blocks(rev: Sequence[float], head: Sequence[float]) -> PairedBlocks:
 
 def _outliers(rates: Sequence[float]) -> list[int]:
     """Indices of the blocks slower than the side's median by more than :data:`OUTLIER_SDS`
-    robust SDs, slowest first."""
+    robust SDs (at least :data:`MIN_OUTLIER_SD` each), slowest first; none among fewer than
+    :data:`MIN_OUTLIER_BLOCKS` blocks."""
+    if len(rates) < MIN_OUTLIER_BLOCKS:
+        return []
     logs = [math.log(r) for r in rates]
     mid = median(logs)
-    sd = _MAD_TO_SD * median([abs(x - mid) for x in logs])
-    if sd == 0.0:
-        return [i for i in sorted(range(len(logs)), key=logs.__getitem__) if logs[i] < mid]
+    sd = max(_MAD_TO_SD * median([abs(x - mid) for x in logs]), MIN_OUTLIER_SD)
     cut = mid - OUTLIER_SDS * sd
     return [i for i in sorted(range(len(logs)), key=logs.__getitem__) if logs[i] < cut]
 
