@@ -186,6 +186,10 @@ def undecided(data: PairedData, keys: Sequence[str], min_effect: float) -> list[
     return _decided_as(data, keys, min_effect, paired.Decision.UNKNOWN)
 
 
+#: Rounds before an undecided case that is not slower may be given up as inconclusive.
+FUTILITY_FROM = 3
+
+
 def worth_more_rounds(
     data: PairedData, keys: Sequence[str], min_effect: float, strict: bool, max_rounds: int
 ) -> list[str]:
@@ -194,8 +198,10 @@ def worth_more_rounds(
     spread so far) fit within ``max_rounds`` in all (``data.rounds`` counts those run, a failed
     side's too); those HEAD measured slower so far that rounds up to ``max_rounds`` could still
     fail (`pairplan.could_still_regress`); with ``strict`` every undecided one (an undecided case
-    fails there). A case whose rounds disagree too much to decide in time, and that could not
-    fail, ends inconclusive without them."""
+    fails there); and any undecided case with fewer than :data:`FUTILITY_FROM` rounds (the
+    spread of two rounds is one figure from two numbers, too unsure to call a case hopeless).
+    A case whose rounds disagree too much to decide in time, and that could not fail, ends
+    inconclusive without them."""
     left = max_rounds - len(data.rounds)
     if left < 1:
         return []
@@ -205,7 +211,7 @@ def worth_more_rounds(
         if est is None or est.decision != paired.Decision.UNKNOWN:
             continue
         need = est.suggested_rounds or pairplan.MAX_SUGGESTED_ROUNDS
-        near = need <= max_rounds
+        near = need <= max_rounds or est.n_rounds < FUTILITY_FROM
         if strict or near or (est.ratio < 1.0 and pairplan.could_still_regress(est, left)):
             out.append((need, key))
     return [key for _, key in sorted(out)]

@@ -90,10 +90,15 @@ def test_more_rounds_go_where_they_can_decide_or_fail_a_case_closest_first() -> 
     not_slower = data((100.0, 101.0), (100.0, 110.0))
     assert pairdata.undecided(not_slower, [KEY], 0.05) == [KEY]
     assert pairdata.worth_more_rounds(slower, [KEY], 0.05, strict=False, max_rounds=10) == [KEY]
-    # Not slower, and 10 rounds of a spread like that would not decide it: no more rounds ...
-    assert pairdata.worth_more_rounds(not_slower, [KEY], 0.05, strict=False, max_rounds=10) == []
-    # ... unless an undecided case fails the run.
-    assert pairdata.worth_more_rounds(not_slower, [KEY], 0.05, strict=True, max_rounds=10) == [KEY]
+    # Not slower, and 10 rounds of a spread like that would not decide it: a third round all the
+    # same (two rounds' spread is too unsure to give up on) ...
+    assert pairdata.worth_more_rounds(not_slower, [KEY], 0.05, strict=False, max_rounds=10) == [KEY]
+    # ... and no more after it, unless an undecided case fails the run.
+    not_slower_3 = data((100.0, 101.0), (100.0, 110.0), (100.0, 92.0))
+    assert pairdata.worth_more_rounds(not_slower_3, [KEY], 0.05, strict=False, max_rounds=10) == []
+    assert pairdata.worth_more_rounds(not_slower_3, [KEY], 0.05, strict=True, max_rounds=10) == [
+        KEY
+    ]
     decided = data(*[(100.0, 100.0)] * 4)
     assert pairdata.worth_more_rounds(decided, [KEY], 0.05, strict=True, max_rounds=10) == []
     # About -1% with rounds 7% apart: it could never fail in 10 rounds, but 10 would decide it
