@@ -113,9 +113,13 @@ class Baton:
         return self._ask({"ready": key, "nodeid": nodeid}) == BLOCK
 
     def alone(self, nodeid: str, key: str) -> None:
-        """Wait for a turn to run ``key`` alone, set-up included (a data-parallel launch):
-        nothing of the other side runs until this side asks for its next turn or ends."""
+        """Wait for a turn to run ``key`` alone, set-up included (a data-parallel launch, an
+        input pipeline): nothing of the other side runs until this side asks for its next turn
+        or ends, so the case runs where the side's untimed work does (``spread``), as in a run
+        of its own: a loader's worker processes and a launch's ranks get every CPU, not the one
+        a block is timed on."""
         self._ask({"ready": key, "nodeid": nodeid, "solo": True})
+        self._place(spread=True)
 
     def next_block(self, rate: float) -> bool:
         """A block is done, at ``rate`` items/s: True to time another."""

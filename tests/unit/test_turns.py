@@ -192,6 +192,7 @@ def where(label):
 
 baton = Baton(parse_turns(sys.argv[1]), frozenset({spread}))
 where("go")
+{steps}
 baton.ready("t.py::a", "A")
 where("block")
 baton.next_block(100.0)
@@ -212,11 +213,44 @@ def test_a_side_moves_all_its_threads_to_the_wider_cpus_for_untimed_work(tmp_pat
     timing, spread = {usable[-1]}, set(usable)
     seen: list[dict[str, object]] = []
     t = _serve(tmp_path / "s", [GO, BLOCK, END], seen)
+    assert _places(tmp_path, timing, spread, "") == {
+        "go": sorted(spread),  # set up anywhere
+        "block": sorted(timing),  # timed where the other side times
+        "end": sorted(spread),
+    }
+    t.join(5)
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="needs two CPUs this process may use, and CPU affinity",
+)
+def test_a_case_run_alone_gets_the_wider_cpus(tmp_path: Path) -> None:
+    # A data-parallel launch or an input pipeline, run in a turn of its own: nothing of the
+    # other side runs, so its ranks and loader workers get every CPU, as in a run of its own.
+    usable = sorted(os.sched_getaffinity(0))
+    timing, spread = {usable[-1]}, set(usable)
+    seen: list[dict[str, object]] = []
+    t = _serve(tmp_path / "s", [GO, SOLO, BLOCK, END], seen)
+    steps = 'baton.alone("t.py::b", "B")\nwhere("alone")'
+    assert _places(tmp_path, timing, spread, steps) == {
+        "go": sorted(spread),
+        "alone": sorted(spread),
+        "block": sorted(timing),
+        "end": sorted(spread),
+    }
+    t.join(5)
+    assert seen[1] == {"ready": "B", "nodeid": "t.py::b", "solo": True}
+
+
+def _places(tmp_path: Path, timing: set[int], spread: set[int], steps: str) -> object:
+    """Run _PLACES (``steps`` after its first turn) against the server at ``tmp_path / s``:
+    where its thread was after each step."""
     out = subprocess.run(
         [
             sys.executable,
             "-c",
-            _PLACES.format(timing=timing, spread=spread),
+            _PLACES.format(timing=timing, spread=spread, steps=steps),
             f"rev={tmp_path / 's'}",
         ],
         capture_output=True,
@@ -224,9 +258,4 @@ def test_a_side_moves_all_its_threads_to_the_wider_cpus_for_untimed_work(tmp_pat
         timeout=60,
         check=True,
     )
-    t.join(5)
-    assert json.loads(out.stdout) == {
-        "go": sorted(spread),  # set up anywhere
-        "block": sorted(timing),  # timed where the other side times
-        "end": sorted(spread),
-    }
+    return json.loads(out.stdout)
