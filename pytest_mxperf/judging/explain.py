@@ -135,9 +135,12 @@ def pair_summary(
     estimate: PairedEstimate, rev_label: str, confidence: float, head_name: str = "HEAD"
 ) -> str:
     """``HEAD vs REV: -8.1% (99% interval -10.2% .. -6.0%, 3 rounds)``; a pair decided "the
-    same" also gives the equivalence interval that decided it. ``head_name``: what HEAD's side
-    measured ("the working tree" when it has uncommitted changes)."""
-    same = same_interval(estimate) if estimate.decision is paired.Decision.SAME else ""
+    same" also gives the equivalence interval that decided it, and an undecided one the
+    equivalence interval it did not get within +-min effect (two or three rounds in, the 99%
+    interval alone can read -97% .. +4059%). ``head_name``: what HEAD's side measured ("the
+    working tree" when it has uncommitted changes)."""
+    shown = (paired.Decision.SAME, paired.Decision.UNKNOWN)
+    same = same_interval(estimate) if estimate.decision in shown else ""
     return (
         f"{head_name} vs {rev_label}: {estimate.ratio - 1:+.1%} ({confidence:.0%} interval "
         f"{estimate.low - 1:+.1%} .. {estimate.high - 1:+.1%}, {estimate.n_rounds} round(s)"

@@ -20,6 +20,14 @@ def _paired(pytester: pytest.Pytester, rev: str, *args: str) -> pytest.RunResult
     return pytester.runpytest("--mxperf", "--mxperf-ab", rev, "--mxperf-json", "report.json", *args)
 
 
+def _seen(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, variable: str) -> Path:
+    """A folder where the suite's spies write what they saw, named to it by ``variable``."""
+    seen = pytester.path / "seen"
+    seen.mkdir()
+    monkeypatch.setenv(variable, str(seen))
+    return seen
+
+
 PINNED_SUITE = """
 import os
 from pathlib import Path
@@ -64,9 +72,7 @@ def test_both_sides_run_pinned_to_the_same_cpus(
     auto = cpus.for_sides("auto")  # this machine's choice (tests/unit/test_cpus.py: the rule)
     chosen = (sorted(auto) if auto else usable) if setting == "auto" else usable[:1]
     flag = "auto" if setting == "auto" else str(usable[0])
-    seen = fake_pytester.path / "seen"
-    seen.mkdir()
-    monkeypatch.setenv("AFFINITY_DIR", str(seen))
+    seen = _seen(fake_pytester, monkeypatch, "AFFINITY_DIR")
     fake_pytester.makepyfile(test_suite=PINNED_SUITE.format(speed=100.0))
     commit("base")
     fake_pytester.makepyfile(test_suite=PINNED_SUITE.format(speed=101.0))
@@ -141,9 +147,7 @@ def test_a_pipeline_is_timed_in_a_turn_of_its_own(
 ) -> None:
     # A loader's threads and workers refill their queues whenever it is not timing: block by
     # block in turns, they would work beside the other side's blocks.
-    seen = fake_pytester.path / "seen"
-    seen.mkdir()
-    monkeypatch.setenv("TURNS_DIR", str(seen))
+    seen = _seen(fake_pytester, monkeypatch, "TURNS_DIR")
     fake_pytester.makepyfile(test_suite=TURNS_SUITE)
     commit("base")
     _paired(fake_pytester, "HEAD").assert_outcomes(passed=2)
@@ -281,9 +285,7 @@ def test_the_controller_holds_the_device_lock_for_a_lock_step_round(
     # Lock-step sides take no device lock (they take turns with each other), so another run
     # is kept off the machine by the controller's locks, held while both sides are alive;
     # sides one after the other each take the lock for their own measurement.
-    seen = fake_pytester.path / "seen"
-    seen.mkdir()
-    monkeypatch.setenv("LOCK_SEEN", str(seen))
+    seen = _seen(fake_pytester, monkeypatch, "LOCK_SEEN")
     fake_pytester.makepyfile(test_suite=LOCK_SUITE)
     commit("base")
     _paired(fake_pytester, "HEAD", "--mxperf-pair-lockstep", lockstep).assert_outcomes(passed=1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_mxperf.judging.explain import explain_arbitrated
+from pytest_mxperf.judging.explain import explain_arbitrated, pair_summary
 from pytest_mxperf.judging.pairstats import PairedRound, paired_estimate
 from pytest_mxperf.judging.verdict import Policy, decide_arbitrated, decide_paired
 from pytest_mxperf.measuring.records import Outcome, Verdict
@@ -115,3 +115,13 @@ def test_a_pass_carries_the_interval_that_decided_it() -> None:
     assert SLOWER.interval is not None and SLOWER.interval[1] < 1.0  # a failure: the 99% one
     est_slow = paired_estimate([PairedRound(100.0, 90.0)] * 3)
     assert SLOWER.interval == (est_slow.low, est_slow.high)
+
+
+def test_an_undecided_pair_names_its_equivalence_interval_too() -> None:
+    est = paired_estimate([PairedRound(100.0, 108.0), PairedRound(100.0, 98.0)])
+    assert est.decision.value == "unknown"
+    text = pair_summary(est, "REV", est.confidence)
+    assert (
+        f"99% interval {est.low - 1:+.1%} .. {est.high - 1:+.1%}, 2 round(s); 90% interval" in text
+    )
+    assert f"90% interval {est.same_low - 1:+.1%} .. {est.same_high - 1:+.1%})" in text
