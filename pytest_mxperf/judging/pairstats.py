@@ -29,6 +29,7 @@ Decision, with ``e = min_effect``, in this order:
 from __future__ import annotations
 
 import enum
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -78,14 +79,10 @@ class PairedRound:
     head_blocks: tuple[float, ...] = ()
     pairs: tuple[tuple[float, float], ...] = ()
 
-    @property
-    def pair_logs(self) -> tuple[float, ...]:
-        """``log(head_i / rev_i)`` of the block pairs."""
-        return tuple(math.log(h / r) for r, h in self.pairs)
-
-    @property
+    @functools.cached_property
     def blocks(self) -> PairedBlocks | None:
-        """The block pairs' throughput ratio and its error; None with fewer than two pairs."""
+        """The block pairs' throughput ratio and its error; None with fewer than two pairs
+        (worked out once: the ratio, the noise and its degrees of freedom all read it)."""
         if len(self.pairs) < 2:
             return None
         rev, head = zip(*self.pairs)

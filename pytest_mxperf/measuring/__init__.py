@@ -9,7 +9,7 @@ Imports ``system`` and ``config``.
   outcomes, and the message rendered from a verdict's lines (`render_message`).
 - ``calibrate``: the calibration probe, one small fixed network timed the same way everywhere.
 - ``stats``, ``memory``, ``startup``, ``flops``, ``dtype_support``: figures of a case (``stats``:
-  also a paired round's noise, the standard error of its block pairs' mean).
+  also a paired round's ratio over its block pairs and its error, `paired_blocks`).
 - ``sweep`` / ``sweep_memory``: the batch-size search of a sweep and its memory budget.
 - ``dp_spec`` / ``dataparallel`` / ``dp_result``: a data-parallel spec (weak or strong
   scaling), its reports and scaling arithmetic, and the result of one run.

@@ -102,9 +102,10 @@ def paired_blocks(rev: Sequence[float], head: Sequence[float]) -> PairedBlocks:
     slow_rev, slow_head = _outliers(rev), _outliers(head)
     matched = min(len(slow_rev), len(slow_head))
     left_out = set(slow_rev[:matched]) | set(slow_head[:matched])
-    kept = [(1.0 / x, 1.0 / y) for i, (x, y) in enumerate(zip(rev, head)) if i not in left_out]
+    times = [(1.0 / x, 1.0 / y) for x, y in zip(rev, head)]
+    kept = [t for i, t in enumerate(times) if i not in left_out]
     if len(kept) < 2:
-        kept = [(1.0 / x, 1.0 / y) for x, y in zip(rev, head)]
+        kept = times
     m = len(kept)
     mean_rev = math.fsum(a for a, _ in kept) / m
     mean_head = math.fsum(b for _, b in kept) / m

@@ -88,7 +88,9 @@ class Baton:
         """Untimed work may run beside the other side's (the round overlaps setups)."""
         return self._spread is not None
 
-    def _ask(self, message: dict[str, Any]) -> str:
+    def _ask(self, message: dict[str, Any], spread_on: tuple[str, ...] = (GO, END)) -> str:
+        """Send ``message``, wait for the reply; the side's threads go to ``spread`` on the
+        replies in ``spread_on`` and to the timing CPUs on the others."""
         try:
             self._file.write((json.dumps(message) + "\n").encode())
             self._file.flush()
@@ -98,7 +100,7 @@ class Baton:
         if not line:
             raise BatonLost("the paired run's controller is gone")
         reply = str(json.loads(line))
-        self._place(spread=reply in (GO, END))
+        self._place(spread=reply in spread_on)
         return reply
 
     def _place(self, spread: bool) -> None:
@@ -118,8 +120,7 @@ class Baton:
         or ends, so the case runs where the side's untimed work does (``spread``), as in a run
         of its own: a loader's worker processes and a launch's ranks get every CPU, not the one
         a block is timed on."""
-        self._ask({"ready": key, "nodeid": nodeid, "solo": True})
-        self._place(spread=True)
+        self._ask({"ready": key, "nodeid": nodeid, "solo": True}, spread_on=(GO, END, SOLO))
 
     def next_block(self, rate: float) -> bool:
         """A block is done, at ``rate`` items/s: True to time another."""
