@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_mxperf.judging import pairplan
 from pytest_mxperf.judging.pairstats import Decision, PairedRound, paired_estimate
 from pytest_mxperf.measuring.stats import paired_blocks
 from pytest_mxperf.paired import pairdata, turns
@@ -106,9 +105,7 @@ def one_case(
         est = paired_estimate(used)
         if est.decision is not Decision.UNKNOWN or len(used) >= max_rounds:
             return est.decision, len(used)
-        need = est.suggested_rounds or pairplan.MAX_SUGGESTED_ROUNDS
-        slower = est.ratio < 1.0 and pairplan.could_still_regress(est, max_rounds - len(used))
-        if len(used) >= pairdata.FUTILITY_FROM and need > max_rounds and not slower:
+        if not pairdata.worth_another_round(est, max_rounds - len(used), max_rounds, False):
             return est.decision, len(used)
 
 

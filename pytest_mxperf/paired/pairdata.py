@@ -210,11 +210,18 @@ def worth_more_rounds(
         est = data.estimate(key, min_effect)
         if est is None or est.decision != paired.Decision.UNKNOWN:
             continue
-        need = est.suggested_rounds or pairplan.MAX_SUGGESTED_ROUNDS
-        near = need <= max_rounds or est.n_rounds < FUTILITY_FROM
-        if strict or near or (est.ratio < 1.0 and pairplan.could_still_regress(est, left)):
-            out.append((need, key))
+        if worth_another_round(est, left, max_rounds, strict):
+            out.append((est.suggested_rounds or pairplan.MAX_SUGGESTED_ROUNDS, key))
     return [key for _, key in sorted(out)]
+
+
+def worth_another_round(
+    est: paired.PairedEstimate, left: int, max_rounds: int, strict: bool
+) -> bool:
+    """`worth_more_rounds`' rule for one undecided estimate, ``left`` rounds still allowed."""
+    need = est.suggested_rounds or pairplan.MAX_SUGGESTED_ROUNDS
+    near = need <= max_rounds or est.n_rounds < FUTILITY_FROM
+    return strict or near or (est.ratio < 1.0 and pairplan.could_still_regress(est, left))
 
 
 def regressed(data: PairedData, keys: Sequence[str], min_effect: float) -> list[str]:
