@@ -2,17 +2,20 @@
 how often a loss put into HEAD's blocks is caught, without measuring anything.
 
 Reads the JSON reports of paired runs (``pytest --mxperf --mxperf-ab REV --mxperf-json F``; their
-``paired.rounds`` keep every block both sides timed in turns). For each case it draws rounds from
-the case's recorded ones at random (with replacement), takes each round's block pairs as the
-lock-step controller would (`turns.PAIRS`, then two more at a time while the round's error is
-above `turns.TARGET_SE`, within what was recorded), and judges them as a paired run does: two
-rounds, then more while `pairdata` would give them (up to ``--max-rounds``). A loss is put into
-HEAD's blocks either evenly (``uniform``) or in lumps (``lumpy``: one step in ``1/loss`` takes
-twice as long, so a block holds it or not). Record A/A runs on a machine, then try a statistic
-or a rule on them here before measuring again; record runs beside a noisy neighbour to see it
-under noise. A replay cannot time pairs that were not recorded: where a loss would have bought a
-round more pairs than the recording holds, it under-states what a live run catches (a lumpy 5%
-loss: 46-57% caught replayed on quiet rounds of 3-5 pairs, 10 of 10 measured live).
+``paired.rounds`` keep every block both sides timed in turns). A replayed run is one report's
+cases judged together, as a paired run judges them (the run's round effect is pooled over its
+cases, `pairstats.round_noise`): each case's first two rounds are two of its recorded ones drawn
+at random without replacement, later ones drawn with replacement; each round's block pairs are
+taken as the lock-step controller would (`turns.PAIRS`, then two more at a time while the round's
+error is above `turns.TARGET_SE`, within what was recorded); rounds go on while `pairdata` would
+give them (up to ``--max-rounds``). A loss is put into HEAD's blocks either evenly (``uniform``)
+or in lumps (``lumpy``: one step in ``1/loss`` takes twice as long, so a block holds it or not).
+Record A/A runs on a machine, then try a statistic or a rule on them here before measuring
+again (``--no-pool``, ``--same-confidence``, ``--pairs`` ...); record runs beside a noisy
+neighbour to see it under noise. A replay cannot time pairs that were not recorded: where a
+loss would have bought a round more pairs than the recording holds, it under-states what a live
+run catches (a lumpy 5% loss: 46-60% caught replayed on quiet rounds of 3-5 pairs, 10 of 10
+measured live).
 
     python scripts/replay_pairs.py runs/*.json --losses 0,0.05 --kinds uniform,lumpy
 """
@@ -27,7 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_mxperf.judging.pairstats import Decision, PairedRound, paired_estimate
+from pytest_mxperf.judging.pairstats import (
+    SAME_CONFIDENCE,
+    Decision,
+    PairedRound,
+    paired_estimate,
+    round_noise,
+)
 from pytest_mxperf.measuring.stats import paired_blocks
 from pytest_mxperf.paired import pairdata, turns
 
@@ -82,31 +91,72 @@ def with_loss(rnd: Recorded, loss: float, kind: str, rng: random.Random) -> tupl
     return tuple(out)
 
 
-def as_controller(rev: tuple[float, ...], head: tuple[float, ...]) -> PairedRound:
+@dataclass(frozen=True)
+class Rule:
+    """How many block pairs the lock-step controller times in a round (`turns`' constants)."""
+
+    pairs: int = turns.PAIRS
+    max_pairs: int = turns.MAX_PAIRS
+    target_se: float = turns.TARGET_SE
+
+
+def as_controller(
+    rev: tuple[float, ...], head: tuple[float, ...], rule: Rule = Rule()
+) -> PairedRound:
     """The pairs the lock-step controller would have stopped at, within those recorded."""
-    n = min(turns.PAIRS, len(rev))
-    while n + 2 <= min(len(rev), turns.MAX_PAIRS) and (
-        paired_blocks(rev[:n], head[:n]).se > turns.TARGET_SE
+    n = min(rule.pairs, len(rev))
+    while n + 2 <= min(len(rev), rule.max_pairs) and (
+        paired_blocks(rev[:n], head[:n]).se > rule.target_se
     ):
         n += 2
     return PairedRound(100.0, 100.0, pairs=tuple(zip(rev[:n], head[:n])))
 
 
-def one_case(
-    recorded: list[Recorded], loss: float, kind: str, max_rounds: int, rng: random.Random
-) -> tuple[Decision, int]:
-    """One replayed paired run of one case: its decision and the rounds it took."""
-    used: list[PairedRound] = []
-    while True:
-        rnd = rng.choice(recorded)
-        used.append(as_controller(rnd.rev, with_loss(rnd, loss, kind, rng)))
-        if len(used) < 2:
-            continue
-        est = paired_estimate(used)
-        if est.decision is not Decision.UNKNOWN or len(used) >= max_rounds:
-            return est.decision, len(used)
-        if not pairdata.worth_another_round(est, max_rounds - len(used), max_rounds, False):
-            return est.decision, len(used)
+@dataclass(frozen=True)
+class Judge:
+    """How the replayed rounds are judged: the controller's pairs and the decision's settings."""
+
+    rule: Rule = Rule()
+    max_rounds: int = 10
+    pool: bool = True
+    same_confidence: float = SAME_CONFIDENCE
+
+
+def one_run(
+    recorded: dict[str, list[Recorded]],
+    loss: float,
+    kind: str,
+    rng: random.Random,
+    judge: Judge = Judge(),
+) -> list[tuple[Decision, int, int]]:
+    """One replayed paired run of one report's cases: per case its decision, the rounds it took
+    and the block pairs they timed."""
+
+    def draw(rnd: Recorded) -> PairedRound:
+        return as_controller(rnd.rev, with_loss(rnd, loss, kind, rng), judge.rule)
+
+    used = {
+        key: [draw(r) for r in rng.sample(rounds, 2)]
+        for key, rounds in recorded.items()
+        if len(rounds) >= 2
+    }
+    out: dict[str, tuple[Decision, int, int]] = {}
+    while len(out) < len(used):
+        pooled = round_noise(used.values()) if judge.pool else None
+        for key, rounds in used.items():
+            if key in out:
+                continue
+            est = paired_estimate(rounds, pooled=pooled, same_confidence=judge.same_confidence)
+            left = judge.max_rounds - len(rounds)
+            if (
+                est.decision is not Decision.UNKNOWN
+                or left <= 0
+                or not pairdata.worth_another_round(est, left, judge.max_rounds, False)
+            ):
+                out[key] = (est.decision, len(rounds), sum(len(r.pairs) for r in rounds))
+            else:
+                rounds.append(draw(rng.choice(recorded[key])))
+    return list(out.values())
 
 
 def main() -> None:
@@ -114,14 +164,34 @@ def main() -> None:
     parser.add_argument("reports", nargs="+", type=Path, help="JSON reports of paired runs")
     parser.add_argument("--losses", default="0,0.05,0.1", help="losses put into HEAD's blocks")
     parser.add_argument("--kinds", default="uniform,lumpy", help="uniform and/or lumpy")
-    parser.add_argument("--runs", type=int, default=600, help="replayed runs per line (600)")
+    parser.add_argument("--runs", type=int, default=160, help="replayed runs per line (160)")
     parser.add_argument("--max-rounds", type=int, default=10, help="as --mxperf-max-rounds")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--no-pool", action="store_true", help="no round effect pooled")
+    parser.add_argument(
+        "--same-confidence", type=float, default=SAME_CONFIDENCE, help="as SAME_CONFIDENCE"
+    )
+    parser.add_argument("--pairs", type=int, default=turns.PAIRS, help="as turns.PAIRS")
+    parser.add_argument("--max-pairs", type=int, default=turns.MAX_PAIRS, help="as turns.MAX_PAIRS")
+    parser.add_argument(
+        "--target-se", type=float, default=turns.TARGET_SE, help="as turns.TARGET_SE"
+    )
     args = parser.parse_args()
-    cases = [r for path in args.reports for r in load(path).values()]
-    if not cases:
-        raise SystemExit("no case was timed in turns in these reports")
-    print(f"{len(cases)} case(s), {sum(map(len, cases))} recorded round(s)")
+    if not 2 <= args.pairs <= args.max_pairs:
+        raise SystemExit(
+            f"--pairs {args.pairs} / --max-pairs {args.max_pairs}: need 2 <= pairs <= max"
+        )
+    if not args.target_se > 0:
+        raise SystemExit(f"--target-se: {args.target_se} is not above 0")
+    rule = Rule(args.pairs, args.max_pairs, args.target_se)
+    if not 0.0 < args.same_confidence < 1.0:
+        raise SystemExit(f"--same-confidence: {args.same_confidence} is not in (0, 1)")
+    runs = [cases for path in args.reports if (cases := load(path))]
+    if not any(len(r) >= 2 for cases in runs for r in cases.values()):
+        raise SystemExit("no case was timed in turns in two rounds in these reports")
+    judge = Judge(rule, args.max_rounds, not args.no_pool, args.same_confidence)
+    count = sum(1 for cases in runs for r in cases.values() if len(r) >= 2)
+    print(f"{len(runs)} run(s), {count} case(s) of two or more recorded rounds")
     for kind in args.kinds.split(","):
         if kind not in ("uniform", "lumpy"):
             raise SystemExit(f"--kinds: {kind!r} is neither uniform nor lumpy")
@@ -130,14 +200,19 @@ def main() -> None:
                 raise SystemExit(f"--losses: {loss} is not in [0, 1)")
             rng = random.Random(args.seed)
             said: Counter[str] = Counter()
-            rounds = 0
+            rounds = pairs = cases_done = 0
             for i in range(args.runs):
-                decision, n = one_case(cases[i % len(cases)], loss, kind, args.max_rounds, rng)
-                said[decision.value] += 1
-                rounds += n
-            shares = ", ".join(f"{k} {v / args.runs:.1%}" for k, v in sorted(said.items()))
+                for decision, n, timed in one_run(runs[i % len(runs)], loss, kind, rng, judge):
+                    said[decision.value] += 1
+                    rounds += n
+                    pairs += timed
+                    cases_done += 1
+            shares = ", ".join(f"{k} {v / cases_done:.1%}" for k, v in sorted(said.items()))
             label = "identical code" if loss == 0.0 else f"{kind} {loss:.0%} loss"
-            print(f"{label}: {shares}; mean rounds {rounds / args.runs:.2f}")
+            print(
+                f"{label}: {shares}; mean rounds {rounds / cases_done:.2f}, "
+                f"block pairs per case {pairs / cases_done:.1f}"
+            )
 
 
 if __name__ == "__main__":

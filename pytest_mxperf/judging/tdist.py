@@ -1,10 +1,11 @@
 """Student's t distribution with integer degrees of freedom: its CDF and quantiles, in closed
-form (no scipy needed)."""
+form (no scipy needed); and the chi-square quantile a check of spreads asks for."""
 
 from __future__ import annotations
 
 import functools
 import math
+import statistics
 
 
 def _t_two_sided(t: float, df: int) -> float:
@@ -57,3 +58,16 @@ def t_quantile(p: float, df: int) -> float:
         if hi - lo <= 1e-12 * hi:
             break
     return 0.5 * (lo + hi)
+
+
+def chi2_quantile(p: float, df: int) -> float:
+    """The ``p`` quantile of the chi-square distribution with ``df`` degrees of freedom, by the
+    Wilson-Hilferty cube: within 1% of the exact value at the 99% level from 1 degree of
+    freedom up (6.59 against 6.63 at 1; 9.21 at 2)."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"quantile level must be in (0, 1), got {p}")
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
+    z = statistics.NormalDist().inv_cdf(p)
+    c = 2.0 / (9.0 * df)
+    return df * (1.0 - c + z * math.sqrt(c)) ** 3

@@ -122,11 +122,17 @@ class PairedData:
         return any(key in r[side].cases for r in self.rounds)
 
     def estimate(self, key: str, min_effect: float) -> paired.PairedEstimate | None:
-        """The paired estimate of ``key``; None with fewer than two rounds measuring both."""
-        pairs = self.pairs(key)
-        if len(pairs) < 2:
+        """The paired estimate of ``key``; None with fewer than two rounds measuring both. Its
+        equivalence interval may take the round effect of all the run's cases
+        (`pairstats.round_noise`)."""
+        rounds = self.paired_rounds(key)
+        if len(rounds) < 2:
             return None
-        rounds = [
+        return paired.paired_estimate(rounds, min_effect=min_effect, pooled=self.round_noise())
+
+    def paired_rounds(self, key: str) -> list[paired.PairedRound]:
+        """The rounds where both sides measured ``key``, as the statistics take them."""
+        return [
             paired.PairedRound(
                 rev=a.images_per_sec or 0.0,
                 head=b.images_per_sec or 0.0,
@@ -134,9 +140,12 @@ class PairedData:
                 head_blocks=tuple(b.measurement.block_rates) if b.measurement else (),
                 pairs=block_pairs(a, b),
             )
-            for a, b in pairs
+            for a, b in self.pairs(key)
         ]
-        return paired.paired_estimate(rounds, min_effect=min_effect)
+
+    def round_noise(self) -> paired.RoundNoise | None:
+        """The run's round effect, from every case its rounds timed in turns."""
+        return paired.round_noise(self.paired_rounds(key) for key in case_keys(self))
 
     def scaling_pairs(self, key: str) -> list[tuple[CaseResult, CaseResult]]:
         """The rounds of a data-parallel ``key`` where both sides measured an efficiency."""

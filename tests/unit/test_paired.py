@@ -5,6 +5,7 @@ test_tdist.py; simulated runs: test_pair_simulations.py)."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 from paired_data import pairs_of, rounds_from
@@ -193,7 +194,7 @@ def test_bad_rates_are_refused_naming_the_round_and_side(rnd: PairedRound, words
         ({"noise_floor": -0.1}, "noise_floor must be >= 0"),
     ],
 )
-def test_bad_settings_are_refused(kwargs: dict[str, float], words: str) -> None:
+def test_bad_settings_are_refused(kwargs: dict[str, Any], words: str) -> None:
     with pytest.raises(ValueError, match=words.replace("(", r"\(").replace(")", r"\)")):
         paired_estimate(rounds_from([1.0, 1.0, 1.0]), **kwargs)
 
