@@ -11,6 +11,7 @@ from collections import Counter
 import pytest
 from paired_data import pairs_of
 
+from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.judging.pairstats import (
     Decision,
     PairedRound,
@@ -20,7 +21,7 @@ from pytest_mxperf.judging.pairstats import (
 )
 from pytest_mxperf.judging.tdist import chi2_quantile
 from pytest_mxperf.measuring.measure import Measurement
-from pytest_mxperf.measuring.records import CaseKey, CaseResult
+from pytest_mxperf.measuring.records import CaseResult
 from pytest_mxperf.measuring.stats import mean_sd
 from pytest_mxperf.paired import pairdata
 from pytest_mxperf.paired.pairdata import HEAD, REV, PairedData, SideResult
