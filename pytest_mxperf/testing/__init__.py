@@ -22,6 +22,7 @@ processes a run started, for tests that end it from outside).
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,6 +48,12 @@ def measurement_of(images_per_sec: float, rel_iqr: float = 0.0) -> Measurement:
     """A `Measurement` of three blocks whose median is ``images_per_sec`` and whose relative
     IQR is ``rel_iqr``: for tests of verdicts and reports that need exact figures."""
     rates = [images_per_sec * (1 - rel_iqr), images_per_sec, images_per_sec * (1 + rel_iqr)]
+    return measurement_at(rates)
+
+
+def measurement_at(rates: Sequence[float], interleaved: bool = False) -> Measurement:
+    """A `Measurement` of one-image blocks at ``rates`` images/s; ``interleaved``: timed in
+    turns with a paired run's other side (`pytest_mxperf.paired.turns`)."""
     return Measurement(
         items_per_step=1,
         steps_per_block=1,
@@ -56,6 +63,7 @@ def measurement_of(images_per_sec: float, rel_iqr: float = 0.0) -> Measurement:
         warmup_steady=True,
         first_step_seconds=0.1,
         sync_seconds=1e-5,
+        extra={"interleaved": True} if interleaved else {},
     )
 
 

@@ -20,11 +20,11 @@ from pytest_mxperf.judging.pairstats import (
     round_noise,
 )
 from pytest_mxperf.judging.tdist import chi2_quantile
-from pytest_mxperf.measuring.measure import Measurement
 from pytest_mxperf.measuring.records import CaseResult
 from pytest_mxperf.measuring.stats import mean_sd
 from pytest_mxperf.paired import pairdata
 from pytest_mxperf.paired.pairdata import HEAD, REV, PairedData, SideResult
+from pytest_mxperf.testing import measurement_at
 
 
 def _round(center: float, spread: float = 0.01, n: int = 3) -> PairedRound:
@@ -103,18 +103,8 @@ def test_a_loss_beyond_the_minimum_effect_is_never_a_pass_by_pooling() -> None:
 
 
 def _timed_in_turns(key: str, rates: tuple[float, ...]) -> CaseResult:
-    """A case result of blocks timed in turns at ``rates`` (one step of one image each)."""
-    m = Measurement(
-        items_per_step=1,
-        steps_per_block=1,
-        block_seconds=tuple(1 / r for r in rates),
-        warmup_steps=3,
-        warmup_seconds=0.3,
-        warmup_steady=True,
-        first_step_seconds=0.1,
-        sync_seconds=1e-5,
-        extra={"interleaved": True},
-    )
+    """A case result of blocks timed in turns at ``rates``."""
+    m = measurement_at(rates, interleaved=True)
     return CaseResult(CaseKey.parse(key), "cpu(0)", "hw", measurement=m, nodeid=f"t.py::{key}")
 
 
