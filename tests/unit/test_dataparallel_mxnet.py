@@ -35,10 +35,14 @@ class Run:
     watch: Watch
 
 
+#: The dist_sync launches whose figures are checked and compared: `TINY` (see there).
+MEASURED = replace(SPEC, measure=TINY)
+
+
 @pytest.fixture(scope="module")
 def dist_run() -> Iterator[Run]:
     watch = Watch()
-    result = run_distributed(SPEC, run_id=watch.run_id, on_poll=watch)
+    result = run_distributed(MEASURED, run_id=watch.run_id, on_poll=watch)
     yield Run(result, watch)
 
 
@@ -128,7 +132,7 @@ def test_injected_exchange_lowers_efficiency_and_raises_comm_share(
     # MLP's 200k parameters, so the exchange dominates the step by construction.
     no_test_env.setenv(models.INJECT_ENV, str(2_000_000))
     watch = Watch()
-    slow = run_distributed(SPEC, run_id=watch.run_id, on_poll=watch)
+    slow = run_distributed(MEASURED, run_id=watch.run_id, on_poll=watch)
     base = dist_run.result
     assert slow.comm_share > base.comm_share
     assert slow.single.comm_share > base.single.comm_share
