@@ -149,7 +149,7 @@ def pair_summary(
 
 
 def same_interval(estimate: PairedEstimate) -> str:
-    """``; 90% interval -2.0% .. +1.1%``: the narrower equivalence interval, or nothing when it
+    """``; 95% interval -2.0% .. +1.1%``: the narrower equivalence interval, or nothing when it
     is not narrower."""
     if estimate.same_high >= estimate.high:
         return ""
