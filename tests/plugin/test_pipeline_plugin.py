@@ -191,6 +191,7 @@ def test_mobilenet(mxperf, images):
 """
 
 
+@pytest.mark.quiet  # beside another worker's tests its end-to-end blocks spread by +-35%
 def test_real_input_bound_and_compute_bound(
     real_pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
