@@ -70,12 +70,15 @@ ADVICE = pytest.mark.filterwarnings("default:mxperf:pytest.PytestWarning")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The benchmark suite's tests take the plugin's warnings as advice (`ADVICE`);
-    ``--suite scaling`` measures the data-parallel scaling cases only: every other measuring
-    test of ``tests/perf`` (pipelines, GluonCV) is deselected."""
+    """The benchmark suite's tests take the plugin's warnings as advice (`ADVICE`); tests
+    marked ``quiet`` run first (under ``-n N`` the other workers then wait for them while
+    they too are starting, not in the middle of a long test); ``--suite scaling`` measures the
+    data-parallel scaling cases only: every other measuring test of ``tests/perf``
+    (pipelines, GluonCV) is deselected."""
     for item in items:
         if item.path.parent.name == "perf":
             item.add_marker(ADVICE)
+    items.sort(key=lambda item: item.get_closest_marker("quiet") is None)  # stable
     if config.getoption("suite") != "scaling":
         return
     kept: list[pytest.Item] = []
