@@ -4,7 +4,7 @@ how often a loss put into HEAD's blocks is caught, without measuring anything.
 Reads the JSON reports of paired runs (``pytest --mxperf --mxperf-ab REV --mxperf-json F``; their
 ``paired.rounds`` keep every block both sides timed in turns). A replayed run is one report's
 cases judged together, as a paired run judges them (the run's round effect is pooled over its
-cases, `pairstats.round_noise`): each case's first two rounds are two of its recorded ones drawn
+cases, `roundeffect.round_noise`): each case's first two rounds are two of its recorded ones drawn
 at random without replacement, later ones drawn with replacement; each round's block pairs are
 taken as the lock-step controller would (`turns.PAIRS`, then two more at a time while the round's
 error is above `turns.TARGET_SE`, within what was recorded); rounds go on while `pairdata` would
@@ -30,13 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_mxperf.judging.pairstats import (
-    SAME_CONFIDENCE,
-    Decision,
-    PairedRound,
-    paired_estimate,
-    round_noise,
-)
+from pytest_mxperf.judging.pairstats import SAME_CONFIDENCE, Decision, PairedRound, paired_estimate
+from pytest_mxperf.judging.roundeffect import round_noise
 from pytest_mxperf.measuring.stats import paired_blocks
 from pytest_mxperf.paired import pairdata, turns
 

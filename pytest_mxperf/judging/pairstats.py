@@ -25,22 +25,10 @@ Decision, with ``e = min_effect``, in this order:
   the caller reports the case as inconclusive, with :attr:`PairedEstimate.suggested_rounds`.
   Rounds stop early for a case that they could no longer fail (`pairplan.could_still_regress`).
 
-The spread between rounds of one case, from two or three rounds, is itself a very uncertain
-number (1 or 2 degrees of freedom: a t quantile of 12.7 at 95%), and by chance it often exceeds
-what the rounds' block pairs predict. The cases of one run share its rounds, its processes and
-its machine, so the part of the between-round spread that block noise does not explain (the
-*round effect*: a process that runs a little slow all round) is estimated from all of them
-together (:func:`round_noise`, one degree of freedom per case and extra round). A case whose
-rounds disagree more than its blocks predict (without the model, its equivalence interval would
-take that spread and ``n - 1`` degrees of freedom), but no more than the model's 99% chi-square
-bound allows, takes the model's SD instead, its block noise and the round effect, with their
-Satterthwaite degrees of freedom (the round effect counts as uncertain as the spread it was
-taken from, so a case alone in its run gets ``n - 1``, as without the model); a case whose rounds
-disagree more keeps its own spread. The 99% interval that fails a case always takes the case's
-own spread: the model never fails a case. Replayed on 165
-recorded A/A cases of 11 runs (scripts/replay_pairs.py), with the level at 95% identical code
-took 2.16 rounds on average where it took 2.39 (90%, no model), and a 5% loss was caught 92.6%
-of the time where it was 90.1% (at 90% with the model: 2.08 rounds, but 88.5%).
+A case whose rounds disagree more than their block pairs predict takes, for its equivalence
+interval, the run's *round effect* (`roundeffect`: the spread between rounds that block noise
+does not explain, estimated over all the run's cases) instead of its own spread of ``n - 1``
+degrees of freedom; the 99% interval that fails a case never does.
 """
 
 from __future__ import annotations
@@ -48,22 +36,19 @@ from __future__ import annotations
 import enum
 import functools
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_mxperf.judging.pairplan import half_width, suggest_rounds
-from pytest_mxperf.judging.tdist import chi2_quantile
+from pytest_mxperf.judging.roundeffect import RoundNoise, pooled_sd
 from pytest_mxperf.measuring.stats import PairedBlocks, mean_sd, median_noise, paired_blocks
 
 #: Default confidence level of the interval (two-sided).
 CONFIDENCE = 0.99
 #: Confidence of the equivalence interval that decides SAME (two-sided 95%: each one-sided test
-#: at 2.5%). With the run's round effect (:func:`round_noise`) this level catches more 5% losses
+#: at 2.5%). With the run's round effect (`roundeffect`) this level catches more 5% losses
 #: than 90% without it did, in fewer rounds for identical code.
 SAME_CONFIDENCE = 0.95
-#: A case's own spread between rounds beyond this quantile of the pooled model's chi-square is
-#: its own: its equivalence interval does not take the run's round effect.
-POOLED_CHECK = 0.99
 #: Default smallest change worth failing for (5%).
 MIN_EFFECT = 0.05
 #: Default floor of the per-round SD of log ratios (0.5%): no interval is ever zero-width.
@@ -135,17 +120,6 @@ class PairedRound:
 
 
 @dataclass(frozen=True)
-class RoundNoise:
-    """The round effect of one run (:func:`round_noise`): the SD of a round's log ratio that the
-    block noise does not explain, its degrees of freedom, and the pooled SD between rounds it
-    was taken from (what makes it uncertain: its variance is about ``2 * spread**4 / df``)."""
-
-    sd: float
-    df: int
-    spread: float
-
-
-@dataclass(frozen=True)
 class PairedEstimate:
     """HEAD/REV throughput ratio of one case over paired rounds, with its interval and decision.
 
@@ -180,7 +154,7 @@ class PairedEstimate:
     same_high: float = math.inf
     #: Degrees of freedom of the equivalence interval's t quantile (:func:`paired_estimate`).
     df: int = 1
-    #: The run's round effect, when the equivalence interval took it (:func:`round_noise`).
+    #: The run's round effect, when the equivalence interval took it (`roundeffect`).
     pooled: RoundNoise | None = None
 
     @property
@@ -237,53 +211,6 @@ def _degrees_of_freedom(rounds: Sequence[PairedRound], sd_between: float, sd_wit
     return n - 1
 
 
-def round_noise(cases: Iterable[Sequence[PairedRound]]) -> RoundNoise | None:
-    """The round effect of a run from the rounds of its cases (each a sequence of rounds of one
-    case): the between-round variance of each case's log ratios less the variance its block
-    pairs explain, pooled with weights ``rounds - 1``, floored at 0. Only cases of two or more
-    rounds that all have block pairs count. None: no such case."""
-    between, excess, df = 0.0, 0.0, 0
-    for rounds in cases:
-        if len(rounds) < 2 or any(rnd.blocks is None for rnd in rounds):
-            continue
-        _, sd_between = mean_sd([math.log(rnd.ratio) for rnd in rounds])
-        within = math.fsum(rnd.within_noise**2 for rnd in rounds) / len(rounds)
-        between += (len(rounds) - 1) * sd_between**2
-        excess += (len(rounds) - 1) * (sd_between**2 - within)
-        df += len(rounds) - 1
-    if df == 0:
-        return None
-    return RoundNoise(math.sqrt(max(0.0, excess / df)), df, math.sqrt(between / df))
-
-
-def _pooled(
-    rounds: Sequence[PairedRound],
-    noise: RoundNoise | None,
-    spreads: tuple[float, float],
-    floor: float,
-) -> tuple[float, int] | None:
-    """The equivalence interval's SD and degrees of freedom from the run's round effect, or None
-    when it does not apply: no round effect, a round without block pairs, rounds that agree at
-    least as well as their blocks predict (``spreads``: between, within; the blocks' noise
-    sets the interval then), or a spread between this case's rounds beyond the model's
-    :data:`POOLED_CHECK` chi-square bound."""
-    sd_between, sd_within = spreads
-    if noise is None or sd_between <= sd_within or any(rnd.blocks is None for rnd in rounds):
-        return None
-    n = len(rounds)
-    within = sd_within**2
-    sd = max(math.sqrt(within + noise.sd**2), floor)
-    if (n - 1) * sd_between**2 > chi2_quantile(POOLED_CHECK, n - 1) * sd**2:
-        return None
-    within_df = sum(rnd.within_df for rnd in rounds)
-    # Satterthwaite: the degrees of freedom of the sum of the two estimated variances. The round
-    # effect is a difference taken from the spread between rounds, so it is as uncertain as that
-    # spread (not as a variance of its own size would be): one case alone gets 1, as without it.
-    parts = within**2 / max(within_df, 1) + noise.spread**4 / noise.df
-    df = int((within + noise.sd**2) ** 2 / parts) if parts > 0 else within_df
-    return sd, max(n - 1, df)
-
-
 def _check_round(i: int, rnd: PairedRound) -> None:
     for side, value in (("rev", rnd.rev), ("head", rnd.head)):
         if not (math.isfinite(value) and value > 0):
@@ -307,7 +234,7 @@ def paired_estimate(
 ) -> PairedEstimate:
     """Estimate HEAD/REV over ``rounds`` (at least two) and decide; see the module docstring.
     ``same_confidence`` above ``confidence`` is capped at it. ``pooled``: the run's round effect
-    (:func:`round_noise` over its cases), for the equivalence interval.
+    (`roundeffect.round_noise` over its cases), for the equivalence interval.
 
     :raises ValueError: fewer than two rounds, a rate that is not a positive number, or a
         confidence, minimum effect or floor out of range.
@@ -335,7 +262,7 @@ def paired_estimate(
     half = half_width(confidence, sd, n, n - 1)
     low, high = math.exp(mean - half), math.exp(mean + half)
     same_level = min(same_confidence, confidence)
-    model = _pooled(rounds, pooled, (sd_between, sd_within), noise_floor)
+    model = pooled_sd(rounds, pooled, (sd_between, sd_within), noise_floor)
     same_sd, df = model if model is not None else (sd, df)
     same_half = half_width(same_level, same_sd, n, df)
     same = (math.exp(mean - same_half), math.exp(mean + same_half))

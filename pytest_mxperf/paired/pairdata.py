@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from pytest_mxperf.judging import pairplan
 from pytest_mxperf.judging import pairstats as paired
+from pytest_mxperf.judging.roundeffect import RoundNoise, round_noise
 from pytest_mxperf.measuring.records import CaseResult, Status
 
 REV, HEAD = "rev", "head"
@@ -124,7 +125,7 @@ class PairedData:
     def estimate(self, key: str, min_effect: float) -> paired.PairedEstimate | None:
         """The paired estimate of ``key``; None with fewer than two rounds measuring both. Its
         equivalence interval may take the round effect of all the run's cases
-        (`pairstats.round_noise`)."""
+        (`roundeffect.round_noise`)."""
         rounds = self.paired_rounds(key)
         if len(rounds) < 2:
             return None
@@ -143,9 +144,9 @@ class PairedData:
             for a, b in self.pairs(key)
         ]
 
-    def round_noise(self) -> paired.RoundNoise | None:
+    def round_noise(self) -> RoundNoise | None:
         """The run's round effect, from every case its rounds timed in turns."""
-        return paired.round_noise(self.paired_rounds(key) for key in case_keys(self))
+        return round_noise(self.paired_rounds(key) for key in case_keys(self))
 
     def scaling_pairs(self, key: str) -> list[tuple[CaseResult, CaseResult]]:
         """The rounds of a data-parallel ``key`` where both sides measured an efficiency."""

@@ -1,4 +1,4 @@
-"""The run's round effect (`pairstats.round_noise`): the spread between rounds that block noise
+"""The run's round effect (`pytest_mxperf.judging.roundeffect`): the spread between rounds that block noise
 does not explain, pooled over a run's cases, gives an equivalence interval to a case whose own
 rounds agree with it; the 99% interval that fails a case never takes it."""
 
@@ -12,13 +12,8 @@ import pytest
 from paired_data import pairs_of
 
 from pytest_mxperf.config.casekey import CaseKey
-from pytest_mxperf.judging.pairstats import (
-    Decision,
-    PairedRound,
-    RoundNoise,
-    paired_estimate,
-    round_noise,
-)
+from pytest_mxperf.judging.pairstats import Decision, PairedRound, paired_estimate
+from pytest_mxperf.judging.roundeffect import RoundNoise, round_noise
 from pytest_mxperf.judging.tdist import chi2_quantile
 from pytest_mxperf.measuring.records import CaseResult
 from pytest_mxperf.measuring.stats import mean_sd
