@@ -153,7 +153,7 @@ def same_interval(estimate: PairedEstimate) -> str:
     is not narrower."""
     if estimate.same_high >= estimate.high:
         return ""
-    level = min(paired.SAME_CONFIDENCE, estimate.confidence)
+    level = estimate.same_level
     return f"; {level:.0%} interval {estimate.same_low - 1:+.1%} .. {estimate.same_high - 1:+.1%}"
 
 

@@ -49,6 +49,11 @@ CONFIDENCE = 0.99
 #: at 2.5%). With the run's round effect (`roundeffect`) this level catches more 5% losses
 #: than 90% without it did, in fewer rounds for identical code.
 SAME_CONFIDENCE = 0.95
+#: ... and of a case whose rounds have no block pairs (whole-case turns: input pipelines,
+#: data-parallel launches; rounds of medians): the round effect never applies to them, and 95%
+#: without it made such cases inconclusive where 90% passed them (7 of 8 input pipelines of the
+#: emulated new host, 2026-11-26).
+WHOLE_CASE_SAME_CONFIDENCE = 0.90
 #: Default smallest change worth failing for (5%).
 MIN_EFFECT = 0.05
 #: Default floor of the per-round SD of log ratios (0.5%): no interval is ever zero-width.
@@ -154,6 +159,9 @@ class PairedEstimate:
     same_high: float = math.inf
     #: Degrees of freedom of the equivalence interval's t quantile (:func:`paired_estimate`).
     df: int = 1
+    #: The equivalence interval's level (:data:`SAME_CONFIDENCE` or, for rounds without block
+    #: pairs, :data:`WHOLE_CASE_SAME_CONFIDENCE`; capped at ``confidence``).
+    same_level: float = SAME_CONFIDENCE
     #: The run's round effect, when the equivalence interval took it (`roundeffect`).
     pooled: RoundNoise | None = None
 
@@ -229,18 +237,23 @@ def paired_estimate(
     confidence: float = CONFIDENCE,
     min_effect: float = MIN_EFFECT,
     noise_floor: float = NOISE_FLOOR,
-    same_confidence: float = SAME_CONFIDENCE,
+    same_confidence: float | None = None,
     pooled: RoundNoise | None = None,
 ) -> PairedEstimate:
     """Estimate HEAD/REV over ``rounds`` (at least two) and decide; see the module docstring.
-    ``same_confidence`` above ``confidence`` is capped at it. ``pooled``: the run's round effect
-    (`roundeffect.round_noise` over its cases), for the equivalence interval.
+    ``same_confidence`` (default :data:`SAME_CONFIDENCE` for rounds of block pairs,
+    :data:`WHOLE_CASE_SAME_CONFIDENCE` otherwise) above ``confidence`` is capped at it.
+    ``pooled``: the run's round effect (`roundeffect.round_noise` over its cases), for the
+    equivalence interval.
 
     :raises ValueError: fewer than two rounds, a rate that is not a positive number, or a
         confidence, minimum effect or floor out of range.
     """
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    if same_confidence is None:
+        whole = any(rnd.blocks is None for rnd in rounds)
+        same_confidence = WHOLE_CASE_SAME_CONFIDENCE if whole else SAME_CONFIDENCE
     if not 0.0 < same_confidence < 1.0:
         raise ValueError(f"same_confidence must be in (0, 1), got {same_confidence}")
     if not 0.0 < min_effect < 1.0:
@@ -289,6 +302,7 @@ def paired_estimate(
         same_high=same[1],
         df=df,
         pooled=pooled if model is not None else None,
+        same_level=same_level,
     )
 
 

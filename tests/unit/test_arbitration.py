@@ -105,7 +105,7 @@ def test_an_unstable_case_the_pair_cannot_decide_says_so_without_blaming_changes
 
 
 def test_a_pass_carries_the_interval_that_decided_it() -> None:
-    # Two rounds that agree: the 95% equivalence interval decides (and the table shows it);
+    # Two rounds that agree: the 90% equivalence interval decides (and the table shows it);
     # the 99% interval of a t with one degree of freedom is many times wider.
     est = paired_estimate([PairedRound(100.0, 100.2), PairedRound(100.0, 99.9)])
     verdict = decide_paired(est, Policy())
@@ -122,6 +122,6 @@ def test_an_undecided_pair_names_its_equivalence_interval_too() -> None:
     assert est.decision.value == "unknown"
     text = pair_summary(est, "REV", est.confidence)
     assert (
-        f"99% interval {est.low - 1:+.1%} .. {est.high - 1:+.1%}, 2 round(s); 95% interval" in text
+        f"99% interval {est.low - 1:+.1%} .. {est.high - 1:+.1%}, 2 round(s); 90% interval" in text
     )
-    assert f"95% interval {est.same_low - 1:+.1%} .. {est.same_high - 1:+.1%})" in text
+    assert f"90% interval {est.same_low - 1:+.1%} .. {est.same_high - 1:+.1%})" in text
