@@ -32,7 +32,6 @@ from typing import Any
 
 from pytest_mxperf.judging.pairstats import SAME_CONFIDENCE, Decision, PairedRound, paired_estimate
 from pytest_mxperf.judging.roundeffect import round_noise
-from pytest_mxperf.measuring.stats import paired_blocks
 from pytest_mxperf.paired import pairdata, turns
 
 
@@ -100,10 +99,11 @@ def as_controller(
 ) -> PairedRound:
     """The pairs the lock-step controller would have stopped at, within those recorded."""
     n = min(rule.pairs, len(rev))
-    while n + 2 <= min(len(rev), rule.max_pairs) and (
-        paired_blocks(rev[:n], head[:n]).se > rule.target_se
-    ):
-        n += 2
+    while True:
+        extra = turns.more_pairs(rev[:n], head[:n], rule.pairs, rule.max_pairs, rule.target_se)
+        if not extra or n + extra > len(rev):
+            break
+        n += extra
     return PairedRound(100.0, 100.0, pairs=tuple(zip(rev[:n], head[:n])))
 
 

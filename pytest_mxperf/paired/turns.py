@@ -63,6 +63,26 @@ TARGET_SE = 0.02
 GO, BLOCK, END, SOLO = "go", "block", "end", "solo"
 
 
+def more_pairs(
+    rev: Sequence[float],
+    head: Sequence[float],
+    pairs: int = PAIRS,
+    max_pairs: int = MAX_PAIRS,
+    target_se: float = TARGET_SE,
+) -> int:
+    """How many more block pairs a case in lock-step gets after the rates ``rev`` and ``head``
+    its sides reported so far: two (the next ABBA; fewer up to ``max_pairs``) while both sides
+    reported every block, at least ``pairs`` and fewer than ``max_pairs`` are done, and the
+    pairs' throughput ratio is less certain than ``target_se``; else 0. The controller's rule,
+    and the one scripts/replay_pairs.py replays."""
+    done = len(rev)
+    if len(head) != done or not pairs <= done < max_pairs:
+        return 0
+    if paired_blocks(rev, head).se <= target_se:
+        return 0
+    return min(2, max_pairs - done)
+
+
 class BatonLost(RuntimeError):
     """The controller is gone (it was interrupted or timed the round out)."""
 
@@ -224,17 +244,13 @@ class Conductor:
         ]
 
     def _more_pairs(self) -> None:
-        """The case's planned pairs are timed: two more pairs (the next ABBA) while both sides
-        reported every block, fewer than ``max_pairs`` are done and the pairs' throughput ratio is
-        less certain than ``target_se``; else the case's lock-step ends."""
+        """The case's planned pairs are timed: the pairs `more_pairs` gives (the next ABBA), or
+        the case's lock-step ends."""
         first, second = self.order
-        done = len(self.rates[first])
-        if (
-            done == len(self.rates[second])
-            and self.pairs <= done < self.max_pairs
-            and paired_blocks(self.rates[first], self.rates[second]).se > self.target_se
-        ):
-            self.sequence = self._abba(done, min(done + 2, self.max_pairs))
+        rev, head = self.rates[first], self.rates[second]
+        extra = more_pairs(rev, head, self.pairs, self.max_pairs, self.target_se)
+        if extra:
+            self.sequence = self._abba(len(rev), len(rev) + extra)
             return
         self.rates.clear()
 
