@@ -169,6 +169,12 @@ def test_a_side_whose_controller_is_gone_says_so(tmp_path: Path) -> None:
     t.join(5)
 
 
+#: The tests of where a side's threads run: they need CPU affinity and two CPUs to move between.
+TWO_CPUS = pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="needs two CPUs this process may use, and CPU affinity",
+)
+
 _PLACES = """
 import json, os, sys, threading
 from pytest_mxperf.config.side import parse_turns
@@ -204,10 +210,7 @@ print(json.dumps(seen))
 """
 
 
-@pytest.mark.skipif(
-    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
-    reason="needs two CPUs this process may use, and CPU affinity",
-)
+@TWO_CPUS
 def test_a_side_moves_all_its_threads_to_the_wider_cpus_for_untimed_work(tmp_path: Path) -> None:
     usable = sorted(os.sched_getaffinity(0))
     timing, spread = {usable[-1]}, set(usable)
@@ -221,10 +224,7 @@ def test_a_side_moves_all_its_threads_to_the_wider_cpus_for_untimed_work(tmp_pat
     t.join(5)
 
 
-@pytest.mark.skipif(
-    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
-    reason="needs two CPUs this process may use, and CPU affinity",
-)
+@TWO_CPUS
 def test_a_case_run_alone_gets_the_wider_cpus(tmp_path: Path) -> None:
     # A data-parallel launch or an input pipeline, run in a turn of its own: nothing of the
     # other side runs, so its ranks and loader workers get every CPU, as in a run of its own.
