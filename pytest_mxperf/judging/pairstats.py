@@ -251,10 +251,7 @@ def paired_estimate(
     """
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    if same_confidence is None:
-        whole = any(rnd.blocks is None for rnd in rounds)
-        same_confidence = WHOLE_CASE_SAME_CONFIDENCE if whole else SAME_CONFIDENCE
-    if not 0.0 < same_confidence < 1.0:
+    if same_confidence is not None and not 0.0 < same_confidence < 1.0:
         raise ValueError(f"same_confidence must be in (0, 1), got {same_confidence}")
     if not 0.0 < min_effect < 1.0:
         raise ValueError(f"min_effect must be in (0, 1), got {min_effect}")
@@ -266,6 +263,9 @@ def paired_estimate(
         raise ValueError(f"a paired estimate needs at least 2 rounds, got {n}")
     for i, rnd in enumerate(rounds):
         _check_round(i, rnd)
+    if same_confidence is None:  # after the check: a round's blocks divide by its rates
+        whole = any(rnd.blocks is None for rnd in rounds)
+        same_confidence = WHOLE_CASE_SAME_CONFIDENCE if whole else SAME_CONFIDENCE
 
     logs = [math.log(rnd.ratio) for rnd in rounds]
     mean, sd_between = mean_sd(logs)
