@@ -239,6 +239,7 @@ def test_block_pairs_decide_a_pair_whose_medians_drifted() -> None:
 
 @pytest.mark.parametrize("rate", [math.nan, 0.0, -1.0])
 def test_a_block_pair_that_is_not_a_number_is_named(rate: float) -> None:
-    bad = ((1.0, rate), (1.0, 1.0))
-    with pytest.raises(ValueError, match="round 1: block-pair rates must be positive numbers"):
-        paired_estimate([PairedRound(1.0, 1.0), PairedRound(1.0, 1.0, pairs=bad)])
+    good, bad = ((1.0, 1.0), (1.0, 1.0)), ((1.0, rate), (1.0, 1.0))
+    for first in (PairedRound(1.0, 1.0), PairedRound(1.0, 1.0, pairs=good)):
+        with pytest.raises(ValueError, match="round 1: block-pair rates must be positive"):
+            paired_estimate([first, PairedRound(1.0, 1.0, pairs=bad)])
