@@ -182,10 +182,10 @@ def main() -> None:
     if not 0.0 < args.same_confidence < 1.0:
         raise SystemExit(f"--same-confidence: {args.same_confidence} is not in (0, 1)")
     runs = [cases for path in args.reports if (cases := load(path))]
-    if not any(len(r) >= 2 for cases in runs for r in cases.values()):
+    count = sum(1 for cases in runs for r in cases.values() if len(r) >= 2)
+    if not count:
         raise SystemExit("no case was timed in turns in two rounds in these reports")
     judge = Judge(rule, args.max_rounds, not args.no_pool, args.same_confidence)
-    count = sum(1 for cases in runs for r in cases.values() if len(r) >= 2)
     print(f"{len(runs)} run(s), {count} case(s) of two or more recorded rounds")
     for kind in args.kinds.split(","):
         if kind not in ("uniform", "lumpy"):
