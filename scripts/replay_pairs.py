@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_mxperf.judging.pairstats import SAME_CONFIDENCE, Decision, PairedRound, paired_estimate
+from pytest_mxperf.judging.pairstats import Decision, PairedRound, paired_estimate
 from pytest_mxperf.judging.roundeffect import round_noise
 from pytest_mxperf.paired import pairdata, turns
 
@@ -114,7 +114,8 @@ class Judge:
     rule: Rule = Rule()
     max_rounds: int = 10
     pool: bool = True
-    same_confidence: float = SAME_CONFIDENCE
+    #: None: the product's rule (`pairstats.default_same_level`).
+    same_confidence: float | None = None
 
 
 def one_run(
@@ -164,7 +165,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--no-pool", action="store_true", help="no round effect pooled")
     parser.add_argument(
-        "--same-confidence", type=float, default=SAME_CONFIDENCE, help="as SAME_CONFIDENCE"
+        "--same-confidence",
+        type=float,
+        default=None,
+        help="one equivalence level for every case (default: pairstats.default_same_level's)",
     )
     parser.add_argument("--pairs", type=int, default=turns.PAIRS, help="as turns.PAIRS")
     parser.add_argument("--max-pairs", type=int, default=turns.MAX_PAIRS, help="as turns.MAX_PAIRS")
@@ -179,7 +183,7 @@ def main() -> None:
     if not args.target_se > 0:
         raise SystemExit(f"--target-se: {args.target_se} is not above 0")
     rule = Rule(args.pairs, args.max_pairs, args.target_se)
-    if not 0.0 < args.same_confidence < 1.0:
+    if args.same_confidence is not None and not 0.0 < args.same_confidence < 1.0:
         raise SystemExit(f"--same-confidence: {args.same_confidence} is not in (0, 1)")
     runs = [cases for path in args.reports if (cases := load(path))]
     count = sum(1 for cases in runs for r in cases.values() if len(r) >= 2)

@@ -163,7 +163,8 @@ SPECS: tuple[Spec, ...] = (
         0.05,
         "Paired verdicts: a slowdown is a regression when it is certain (the 99% confidence "
         "interval of the ratio lies below 1) and a drop of at least this much is not ruled out; "
-        "a case is the same when its 95% interval rules out a change this large either way.",
+        "a case is the same when its 95% interval (90% for a case alone in its run or timed as "
+        "a whole) rules out a change this large either way.",
         "FRACTION",
     ),
     Spec(

@@ -46,14 +46,20 @@ from pytest_mxperf.measuring.stats import PairedBlocks, mean_sd, median_noise, p
 #: Default confidence level of the interval (two-sided).
 CONFIDENCE = 0.99
 #: Confidence of the equivalence interval that decides SAME (two-sided 95%: each one-sided test
-#: at 2.5%). With the run's round effect (`roundeffect`) this level catches more 5% losses
-#: than 90% without it did, in fewer rounds for identical code.
+#: at 2.5%) for a case of block pairs in a run whose round effect (`roundeffect`) other cases
+#: stand behind (:data:`POOLED_DF_FOR_SAME`): with it this level catches more 5% losses than
+#: 90% without it did, in fewer rounds for identical code.
 SAME_CONFIDENCE = 0.95
-#: ... and of a case whose rounds have no block pairs (whole-case turns: input pipelines,
-#: data-parallel launches; rounds of medians): the round effect never applies to them, and 95%
-#: without it made such cases inconclusive where 90% passed them (7 of 8 input pipelines of the
-#: emulated new host, 2026-11-26).
+#: ... and of every other case (:func:`default_same_level`): a case alone in its run (no round
+#: effect from others: 95% made a one-case repository beside a noisy neighbour inconclusive 4
+#: times in 10 where 90% passed it 9 times), and a case whose rounds have no block pairs
+#: (whole-case turns: input pipelines, data-parallel launches; rounds of medians), to which the
+#: round effect never applies (95% made 7 of 8 input pipelines of the emulated new host
+#: inconclusive).
 WHOLE_CASE_SAME_CONFIDENCE = 0.90
+#: Degrees of freedom the run's round effect must have from cases other than the one judged for
+#: that case to be judged at :data:`SAME_CONFIDENCE` (four: e.g. four other cases of two rounds).
+POOLED_DF_FOR_SAME = 4
 #: Default smallest change worth failing for (5%).
 MIN_EFFECT = 0.05
 #: Default floor of the per-round SD of log ratios (0.5%): no interval is ever zero-width.
@@ -231,6 +237,17 @@ def _check_round(i: int, rnd: PairedRound) -> None:
         raise ValueError(f"round {i}: block-pair rates must be positive numbers")
 
 
+def default_same_level(rounds: Sequence[PairedRound], pooled: RoundNoise | None) -> float:
+    """The default level of a case's equivalence interval: :data:`SAME_CONFIDENCE` when all its
+    rounds have block pairs and the run's round effect ``pooled`` has at least
+    :data:`POOLED_DF_FOR_SAME` degrees of freedom besides this case's own ``n - 1`` (which
+    `roundeffect.round_noise` counted in it), else :data:`WHOLE_CASE_SAME_CONFIDENCE`."""
+    if pooled is None or any(rnd.blocks is None for rnd in rounds):
+        return WHOLE_CASE_SAME_CONFIDENCE
+    others = pooled.df - (len(rounds) - 1)
+    return SAME_CONFIDENCE if others >= POOLED_DF_FOR_SAME else WHOLE_CASE_SAME_CONFIDENCE
+
+
 def paired_estimate(
     rounds: Sequence[PairedRound],
     *,
@@ -241,8 +258,7 @@ def paired_estimate(
     pooled: RoundNoise | None = None,
 ) -> PairedEstimate:
     """Estimate HEAD/REV over ``rounds`` (at least two) and decide; see the module docstring.
-    ``same_confidence`` (default :data:`SAME_CONFIDENCE` for rounds of block pairs,
-    :data:`WHOLE_CASE_SAME_CONFIDENCE` otherwise) above ``confidence`` is capped at it.
+    ``same_confidence`` (default: :func:`default_same_level`) above ``confidence`` is capped at it.
     ``pooled``: the run's round effect (`roundeffect.round_noise` over its cases), for the
     equivalence interval.
 
@@ -264,8 +280,7 @@ def paired_estimate(
     for i, rnd in enumerate(rounds):
         _check_round(i, rnd)
     if same_confidence is None:  # after the check: a round's blocks divide by its rates
-        whole = any(rnd.blocks is None for rnd in rounds)
-        same_confidence = WHOLE_CASE_SAME_CONFIDENCE if whole else SAME_CONFIDENCE
+        same_confidence = default_same_level(rounds, pooled)
 
     logs = [math.log(rnd.ratio) for rnd in rounds]
     mean, sd_between = mean_sd(logs)

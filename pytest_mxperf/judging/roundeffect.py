@@ -16,9 +16,10 @@ disagree more keeps its own spread. The 99% interval that fails a case always ta
 own spread: the model never fails a case.
 
 Replayed on 165 recorded A/A cases of 11 runs (scripts/replay_pairs.py), with the equivalence
-level at 95% (`pairstats.SAME_CONFIDENCE`; cases without block pairs keep 90%) identical code
-took 2.16 rounds on average where it took 2.39 (90%, no model), and a 5% loss was caught 92.6%
-of the time where it was 90.1% (at 90% with the model: 2.08 rounds, but 88.5%).
+level at 95% (`pairstats.SAME_CONFIDENCE`; cases without block pairs, or alone, keep 90%)
+identical code took 2.16 rounds on average where it took 2.39 (90%, no model), and a 5% loss
+was caught 92.6% of the time where it was 90.1% (at 90% with the model: 2.08 rounds, but
+88.5%).
 """
 
 from __future__ import annotations

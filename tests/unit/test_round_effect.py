@@ -12,7 +12,15 @@ import pytest
 from paired_data import pairs_of
 
 from pytest_mxperf.config.casekey import CaseKey
-from pytest_mxperf.judging.pairstats import Decision, PairedRound, paired_estimate
+from pytest_mxperf.judging.pairstats import (
+    POOLED_DF_FOR_SAME,
+    SAME_CONFIDENCE,
+    WHOLE_CASE_SAME_CONFIDENCE,
+    Decision,
+    PairedRound,
+    default_same_level,
+    paired_estimate,
+)
 from pytest_mxperf.judging.roundeffect import RoundNoise, round_noise
 from pytest_mxperf.judging.tdist import chi2_quantile
 from pytest_mxperf.measuring.records import CaseResult
@@ -82,9 +90,9 @@ def test_a_case_whose_rounds_disagree_beyond_the_model_keeps_its_own_spread() ->
     noise = RoundNoise(0.008, 15, 0.011)
     est = paired_estimate(rounds, pooled=noise)
     assert est.pooled is None and est.decision is Decision.UNKNOWN
-    assert (est.same_low, est.same_high) == pytest.approx(
-        (paired_estimate(rounds).same_low, paired_estimate(rounds).same_high)
-    )
+    own = paired_estimate(rounds, same_confidence=est.same_level)
+    assert est.same_level == SAME_CONFIDENCE
+    assert (est.same_low, est.same_high) == pytest.approx((own.same_low, own.same_high))
 
 
 def test_rounds_of_medians_never_take_the_round_effect() -> None:
@@ -97,6 +105,25 @@ def test_one_case_alone_is_judged_as_without_pooling() -> None:
     rounds = [_round(0.015), _round(-0.010)]
     alone = paired_estimate(rounds, pooled=round_noise([rounds]))
     assert alone.df == 1 and alone.decision is paired_estimate(rounds).decision
+
+
+def test_the_stricter_level_needs_a_round_effect_from_other_cases() -> None:
+    rounds = [_round(0.015), _round(-0.010)]
+    # Alone in its run (its own round counted in the effect), or no effect at all: 90%.
+    assert paired_estimate(rounds, pooled=round_noise([rounds])).same_level == 0.90
+    assert paired_estimate(rounds).same_level == WHOLE_CASE_SAME_CONFIDENCE == 0.90
+    # Three other cases of two rounds: not yet; four: 95%.
+    others = [[_round(0.004), _round(-0.004)] for _ in range(POOLED_DF_FOR_SAME)]
+    short = round_noise([rounds, *others[1:]])
+    assert short is not None and default_same_level(rounds, short) == 0.90
+    enough = round_noise([rounds, *others])
+    assert enough is not None and default_same_level(rounds, enough) == SAME_CONFIDENCE == 0.95
+    # A case's own later rounds do not count as others: five rounds alone stay at 90%.
+    five = [_round(x) for x in (0.01, -0.01, 0.004, -0.004, 0.0)]
+    assert default_same_level(five, round_noise([five])) == 0.90
+    # Rounds of medians keep 90% whatever the run's effect.
+    medians = [PairedRound(100.0, 100.5), PairedRound(100.0, 99.0)]
+    assert default_same_level(medians, enough) == 0.90
 
 
 def test_a_loss_beyond_the_minimum_effect_is_never_a_pass_by_pooling() -> None:
