@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import signal
 import threading
 import time
@@ -33,6 +34,21 @@ from pytest_mxperf.system import cpus as cpu_sets
 
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _default_sigterm_in_child() -> None:
+    """A process forked from the controller while :func:`sigterm_as_interrupt` holds gets
+    SIGTERM's default action back: the handler is the controller's, and a child that turns
+    SIGTERM into KeyboardInterrupt may not end on it. A test body's ``gluon.data.DataLoader``
+    with workers forks its pool here, and ``Pool.terminate`` SIGTERMs it: a worker that took the
+    interrupt at the wrong point lived on, and the controller waited for it for ever (1 run in 3
+    of a small script, once in the repository's pipelines A/A run after its rounds)."""
+    if signal.getsignal(signal.SIGTERM) is _interrupt:
+        with contextlib.suppress(ValueError):  # not the main thread: nothing to undo here
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+os.register_at_fork(after_in_child=_default_sigterm_in_child)
 
 
 @contextlib.contextmanager

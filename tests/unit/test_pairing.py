@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar, Optional
@@ -14,6 +18,7 @@ from pytest_mxperf.config.settings import Settings
 from pytest_mxperf.judging.pairstats import Decision
 from pytest_mxperf.measuring.records import CaseResult
 from pytest_mxperf.paired import pairdata, pairing, sides
+from pytest_mxperf.paired.pairing import sigterm_as_interrupt
 from pytest_mxperf.system import cpus
 from pytest_mxperf.testing import measurement_of
 
@@ -283,3 +288,26 @@ def test_a_server_asked_for_first_starts_both(
     assert pairer.server(pairdata.HEAD) is not None
     assert len(RecordedServer.log) == 4  # started once
     pairer.close()
+
+
+def test_a_process_forked_during_a_paired_run_ends_on_sigterm() -> None:
+    """The controller turns SIGTERM into KeyboardInterrupt; what it forks (a DataLoader's
+    worker pool in a test body) gets the default back, so ``Pool.terminate`` ends it."""
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("a signal handler is set in the main thread only")
+    before = signal.getsignal(signal.SIGTERM)
+    if before is not signal.SIG_DFL:
+        pytest.skip("SIGTERM already has a handler here")
+    with sigterm_as_interrupt():
+        assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+        pid = os.fork()
+        if pid == 0:  # the child: wait to be ended
+            try:
+                time.sleep(30)
+            finally:
+                os._exit(3)
+        time.sleep(0.2)
+        os.kill(pid, signal.SIGTERM)
+        _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) is before
