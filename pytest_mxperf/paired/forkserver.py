@@ -31,8 +31,9 @@ from typing import IO, Any
 from pytest_mxperf.system import cpus as cpu_sets
 from pytest_mxperf.system import pluginpath, procgroup, scratch
 
-#: Modules the server imports before forking (comma-separated; empty: none). The fake back end
-#: of this repository's own tests needs no MXNet, so its pytester runs set it empty.
+#: Modules the server imports before forking (comma-separated; empty: none; unset:
+#: `default_preload`). The fake back end of this repository's own tests needs no MXNet, so its
+#: pytester runs set their own list.
 PRELOAD_ENV = "PYTEST_MXPERF_SIDE_PRELOAD"
 DEFAULT_PRELOAD = "mxnet"
 #: Seconds the server may take to start (imports included) before it is given up on.
@@ -126,7 +127,7 @@ class ForkServer:
         code = SERVER.format(
             root=pluginpath.import_root(),
             preload_env=PRELOAD_ENV,
-            default=DEFAULT_PRELOAD,
+            default=default_preload(),
             pin=sorted(cpus) if moved and cpus is not None else None,
         )
         self._started = time.monotonic()
@@ -253,6 +254,38 @@ def import_places(
     if len(spare) < size * (count - 1):
         return None
     return [cpus, *(frozenset(spare[i * size : (i + 1) * size]) for i in range(count - 1))]
+
+
+def default_preload() -> str:
+    """What a server imports unless `PRELOAD_ENV` says otherwise: MXNet, then what every side
+    forked from it would import again for itself: GitPython (the run facts' commit detection),
+    pytest's own plugins (some it imports only once a session is configured: junitxml, pdb
+    and readline for debugging), the rest of this package (the side's hooks, the root conftest
+    of a repository that imports it) and the pytest plugins of this environment, which pytest
+    loads by their entry points in every side. All are this environment's code, the same for
+    both sides (a side in REV's own environment, ``--mxperf-env-command``, has no fork server);
+    the repository's own modules (conftest files, tests) are never preloaded. A module that
+    fails to import is left to the side, which reports why."""
+    import pkgutil
+    from importlib.metadata import entry_points
+
+    from _pytest import config as pytest_config
+
+    import pytest_mxperf
+
+    names = [DEFAULT_PRELOAD, "git"]
+    builtin = (
+        *getattr(pytest_config, "essential_plugins", ()),
+        *getattr(pytest_config, "default_plugins", ()),
+    )
+    names += [f"_pytest.{name}" for name in builtin]
+    names += [m.name for m in pkgutil.walk_packages(pytest_mxperf.__path__, "pytest_mxperf.")]
+    found = entry_points()
+    plugins = (
+        found.select(group="pytest11") if hasattr(found, "select") else found.get("pytest11", ())
+    )
+    names += sorted({e.value.split(":")[0] for e in plugins})
+    return ",".join(dict.fromkeys(names))
 
 
 def available() -> bool:

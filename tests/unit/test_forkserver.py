@@ -10,6 +10,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Iterator
+from importlib.metadata import entry_points
 from pathlib import Path
 from types import FrameType
 
@@ -265,3 +266,21 @@ def test_a_server_that_imported_mxnet_elsewhere_forks_sides_like_one_that_did_no
         lines.append(next(t for t in done.tail.splitlines() if t.startswith("threads")))
     assert lines[0] == lines[1]
     assert lines[0].endswith(f"cpus [({timing.pop()},)]")
+
+
+def test_by_default_a_server_preloads_mxnet_then_what_each_side_would_import_again() -> None:
+    # Every side forked from the server runs the run facts' commit detection (GitPython), this
+    # package's hooks and whatever root conftest imports it, and pytest loads its own plugins
+    # and the environment's (by entry point) in each: imported once in the server, not once a
+    # side.
+    names = forkserver.default_preload().split(",")
+    assert names[0] == "mxnet"
+    assert "git" in names
+    assert {"pytest_mxperf.plugin.sidehooks", "pytest_mxperf.paired.turns"} <= set(names)
+    assert {"_pytest.junitxml", "_pytest.debugging", "_pytest.terminal"} <= set(names)
+    found = entry_points()
+    group = found.select(group="pytest11") if hasattr(found, "select") else found["pytest11"]
+    assert {e.value.split(":")[0] for e in group} <= set(names)
+    assert len(names) == len(set(names))
+    # Nothing of the repository under test: its conftest files and tests are each side's own.
+    assert not any(n.startswith(("conftest", "tests")) for n in names)
