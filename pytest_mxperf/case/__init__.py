@@ -3,8 +3,6 @@
 - ``fixture``: `MxPerf`, the methods a test calls.
 - ``path``: `CaseBench`: key, skip, claim, device lock, measure, judge, arbitrate.
 - ``stored``: a case measured here and judged against its stored baseline (the path's steps).
-- ``wholeturns``: a case a lock-step side runs alone (an input pipeline) measured twice a
-  round, ABBA with the other side.
 - ``dataparallel``, ``pipelines``, ``sweeps``: the other methods, through the same path.
 - ``pairs``: arbitration and the verdict of a case in ``--mxperf-ab`` mode.
 - ``preflight``: before the first case, whether the stored figures hold on this machine; if

@@ -20,7 +20,7 @@ import pytest
 from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.case import evidence as fixture_evidence
 from pytest_mxperf.case import pairs as fixture_pair
-from pytest_mxperf.case import preflight, stored, wholeturns
+from pytest_mxperf.case import preflight, stored
 from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.expectation import Expectation
 from pytest_mxperf.config.markers import MarkerSpec
@@ -138,8 +138,7 @@ class CaseBench:
                 return stored.judge_stored(self, adopted)  # its figure is HEAD's from the pair
             return stored.measure(self, result, net, spec, runner, alone=alone)
 
-        turns = wholeturns.WHOLE_TURNS if alone else 1
-        return self.through(result, [(kind, index)], measure, after, alone=alone, turns=turns)
+        return self.through(result, [(kind, index)], measure, after, alone=alone)
 
     def through(
         self,
@@ -149,7 +148,6 @@ class CaseBench:
         after: After | None = None,
         *,
         alone: bool = False,
-        turns: int = 1,
     ) -> CaseResult:
         """The rest of every case's path once its ``result`` exists (key claimed): in
         ``--mxperf-ab`` mode the pair's verdict; else ``measure`` (measure and judge, returning
@@ -159,7 +157,7 @@ class CaseBench:
         the baton (a data-parallel launch, whose ranks the baton cannot reach; an input
         pipeline, whose loader threads and workers would refill their prefetch queues during the
         other side's blocks: work beside a timed block, and batches ready for free at the start
-        of the side's next one); ``turns`` such turns, merged (`wholeturns`)."""
+        of the side's next one)."""
         if self.settings.ab:
             # Paired mode: the side processes measured this case; judge the pair.
             result = self._finish_pair(self.judge_pair(result))
@@ -169,13 +167,10 @@ class CaseBench:
                     held.enter_context(self.device_lock(result.key, kind, index))
                 baton = self.session.baton
                 if alone and baton is not None:
-                    result, ref = wholeturns.measure_in_turns(
-                        baton, self.item.nodeid, result, measure, turns
-                    )
-                else:
-                    start = time.time()
-                    result, ref = measure(result)
-                    result = replace(result, window=[start, time.time()])
+                    baton.alone(self.item.nodeid, str(result.key))
+                start = time.time()
+                result, ref = measure(result)
+                result = replace(result, window=[start, time.time()])
             why_no_base: str | None = None
             if result.verdict is not None and suspected(result.verdict, self.settings.tolerance):
                 # outside the locks: the sides take them

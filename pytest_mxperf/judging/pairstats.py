@@ -89,10 +89,6 @@ class PairedRound:
     :param pairs: ``(rev_i, head_i)`` images/sec of the blocks the two sides timed in turns
         (lock-step sides, `pytest_mxperf.paired.turns`); when two or more are given, they make
         the round's ratio and its noise (`stats.paired_blocks`).
-    :param whole: the pairs are whole-case turns (`case.wholeturns`: an input pipeline measured
-        twice a side, ABBA), not 0.1 s blocks: their noise is not the blocks', so the run's
-        round effect neither counts them nor applies to them, and the equivalence level is
-        :data:`WHOLE_CASE_SAME_CONFIDENCE`.
     """
 
     rev: float
@@ -100,7 +96,6 @@ class PairedRound:
     rev_blocks: tuple[float, ...] = ()
     head_blocks: tuple[float, ...] = ()
     pairs: tuple[tuple[float, float], ...] = ()
-    whole: bool = False
 
     @functools.cached_property
     def blocks(self) -> PairedBlocks | None:
@@ -247,7 +242,7 @@ def default_same_level(rounds: Sequence[PairedRound], pooled: RoundNoise | None)
     rounds have block pairs and the run's round effect ``pooled`` has at least
     :data:`POOLED_DF_FOR_SAME` degrees of freedom besides this case's own ``n - 1`` (which
     `roundeffect.round_noise` counted in it), else :data:`WHOLE_CASE_SAME_CONFIDENCE`."""
-    if pooled is None or any(rnd.blocks is None or rnd.whole for rnd in rounds):
+    if pooled is None or any(rnd.blocks is None for rnd in rounds):
         return WHOLE_CASE_SAME_CONFIDENCE
     others = pooled.df - (len(rounds) - 1)
     return SAME_CONFIDENCE if others >= POOLED_DF_FOR_SAME else WHOLE_CASE_SAME_CONFIDENCE

@@ -68,11 +68,6 @@ def for_side(config: MeasureConfig) -> MeasureConfig:
     return replace(config, block_time=0.1, min_blocks=3, warmup_min_time=0.25)
 
 
-#: Key of a measurement's ``extra``: the images/sec of each of the case's whole-case turns in
-#: a lock-step side (`case.wholeturns`), in the order the side ran them.
-TURN_RATES = "turn_rates"
-
-
 @dataclass(frozen=True)
 class Measurement:
     """What one case measured: items/s per timed block and how it got there (JSON-safe)."""

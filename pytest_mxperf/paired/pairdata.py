@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from pytest_mxperf.judging import pairplan
 from pytest_mxperf.judging import pairstats as paired
 from pytest_mxperf.judging.roundeffect import RoundNoise, round_noise
-from pytest_mxperf.measuring.measure import TURN_RATES
 from pytest_mxperf.measuring.records import CaseResult, Status
 
 REV, HEAD = "rev", "head"
@@ -141,7 +140,6 @@ class PairedData:
                 rev_blocks=tuple(a.measurement.block_rates) if a.measurement else (),
                 head_blocks=tuple(b.measurement.block_rates) if b.measurement else (),
                 pairs=block_pairs(a, b),
-                whole=bool(whole_turn_pairs(a, b)),
             )
             for a, b in self.pairs(key)
         ]
@@ -182,12 +180,8 @@ class PairedData:
 
 
 def block_pairs(rev: CaseResult, head: CaseResult) -> tuple[tuple[float, float], ...]:
-    """``(rev_i, head_i)`` images/sec of the blocks both sides timed in turns (lock-step), or of
-    the whole-case turns both sides ran ABBA (:func:`whole_turn_pairs`); () when either
-    measured alone."""
-    whole = whole_turn_pairs(rev, head)
-    if whole:
-        return whole
+    """``(rev_i, head_i)`` images/sec of the blocks both sides timed in turns (lock-step); ()
+    when either measured alone."""
     a, b = rev.measurement, head.measurement
     if a is None or b is None or not (a.extra.get("interleaved") and b.extra.get("interleaved")):
         return ()
@@ -195,18 +189,6 @@ def block_pairs(rev: CaseResult, head: CaseResult) -> tuple[tuple[float, float],
     if len(ra) != len(rb) or len(ra) < 2:
         return ()
     return tuple(zip(ra, rb))
-
-
-def whole_turn_pairs(rev: CaseResult, head: CaseResult) -> tuple[tuple[float, float], ...]:
-    """``(rev_i, head_i)`` images/sec of the whole-case turns of a case both sides ran alone
-    twice or more in the round (`case.wholeturns`), turn by turn; () otherwise."""
-    a, b = rev.measurement, head.measurement
-    if a is None or b is None:
-        return ()
-    ra, rb = a.extra.get(TURN_RATES), b.extra.get(TURN_RATES)
-    if not isinstance(ra, list) or not isinstance(rb, list) or len(ra) != len(rb) or len(ra) < 2:
-        return ()
-    return tuple((float(x), float(y)) for x, y in zip(ra, rb))
 
 
 def undecided(data: PairedData, keys: Sequence[str], min_effect: float) -> list[str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_mxperf.measuring.measure import TURN_RATES
 from pytest_mxperf.paired.pairdata import PairedData, SideResult
 
 
@@ -29,18 +28,12 @@ def _round_dict(r: dict[str, SideResult]) -> dict[str, Any]:
             "images_per_sec": {k: c.images_per_sec for k, c in res.cases.items()},
             # Each block's img/s; "interleaved": timed in turns with the other side (lock-step),
             # block i of one side paired with block i of the other; "steps_per_block": the
-            # same on both sides after the first round (`block_plan`); "turns": the img/s of
-            # each whole-case turn of a case run alone (`case.wholeturns`), else absent.
+            # same on both sides after the first round (`block_plan`).
             "blocks": {
                 k: {
                     "images_per_sec": c.measurement.block_rates,
                     "interleaved": bool(c.measurement.extra.get("interleaved")),
                     "steps_per_block": c.measurement.steps_per_block,
-                    **(
-                        {"turns": c.measurement.extra[TURN_RATES]}
-                        if TURN_RATES in c.measurement.extra
-                        else {}
-                    ),
                 }
                 for k, c in res.cases.items()
                 if c.measurement is not None

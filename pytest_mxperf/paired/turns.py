@@ -25,11 +25,8 @@ The messages:
   ``TARGET_SE``: a quiet machine stops at 3 pairs, a noisy one buys certainty where it is
   short, within the round;
 - ``{"ready": key, "nodeid": id, "solo": true}`` before a case that cannot be timed block by
-  block in turns (a data-parallel launch: its ranks set up, warm up and time on their own; an
-  input pipeline): always ``solo``, when nothing else runs; all of it is the side's timed turn.
-  A side may ask again for the same case: an input pipeline is measured twice a round on each
-  side (`case.path.WHOLE_TURNS`), and when both sides ask for one case the turns go ABBA
-  (the side that ran it fewer times first; on a tie, the round's first side for odd turns);
+  block in turns (a data-parallel launch: its ranks set up, warm up and time on their own):
+  always ``solo``, when nothing else runs; all of it is the side's timed turn;
 - a side that exits (its socket closes) frees the other.
 
 A side pinned to the timing CPUs (``cpus.for_sides``) may be given wider ones for its untimed
@@ -211,8 +208,6 @@ class Conductor:
     rates: dict[str, list[float]] = field(default_factory=dict)
     #: Node id -> its place in the selection (which side is behind when their cases differ).
     _index: dict[str, int] = field(default_factory=dict, init=False, repr=False)
-    #: (side, key) -> the times the side was given the case to run alone (whole-case turns).
-    _alone: dict[tuple[str, str], int] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.sides = {name: _Side() for name in self.order}
@@ -262,22 +257,7 @@ class Conductor:
     def _wake(self, *replies: tuple[str, str]) -> list[tuple[str, str]]:
         for side, reply in replies:
             self.sides[side].state = "busy" if reply in (GO, END) else "timing"
-            if reply == SOLO:
-                turn = (side, self.sides[side].key)
-                self._alone[turn] = self._alone.get(turn, 0) + 1
         return list(replies)
-
-    def _whole_turn(self) -> str:
-        """Which side runs the case both are ready to run alone: the one that ran it fewer
-        times, and on a tie the round's first side for the 1st, 3rd ... turn and the second
-        for the 2nd, 4th ...: a case each side runs twice goes ABBA (REV, HEAD, HEAD, REV), so
-        a drift of the machine over the round weighs on both sides alike."""
-        first, second = self.order
-        key = self.sides[first].key
-        done = self._alone.get((first, key), 0), self._alone.get((second, key), 0)
-        if done[0] != done[1]:
-            return first if done[0] < done[1] else second
-        return first if done[0] % 2 == 0 else second
 
     def _next(self) -> list[tuple[str, str]]:
         sides = self.sides
@@ -308,8 +288,6 @@ class Conductor:
                 self.rates = {first: [], second: []}
                 self.sequence = self._abba(0, self.pairs)
                 return self._wake((self.sequence.pop(0), BLOCK))
-            if a.key == b.key and a.solo and b.solo:
-                return self._wake((self._whole_turn(), SOLO))
             # Different cases: the one the other side has passed already (or never has) goes
             # alone; the selection's order says which.
             alone = first if (a.index, 0) <= (b.index, 1) else second

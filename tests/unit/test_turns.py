@@ -114,43 +114,6 @@ def test_overlapping_sides_never_time_beside_a_side_still_busy() -> None:
     assert c.event("rev", None) == [] and c.done()
 
 
-def _solo(key: str, nodeid: str) -> dict[str, object]:
-    return {"ready": key, "nodeid": nodeid, "solo": True}
-
-
-@pytest.mark.parametrize("order", [("rev", "head"), ("head", "rev")])
-def test_a_case_both_sides_run_alone_twice_goes_abba(order: tuple[str, str]) -> None:
-    first, second = order
-    c = Conductor(order, IDS, pairs=1, overlap=True)
-    c.event(second, {"hello": second})
-    c.event(first, {"hello": first})
-    # Both sides run the input pipeline at t.py::a alone, twice each; then B in turns.
-    assert c.event(second, _solo("A", IDS[0])) == []  # the other is still setting up
-    ran = [side for side, reply in c.event(first, _solo("A", IDS[0])) if reply == SOLO]
-    for _ in range(3):
-        (side,) = ran[-1:]
-        ((nxt, reply),) = c.event(
-            side, _solo("A", IDS[0]) if ran.count(side) < 2 else _ready("B", IDS[1])
-        )
-        assert reply == SOLO
-        ran.append(nxt)
-    assert ran == [first, second, second, first]
-    # The second side is at B already: once the first has run A twice, B goes in turns.
-    assert c.event(first, _ready("B", IDS[1])) == [(first, BLOCK)]
-    assert c.locked == ["B"]
-
-
-def test_a_data_parallel_case_run_once_a_side_goes_as_before() -> None:
-    c = Conductor(("rev", "head"), IDS, pairs=1)
-    c.event("rev", {"hello": "rev"})
-    c.event("head", {"hello": "head"})
-    c.event("head", _solo("A", IDS[0]))
-    assert c.event("rev", _solo("A", IDS[0])) == [("rev", SOLO)]
-    # REV moved on to B; HEAD still waits at A: it is behind, so it goes.
-    assert c.event("rev", _ready("B", IDS[1])) == [("head", SOLO)]
-    assert c.event("head", _ready("B", IDS[1])) == [("rev", BLOCK)]
-
-
 def test_an_unknown_message_is_named() -> None:
     c = Conductor(("rev", "head"), IDS)
     with pytest.raises(ValueError, match="side rev: unexpected message"):
