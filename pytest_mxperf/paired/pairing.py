@@ -31,8 +31,17 @@ from pytest_mxperf.paired.sides import (
 )
 from pytest_mxperf.system import cpus as cpu_sets
 
+#: The process whose SIGTERM `sigterm_as_interrupt` turns into KeyboardInterrupt.
+_controller_pid = 0
+
 
 def _interrupt(signum: int, frame: object) -> None:
+    if os.getpid() != _controller_pid:
+        # A child forked from the controller, signalled before `_default_sigterm_in_child`
+        # ran (Pool.terminate right after the fork): it ends as SIGTERM ends a process.
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
     raise KeyboardInterrupt(f"signal {signum}")
 
 
@@ -42,7 +51,8 @@ def _default_sigterm_in_child() -> None:
     SIGTERM into KeyboardInterrupt may not end on it. A test body's ``gluon.data.DataLoader``
     with workers forks its pool here, and ``Pool.terminate`` SIGTERMs it: a worker that took the
     interrupt at the wrong point lived on, and the controller waited for it for ever (1 run in 3
-    of a small script, once in the repository's pipelines A/A run after its rounds)."""
+    of a small script, once in the repository's pipelines A/A run after its rounds). A signal
+    that comes before this hook runs is the handler's: in a child it ends the process too."""
     if signal.getsignal(signal.SIGTERM) is _interrupt:
         with contextlib.suppress(ValueError):  # not the main thread: nothing to undo here
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -63,6 +73,8 @@ def sigterm_as_interrupt() -> Iterator[None]:
     ):
         yield
         return
+    global _controller_pid
+    _controller_pid = os.getpid()
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         yield

@@ -311,3 +311,28 @@ def test_a_process_forked_during_a_paired_run_ends_on_sigterm() -> None:
         _, status = os.waitpid(pid, 0)
     assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_child_signalled_before_its_fork_hook_ends_as_sigterm_ends_it() -> None:
+    """SIGTERM can reach a forked child before the hook that resets its handler runs (a pool
+    terminated right after its fork): the controller's handler then ends the child too."""
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("a signal handler is set in the main thread only")
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        pytest.skip("SIGTERM already has a handler here")
+    with sigterm_as_interrupt():
+        handler = signal.getsignal(signal.SIGTERM)
+        pid = os.fork()
+        if pid == 0:  # the child, with the controller's handler as before the hook ran
+            try:
+                signal.signal(signal.SIGTERM, handler)
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5)
+            finally:
+                os._exit(3)
+        _, status = os.waitpid(pid, 0)
+        # ... while the controller itself still turns SIGTERM into KeyboardInterrupt.
+        with pytest.raises(KeyboardInterrupt, match="signal 15"):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM
