@@ -50,13 +50,13 @@ CONFIDENCE = 0.99
 #: stand behind (:data:`POOLED_DF_FOR_SAME`): with it this level catches more 5% losses than
 #: 90% without it did, in fewer rounds for identical code.
 SAME_CONFIDENCE = 0.95
-#: ... and of every other case (:func:`default_same_level`): a case alone in its run (no round
-#: effect from others: 95% made a one-case repository beside a noisy neighbour inconclusive 4
-#: times in 10 where 90% passed it 9 times), and a case whose rounds have no block pairs
-#: (whole-case turns: input pipelines, data-parallel launches; rounds of medians), to which the
-#: round effect never applies (95% made 7 of 8 input pipelines of the emulated new host
-#: inconclusive).
-WHOLE_CASE_SAME_CONFIDENCE = 0.90
+#: ... and of every other case (:func:`default_same_level`), none of which leans on a round
+#: effect from other cases: a case alone in its run (95% made a one-case repository beside a
+#: noisy neighbour inconclusive 4 times in 10 where 90% passed it 9 times), and a case whose
+#: rounds have no block pairs (whole-case turns: input pipelines, data-parallel launches;
+#: rounds of medians), to which the round effect never applies (95% made 7 of 8 input pipelines
+#: of the emulated new host inconclusive).
+UNPOOLED_SAME_CONFIDENCE = 0.90
 #: Degrees of freedom the run's round effect must have from cases other than the one judged for
 #: that case to be judged at :data:`SAME_CONFIDENCE` (four: e.g. four other cases of two rounds).
 POOLED_DF_FOR_SAME = 4
@@ -165,8 +165,9 @@ class PairedEstimate:
     same_high: float = math.inf
     #: Degrees of freedom of the equivalence interval's t quantile (:func:`paired_estimate`).
     df: int = 1
-    #: The equivalence interval's level (:data:`SAME_CONFIDENCE` or, for rounds without block
-    #: pairs, :data:`WHOLE_CASE_SAME_CONFIDENCE`; capped at ``confidence``).
+    #: The equivalence interval's level (:func:`default_same_level`: :data:`SAME_CONFIDENCE`,
+    #: or :data:`UNPOOLED_SAME_CONFIDENCE` for a case alone or without block pairs; capped at
+    #: ``confidence``).
     same_level: float = SAME_CONFIDENCE
     #: The run's round effect, when the equivalence interval took it (`roundeffect`).
     pooled: RoundNoise | None = None
@@ -241,11 +242,11 @@ def default_same_level(rounds: Sequence[PairedRound], pooled: RoundNoise | None)
     """The default level of a case's equivalence interval: :data:`SAME_CONFIDENCE` when all its
     rounds have block pairs and the run's round effect ``pooled`` has at least
     :data:`POOLED_DF_FOR_SAME` degrees of freedom besides this case's own ``n - 1`` (which
-    `roundeffect.round_noise` counted in it), else :data:`WHOLE_CASE_SAME_CONFIDENCE`."""
+    `roundeffect.round_noise` counted in it), else :data:`UNPOOLED_SAME_CONFIDENCE`."""
     if pooled is None or any(rnd.blocks is None for rnd in rounds):
-        return WHOLE_CASE_SAME_CONFIDENCE
+        return UNPOOLED_SAME_CONFIDENCE
     others = pooled.df - (len(rounds) - 1)
-    return SAME_CONFIDENCE if others >= POOLED_DF_FOR_SAME else WHOLE_CASE_SAME_CONFIDENCE
+    return SAME_CONFIDENCE if others >= POOLED_DF_FOR_SAME else UNPOOLED_SAME_CONFIDENCE
 
 
 def paired_estimate(

@@ -16,7 +16,7 @@ from paired_data import rounds_from
 
 from pytest_mxperf.judging.pairplan import could_still_regress
 from pytest_mxperf.judging.pairstats import (
-    WHOLE_CASE_SAME_CONFIDENCE,
+    UNPOOLED_SAME_CONFIDENCE,
     Decision,
     PairedEstimate,
     PairedRound,
@@ -34,7 +34,7 @@ def simulate(
     seed: int,
     *,
     max_rounds: int | None = None,
-    same_confidence: float = WHOLE_CASE_SAME_CONFIDENCE,
+    same_confidence: float = UNPOOLED_SAME_CONFIDENCE,
     more_for: Literal["undecided", "slower", "plugin"] = "undecided",
 ) -> tuple[Counter[Decision], float]:
     """Decisions over CASES simulated cases; log-normal ratios, each case drawn from its own

@@ -15,7 +15,7 @@ from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.judging.pairstats import (
     POOLED_DF_FOR_SAME,
     SAME_CONFIDENCE,
-    WHOLE_CASE_SAME_CONFIDENCE,
+    UNPOOLED_SAME_CONFIDENCE,
     Decision,
     PairedRound,
     default_same_level,
@@ -111,7 +111,7 @@ def test_the_stricter_level_needs_a_round_effect_from_other_cases() -> None:
     rounds = [_round(0.015), _round(-0.010)]
     # Alone in its run (its own round counted in the effect), or no effect at all: 90%.
     assert paired_estimate(rounds, pooled=round_noise([rounds])).same_level == 0.90
-    assert paired_estimate(rounds).same_level == WHOLE_CASE_SAME_CONFIDENCE == 0.90
+    assert paired_estimate(rounds).same_level == UNPOOLED_SAME_CONFIDENCE == 0.90
     # Three other cases of two rounds: not yet; four: 95%.
     others = [[_round(0.004), _round(-0.004)] for _ in range(POOLED_DF_FOR_SAME)]
     short = round_noise([rounds, *others[1:]])
