@@ -126,10 +126,22 @@ class PairedData:
         """The paired estimate of ``key``; None with fewer than two rounds measuring both. Its
         equivalence interval may take the round effect of all the run's cases
         (`roundeffect.round_noise`)."""
-        rounds = self.paired_rounds(key)
-        if len(rounds) < 2:
-            return None
-        return paired.paired_estimate(rounds, min_effect=min_effect, pooled=self.round_noise())
+        return self.estimates([key], min_effect)[key]
+
+    def estimates(
+        self, keys: Sequence[str], min_effect: float
+    ) -> dict[str, paired.PairedEstimate | None]:
+        """`estimate` of each of ``keys``, the run's round effect worked out once for all."""
+        pooled = self.round_noise()
+        out: dict[str, paired.PairedEstimate | None] = {}
+        for key in keys:
+            rounds = self.paired_rounds(key)
+            out[key] = (
+                paired.paired_estimate(rounds, min_effect=min_effect, pooled=pooled)
+                if len(rounds) >= 2
+                else None
+            )
+        return out
 
     def paired_rounds(self, key: str) -> list[paired.PairedRound]:
         """The rounds where both sides measured ``key``, as the statistics take them."""
@@ -216,8 +228,7 @@ def worth_more_rounds(
     if left < 1:
         return []
     out: list[tuple[int, str]] = []
-    for key in keys:
-        est = data.estimate(key, min_effect)
+    for key, est in data.estimates(keys, min_effect).items():
         if est is None or est.decision != paired.Decision.UNKNOWN:
             continue
         if worth_another_round(est, left, max_rounds, strict):
@@ -242,12 +253,8 @@ def regressed(data: PairedData, keys: Sequence[str], min_effect: float) -> list[
 def _decided_as(
     data: PairedData, keys: Sequence[str], min_effect: float, decision: paired.Decision
 ) -> list[str]:
-    out = []
-    for key in keys:
-        est = data.estimate(key, min_effect)
-        if est is not None and est.decision == decision:
-            out.append(key)
-    return out
+    estimates = data.estimates(keys, min_effect)
+    return [key for key, est in estimates.items() if est is not None and est.decision == decision]
 
 
 def block_plan(data: PairedData) -> dict[str, int]:
