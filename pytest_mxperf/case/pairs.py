@@ -79,6 +79,7 @@ def arbitrate(
         other,
         why_not=why or None,
         what="scaling efficiency" if scaling else "img/s",
+        budget_spent=data.budget_spent,
     )
     sides = sides_line(revs[0], result, f"baseline commit {str(sha)[:10]}") if revs else None
     if sides and estimate is not None:

@@ -214,11 +214,14 @@ def explain_arbitrated(
     other_machine: bool,
     why_not: str | None = None,
     what: str = "img/s",
+    budget_spent: bool = False,
 ) -> Verdict:
     """``verdict``, decided from the ``stored`` one and a paired run of the baseline commit,
     with its message: the stored message's lines (only its lead when the pair cleared the
     code), then the pair's evidence (``what`` the pair compared: img/s, or a data-parallel
-    case's scaling efficiency)."""
+    case's scaling efficiency); an inconclusive pair says, as in ``--mxperf-ab`` mode, whether
+    it is not slower and about how many rounds would decide (``budget_spent``: the run's
+    ``--mxperf-pair-budget`` ended its rounds first)."""
     kept = replace(verdict, lines=stored.lines)
     where = ELSEWHERE if other_machine else ""
     if estimate is None:
@@ -244,7 +247,8 @@ def explain_arbitrated(
             rounds,
         )
     if verdict.outcome == Outcome.INCONCLUSIVE:
-        return kept.adding(f"a paired run could not confirm it: {pair}", rounds)
+        lacks = inconclusive_text(estimate, budget_spent) if estimate.suggested_rounds else ""
+        return kept.adding(f"a paired run could not confirm it: {pair}{lacks}", rounds)
     if verdict.outcome in (Outcome.PASS, Outcome.IMPROVED):
         return kept.adding(f"a paired run on this machine found no loss: {pair}", rounds)
     if estimate.decision == paired.Decision.UNKNOWN and not changed:

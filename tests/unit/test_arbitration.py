@@ -94,6 +94,21 @@ def test_messages_name_the_software_change() -> None:
     assert "cleared" not in undecided
 
 
+def test_an_inconclusive_pair_says_it_is_not_slower_and_the_rounds_it_would_need() -> None:
+    # As in --mxperf-ab mode: "inconclusive" names what the pair lacks, not only its interval.
+    est = paired_estimate([PairedRound(100.0, 100.0 * r) for r in (0.9, 1.1, 1.02)])
+    assert est.suggested_rounds is not None and est.ratio >= 1.0
+    verdict = decide_arbitrated(STORED, decide_paired(est, Policy()), False)
+    assert verdict.outcome is Outcome.INCONCLUSIVE
+    text = explain_arbitrated(STORED, verdict, est, "abc", "1/1", [], False).message
+    n = est.suggested_rounds
+    assert "a paired run could not confirm it: HEAD vs baseline commit abc" in text
+    assert f": inconclusive, but not slower; about {n} rounds would decide" in text
+    assert "--mxperf-pair-budget" not in text
+    spent = explain_arbitrated(STORED, verdict, est, "abc", "1/1", [], False, budget_spent=True)
+    assert "the run's --mxperf-pair-budget was spent before its rounds" in spent.message
+
+
 def test_an_unstable_case_the_pair_cannot_decide_says_so_without_blaming_changes() -> None:
     unstable = Verdict(Outcome.UNSTABLE, False, ("m: 674.4 img/s vs baseline 1002.4: too noisy",))
     est = paired_estimate([PairedRound(100.0, 100.0 * r) for r in (0.85, 0.93, 1.14)])
