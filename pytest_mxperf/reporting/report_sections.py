@@ -99,6 +99,7 @@ def results_sections(
     counts = ", ".join(f"{n} {status}" for status, n in verdict_counts(results).items())
     tail = [f"mxperf verdicts: {counts}"]
     tail += machine_lines(results)
+    tail += inconclusive_lines(results)
     unchecked = [r for r in results if r.verdict and r.verdict.unconfirmed]
     if unchecked:
         tail.append(
@@ -124,6 +125,22 @@ def results_sections(
             )
     sections.append((None, tail))
     return sections
+
+
+def inconclusive_lines(results: Sequence[CaseResult]) -> list[str]:
+    """Said once: which cases paired rounds left undecided, and that they pass (or, with
+    ``--mxperf-strict``, fail): a user of the gate should not have to read each message to know
+    what "inconclusive" did to the run."""
+    cases = [r for r in results if r.verdict and r.verdict.outcome == Outcome.INCONCLUSIVE]
+    if not cases:
+        return []
+    failed = any(r.verdict and r.verdict.failed for r in cases)
+    effect = "they fail (--mxperf-strict)" if failed else "they pass (--mxperf-strict fails them)"
+    return [
+        f"mxperf: {len(cases)} case(s) inconclusive: their paired rounds could neither rule "
+        f"out nor show a loss of the minimum effect; {effect}; each verdict says about how "
+        "many rounds would decide: " + ", ".join(str(r.key) for r in cases)
+    ]
 
 
 #: The stored figures do not describe this machine when their cases measure, in the median,
