@@ -219,9 +219,9 @@ def explain_arbitrated(
     """``verdict``, decided from the ``stored`` one and a paired run of the baseline commit,
     with its message: the stored message's lines (only its lead when the pair cleared the
     code), then the pair's evidence (``what`` the pair compared: img/s, or a data-parallel
-    case's scaling efficiency); an inconclusive pair says, as in ``--mxperf-ab`` mode, whether
-    it is not slower and about how many rounds would decide (``budget_spent``: the run's
-    ``--mxperf-pair-budget`` ended its rounds first)."""
+    case's scaling efficiency); an inconclusive pair of img/s says, as in ``--mxperf-ab`` mode,
+    whether its estimate is not slower and about how many rounds would decide
+    (``budget_spent``: the run's ``--mxperf-pair-budget`` ended its rounds first)."""
     kept = replace(verdict, lines=stored.lines)
     where = ELSEWHERE if other_machine else ""
     if estimate is None:
@@ -247,7 +247,9 @@ def explain_arbitrated(
             rounds,
         )
     if verdict.outcome == Outcome.INCONCLUSIVE:
-        lacks = inconclusive_text(estimate, budget_spent) if estimate.suggested_rounds else ""
+        # The rounds a run adds follow the cases' img/s: a scaling efficiency left undecided
+        # may not have had the rounds its projection names, so none is named for it.
+        lacks = inconclusive_text(estimate, budget_spent) if what == "img/s" else ""
         return kept.adding(f"a paired run could not confirm it: {pair}{lacks}", rounds)
     if verdict.outcome in (Outcome.PASS, Outcome.IMPROVED):
         return kept.adding(f"a paired run on this machine found no loss: {pair}", rounds)

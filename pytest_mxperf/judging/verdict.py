@@ -180,7 +180,8 @@ def decide_arbitrated(
 ) -> Verdict:
     """A suspected stored-baseline regression after a paired run of the baseline commit on this
     machine: confirmed -> regressed (also when the stored threshold, widened by noise, had let
-    it pass); cleared -> ``machine`` (passes) for a stored regression; undecided -> inconclusive.
+    it pass); cleared -> ``machine`` (passes) for a stored regression; undecided -> inconclusive
+    (failed as the pair is: under ``--mxperf-strict``).
     When the software or environment changed since the baseline and the pair did not
     reproduce the baseline's (``environment_changed``), a pair that does not confirm the loss
     clears nothing: it judged code only, and the drop may be the change, so a stored
@@ -200,9 +201,10 @@ def decide_arbitrated(
         return replace(stored, interval=interval, rounds=rounds)  # the pair agrees: no loss
     if environment_changed:
         return replace(stored, interval=interval, rounds=rounds)
-    if pair.outcome == Outcome.INCONCLUSIVE:
+    if pair.outcome == Outcome.INCONCLUSIVE:  # fails only under --mxperf-strict (the pair's)
+        failed = pair.failed and not update
         return replace(
-            stored, outcome=Outcome.INCONCLUSIVE, failed=False, interval=interval, rounds=rounds
+            stored, outcome=Outcome.INCONCLUSIVE, failed=failed, interval=interval, rounds=rounds
         )
     return replace(stored, outcome=Outcome.MACHINE, failed=False, interval=interval, rounds=rounds)
 

@@ -137,9 +137,9 @@ def inconclusive_lines(results: Sequence[CaseResult]) -> list[str]:
     failed = any(r.verdict and r.verdict.failed for r in cases)
     effect = "they fail (--mxperf-strict)" if failed else "they pass (--mxperf-strict fails them)"
     return [
-        f"mxperf: {len(cases)} case(s) inconclusive: their paired rounds could neither rule "
-        f"out nor show a loss of the minimum effect; {effect}; each verdict says about how "
-        "many rounds would decide: " + ", ".join(str(r.key) for r in cases)
+        f"mxperf: {len(cases)} case(s) inconclusive: their paired rounds could not decide "
+        f"either way; {effect}; each verdict says about how many rounds would decide: "
+        + ", ".join(str(r.key) for r in cases)
     ]
 
 

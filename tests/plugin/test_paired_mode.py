@@ -155,7 +155,7 @@ def test_an_undecided_case_no_round_in_reach_would_decide_gets_none_unless_stric
     verdict = report["cases"][0]["verdict"]
     assert verdict["status"] == "inconclusive" and verdict["change"] > 0
     assert report["paired"]["profile_rounds"] == []  # nothing slower to profile
-    summary = "mxperf: 1 case(s) inconclusive: their paired rounds could neither rule out nor "
+    summary = "mxperf: 1 case(s) inconclusive: their paired rounds could not decide either way"
     effect = "they fail (--mxperf-strict)" if strict else "they pass (--mxperf-strict fails them)"
     result.stdout.fnmatch_lines([f"{summary}*; {effect}; *: wobbly/inference/*"])
     if strict:  # inconclusive fails here: every round up to the cap is worth running

@@ -62,6 +62,16 @@ def test_decide_arbitrated(
         assert verdict.interval == pair.interval and verdict.rounds == pair.rounds
 
 
+def test_an_undecided_pair_fails_the_case_only_under_strict() -> None:
+    est = paired_estimate([PairedRound(100.0, 100.0 * r) for r in (0.9, 1.1, 1.0)])
+    strict = decide_paired(est, Policy(strict=True))
+    assert strict.outcome is Outcome.INCONCLUSIVE and strict.failed
+    verdict = decide_arbitrated(STORED, strict, False)
+    assert verdict.outcome is Outcome.INCONCLUSIVE and verdict.failed
+    assert not decide_arbitrated(STORED, NOISY, False).failed  # not strict: it passes
+    assert not decide_arbitrated(STORED, strict, False, update=True).failed
+
+
 def test_update_mode_never_fails_a_confirmed_loss() -> None:
     assert not decide_arbitrated(STORED, SLOWER, False, update=True).failed
 

@@ -28,9 +28,10 @@ def test_a_paired_side_measures_three_short_blocks_after_a_short_warmup() -> Non
     # 0.1 s blocks of 1/64 s steps: 7 steps; 3 of them pass the side's 0.3 s.
     assert m_side.steps_per_block == 7 and len(m_side.block_seconds) == 3
     assert len(m_plain.block_seconds) == 5 and sum(m_plain.block_seconds) >= 1.0
-    # Warm-up stops once steady after 0.1 s instead of 0.5 s.
+    # Warm-up stops once two windows agree (4 steps each here, 0.125 s), not after the 0.25 s
+    # it took before 4bca10d, nor a plain run's 0.5 s.
     assert SIDE_WARMUP_MIN_TIME == 0.1
-    assert 0.1 <= m_side.warmup_seconds - m_side.first_step_seconds < 0.1 + 0.05 + STEP
+    assert m_side.warmup_seconds - m_side.first_step_seconds == 8 * STEP < 0.25
     assert m_plain.warmup_seconds - m_plain.first_step_seconds >= 0.5
     assert s.steps < p.steps / 2
 
