@@ -36,6 +36,12 @@ SHORT = ("--mxperf-min-time", "0.4", "--mxperf-max-time", "1.0", "--mxperf-warmu
 #: SHORT's ~5 blocks one of eight `pytest -n 2` runs stored nothing (spread 27%) and the
 #: regression run then had no baseline to fail against.
 STORED = ("--mxperf-min-time", "1.0", "--mxperf-max-time", "2.5", "--mxperf-warmup-time", "1.0")
+#: ... and even so a run beside a busy xdist worker may leave the spread beyond it (38% seen in
+#: a fresh clone's `pytest -n 2`): the store is run again, at most this many times in all, until
+#: it stores (what the plugin does with a spread that wide is its own tests' business, not this
+#: one's).
+STORE_RUNS = 3
+NOT_STORED = "mxperf: not stored as baseline: "
 
 
 def tagged_pids(tag: str) -> list[int]:
@@ -63,10 +69,16 @@ def test_dist_sync_through_the_fixture(
     for name in ("MXPERF_TEST_INJECT_FLOATS", "MXPERF_TEST_DIE_AT", "MXPERF_TEST_HANG_AT"):
         monkeypatch.delenv(name, raising=False)
 
-    stored = real_pytester.runpytest_subprocess(
-        "--mxperf", "--mxperf-update", "--mxperf-json", "report.json", *STORED
-    )
-    stored.assert_outcomes(passed=1)
+    spreads = []
+    for _ in range(STORE_RUNS):
+        stored = real_pytester.runpytest_subprocess(
+            "--mxperf", "--mxperf-update", "--mxperf-json", "report.json", *STORED
+        )
+        stored.assert_outcomes(passed=1)
+        spreads = [line for line in stored.outlines if line.startswith(NOT_STORED)]
+        if not spreads:
+            break
+    assert not spreads, f"no baseline stored in {STORE_RUNS} runs: {spreads}"
     stored.stdout.fnmatch_lines(
         ["*mxperf: data-parallel scaling*", "case*devices*img/s*efficiency*", "mlp ?dist_sync?*2*"]
     )
