@@ -103,13 +103,14 @@ def test_dist_sync_through_the_fixture(
     )
     slow.assert_outcomes(failed=1)
     # Which gate leads (the efficiency, or the aggregate when the efficiency of this tiny,
-    # noisy model is too noisy to judge on its own) depends on the noise; the kvstore line
-    # is there either way.
+    # noisy model is too noisy to judge on its own) depends on the noise, and so does whether
+    # the efficiency fell below the stored one (img/s(1) is measured beside the other xdist
+    # worker too: in one CI run the injected exchange measured 41.7%, no lower than what the
+    # store run had kept); the kvstore line says the exchange grew either way.
     slow.stdout.fnmatch_lines(
         [
             f"*{KEY}: *baseline*",
-            "*kvstore (dist_sync) share of a step: *% -> *%: scaling dropped because "
-            "communication grew (efficiency *% -> *%)*",
+            "*kvstore (dist_sync) share of a step: *% -> *%: *communication grew*",
         ]
     )
     (case,) = json.loads((real_pytester.path / "report.json").read_text())["cases"]
