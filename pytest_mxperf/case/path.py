@@ -103,6 +103,7 @@ class CaseBench:
         runner: Runner | None = None,
         after: After | None = None,
         alone: bool = False,
+        wide: bool = False,
         **options: Any,
     ) -> CaseResult:
         check_positive("batch_size", batch_size)
@@ -136,7 +137,7 @@ class CaseBench:
             adopted = None if joint is None else fixture_pair.adopt_head(result, joint)
             if adopted is not None:
                 return stored.judge_stored(self, adopted)  # its figure is HEAD's from the pair
-            return stored.measure(self, result, net, spec, runner, alone=alone)
+            return stored.measure(self, result, net, spec, runner, alone=alone, wide=wide)
 
         return self.through(result, [(kind, index)], measure, after, alone=alone)
 

@@ -102,8 +102,20 @@ def pipeline_case(
         )
 
     ctx = bench.backend.context("cpu", 0)  # decoding runs on the host
+    # In a paired run's lock-step sides: a source that works only when asked for a batch is
+    # timed block by block in turns (the machine's drift over seconds cancels, as for a
+    # model), on every CPU the side may use; any other in a turn of its own.
+    in_turns = sources.fetches_only_when_asked(source)
     return bench.case(
-        source, "pipeline", size, model=model, name=name, ctx=ctx, runner=runner, alone=True
+        source,
+        "pipeline",
+        size,
+        model=model,
+        name=name,
+        ctx=ctx,
+        runner=runner,
+        alone=not in_turns,
+        wide=in_turns,
     )
 
 

@@ -41,10 +41,12 @@ def measure(
     runner: Runner | None = None,
     *,
     alone: bool = False,
+    wide: bool = False,
 ) -> tuple[CaseResult, BaselineRef | None]:
     """Measure the case of ``result`` (with ``runner``, default `run_case`) and judge it; returns
     the measured and judged result and its stored baseline. ``alone``: a lock-step side times
-    it in one turn of its own (`CaseBench.through`), not block by block in turns."""
+    it in one turn of its own (`CaseBench.through`), not block by block in turns; ``wide``: in
+    turns, on the CPUs of the side's untimed work (`turns.Baton.ready`)."""
     settings = bench.settings
     result, judging = judging_for(bench, result)
     ref, expectations, _, policy = judging
@@ -67,7 +69,7 @@ def measure(
         if steps is not None:
             config = replace(config, steps_per_block=steps)
     if bench.session.baton is not None and not alone:
-        turns = CaseTurns(bench.session.baton, bench.item.nodeid, str(result.key))
+        turns = CaseTurns(bench.session.baton, bench.item.nodeid, str(result.key), wide)
         config = replace(config, interleave=turns)
 
     def suspect(best: Measurement) -> bool:

@@ -31,7 +31,8 @@ The messages:
 
 A side pinned to the timing CPUs (``cpus.for_sides``) may be given wider ones for its untimed
 work: `Baton` moves all its threads to those on ``go`` and ``end`` and back on ``block`` and
-``solo``.
+``solo``, unless the case is timed ``wide`` (an input pipeline that decodes in the caller's
+thread, timed where a run of its own would time it).
 
 The controller's decisions are `Conductor` (pure: events in, replies out); `Baton` is a side's
 end of the socket.
@@ -98,6 +99,8 @@ class Baton:
         self._spread = spread if self._timing is not None and spread != self._timing else None
         #: Where the side's threads are now: True on ``spread``.
         self._spread_now = False
+        #: The case in turns now times on ``spread`` (`ready`'s ``wide``).
+        self._wide = False
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.connect(str(turns.path))
         self._file = self._sock.makefile("rwb")
@@ -129,10 +132,17 @@ class Baton:
         cpu_sets.pin_threads(self._spread if spread else self._timing)
         self._spread_now = spread
 
-    def ready(self, nodeid: str, key: str) -> bool:
+    def ready(self, nodeid: str, key: str, wide: bool = False) -> bool:
         """Warm and ready to time ``key``: True to time it in turns (`next_block`), False to
-        measure it alone."""
-        return self._ask({"ready": key, "nodeid": nodeid}) == BLOCK
+        measure it alone. ``wide``: its blocks (or its measurement alone) run where the side's
+        untimed work does (``spread``), as in a run of its own, not on the timing CPUs (an
+        input pipeline that decodes in the caller's thread: its decoding and MXNet's engine
+        share one CPU when pinned, and measure a lower figure than a run of its own)."""
+        self._wide = wide
+        return self._ask({"ready": key, "nodeid": nodeid}, spread_on=self._spread_on()) == BLOCK
+
+    def _spread_on(self) -> tuple[str, ...]:
+        return (GO, END, BLOCK, SOLO) if self._wide else (GO, END)
 
     def alone(self, nodeid: str, key: str) -> None:
         """Wait for a turn to run ``key`` alone, set-up included (a data-parallel launch, an
@@ -144,7 +154,7 @@ class Baton:
 
     def next_block(self, rate: float) -> bool:
         """A block is done, at ``rate`` items/s: True to time another."""
-        return self._ask({"done": 1, "rate": rate}) == BLOCK
+        return self._ask({"done": 1, "rate": rate}, spread_on=self._spread_on()) == BLOCK
 
     def close(self) -> None:
         for closer in (self._file.close, self._sock.close):
@@ -154,18 +164,20 @@ class Baton:
 
 @dataclass(frozen=True)
 class CaseTurns:
-    """`measure.Interleave` for one case of a side: the baton, bound to the case."""
+    """`measure.Interleave` for one case of a side: the baton, bound to the case (``wide``:
+    `Baton.ready`'s)."""
 
     baton: Baton
     nodeid: str
     key: str
+    wide: bool = False
 
     @property
     def shared_warmup(self) -> bool:
         return self.baton.shared_warmup
 
     def ready(self) -> bool:
-        return self.baton.ready(self.nodeid, self.key)
+        return self.baton.ready(self.nodeid, self.key, self.wide)
 
     def next(self, rate: float) -> bool:
         return self.baton.next_block(rate)

@@ -64,6 +64,24 @@ def declared_batch(source: Any) -> int | None:
     return int(size) if isinstance(size, int) and size > 0 else None
 
 
+def fetches_only_when_asked(source: Any) -> bool:
+    """Whether the source does its work only while a batch is asked for: nothing of it runs
+    between two fetches, so a paired run's sides may time it block by block in turns
+    (`pytest_mxperf.paired.turns`). Known so: a list or tuple of batches, an ``NDArrayIter``,
+    and a Gluon ``DataLoader`` without worker processes (``num_workers=0`` decodes each batch
+    in the caller's thread when it is asked for). Anything else may have threads or worker
+    processes that refill a queue whenever it is not timing (``ImageRecordIter``'s decoding
+    threads, a ``DataLoader``'s workers, a user's own prefetcher): such a source is timed in a
+    turn of its own."""
+    if isinstance(source, (list, tuple)):
+        return True
+    cls = type(source)
+    where = f"{cls.__module__}.{cls.__qualname__}"
+    if where == "mxnet.io.io.NDArrayIter":
+        return True
+    return where == "mxnet.gluon.data.dataloader.DataLoader" and source._num_workers == 0
+
+
 # fetching ---------------------------------------------------------------------------------------
 class _FetchThread:
     """Runs fetches in one daemon thread so a caller can stop waiting; a fetch that times out

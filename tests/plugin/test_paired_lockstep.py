@@ -114,9 +114,9 @@ def spy(monkeypatch):
 
     ready, alone = turns.Baton.ready, turns.Baton.alone
 
-    def in_turns(self, nodeid, key):
-        record("ready", key)
-        return ready(self, nodeid, key)
+    def in_turns(self, nodeid, key, wide=False):
+        record("wide" if wide else "ready", key)
+        return ready(self, nodeid, key, wide)
 
     def on_its_own(self, nodeid, key):
         record("alone", key)
@@ -134,29 +134,52 @@ class Source:
             self.backend.now += 0.01
             yield FakeArray((8, 1))
 
+class Listed(list):
+    # A list of batches (the fake clock advances as each is fetched): nothing of it runs
+    # between fetches.
+    def __init__(self, backend):
+        super().__init__(FakeArray((8, 1)) for _ in range(6))
+        self.backend = backend
+
+    def __iter__(self):
+        for batch in super().__iter__():
+            self.backend.now += 0.01
+            yield batch
+
 def test_model(mxperf):
     mxperf.inference(FakeModel(100.0), batch_size=8, model="net")
 
 def test_loader(mxperf, mxperf_backend):
     mxperf.pipeline(Source(mxperf_backend), model="loader")
+
+def test_listed(mxperf, mxperf_backend):
+    mxperf.pipeline(Listed(mxperf_backend), model="listed")
 """
 
 
-def test_a_pipeline_is_timed_in_a_turn_of_its_own(
+def test_a_pipeline_is_timed_in_a_turn_of_its_own_unless_it_works_only_when_asked(
     fake_pytester: pytest.Pytester, commit: Callable[[str], str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A loader's threads and workers refill their queues whenever it is not timing: block by
-    # block in turns, they would work beside the other side's blocks.
+    # block in turns, they would work beside the other side's blocks. A list of batches does
+    # nothing between fetches: it is timed in turns, on the side's wide CPUs.
     seen = _seen(fake_pytester, monkeypatch, "TURNS_DIR")
     fake_pytester.makepyfile(test_suite=TURNS_SUITE)
     commit("base")
-    _paired(fake_pytester, "HEAD").assert_outcomes(passed=2)
-    calls: dict[str, list[str]] = {"ready": [], "alone": []}
+    _paired(fake_pytester, "HEAD").assert_outcomes(passed=3)
+    calls: dict[str, list[str]] = {"ready": [], "alone": [], "wide": []}
     for path in seen.iterdir():
         calls[path.name.split(".")[1]] += path.read_text().split()
     assert set(calls["ready"]) == {"net/inference/float32/bs8/cpu"}
     assert set(calls["alone"]) == {"loader/pipeline/float32/bs8/cpu"}
     assert len(calls["alone"]) == 4  # 2 rounds, 2 sides
+    assert calls["wide"] == ["listed/pipeline/float32/bs8/cpu"] * 4
+    rounds = read_report(fake_pytester.path)["paired"]["rounds"]
+    for r in rounds:
+        for side in ("rev", "head"):
+            blocks = r[side]["blocks"]
+            assert blocks["listed/pipeline/float32/bs8/cpu"]["interleaved"] is True
+            assert blocks["loader/pipeline/float32/bs8/cpu"]["interleaved"] is False
 
 
 @pytest.mark.parametrize("lockstep", ["on", "off"])

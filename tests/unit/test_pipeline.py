@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -167,6 +168,75 @@ def test_a_source_slower_than_max_time_is_measured_over_one_batch_and_flagged() 
     assert m.block_seconds == (3.0,) and m.items_per_sec == pytest.approx(4 / 3.0)
     assert src.served == 2
     assert result.warnings == [pipeline.slow_warning(3.0, CONFIG.max_time)]
+
+
+class Turns:
+    """`measure.Interleave` of a paired side: in turns, for ``blocks`` blocks."""
+
+    def __init__(self, blocks: int) -> None:
+        self.blocks = blocks
+        self.rates: list[float] = []
+        self.shared_warmup = False
+
+    def ready(self) -> bool:
+        return True
+
+    def next(self, rate: float) -> bool:
+        self.rates.append(rate)
+        return len(self.rates) < self.blocks
+
+
+def test_a_source_in_turns_keeps_its_blocks_marked_as_timed_in_turns() -> None:
+    backend = FakeBackend()
+    turns = Turns(4)
+    config = replace(CONFIG, interleave=turns)
+    result = pipeline.run_pipeline(backend, Source(backend, batches=50), config, timeout=5.0)
+    m = result.measurement
+    assert m is not None
+    assert m.extra["interleaved"] is True and m.extra["form"] == "pipeline"
+    assert len(m.block_seconds) == 4 and len(turns.rates) == 4
+
+
+def test_a_slow_source_in_turns_times_one_batch_a_turn() -> None:
+    backend = FakeBackend()
+    src = Source(backend, batch=4, batches=9, seconds=3.0)
+    turns = Turns(3)
+    config = replace(CONFIG, interleave=turns)
+    result = pipeline.run_pipeline(backend, src, config, timeout=5.0)
+    m = result.measurement
+    assert m is not None
+    assert m.block_seconds == (3.0, 3.0, 3.0) and m.extra["interleaved"] is True
+    assert turns.rates == [pytest.approx(4 / 3.0)] * 3
+    assert src.served == 5  # the first two (start-up, too slow) untimed in turns
+    assert result.warnings == [pipeline.slow_warning(3.0, CONFIG.max_time, 3)]
+    assert "one batch at a time (3 batches)" in result.warnings[0]
+
+
+class Threaded:
+    """A source of the user's own: it may prefetch between fetches."""
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter([])
+
+
+def test_only_sources_known_to_work_only_when_asked_are_timed_in_turns() -> None:
+    asked = pipeline_source.fetches_only_when_asked
+    assert asked([np.zeros((2, 3))]) and asked((np.zeros((2, 3)),))
+    assert not asked(Threaded()) and not asked(iter([np.zeros((2, 3))]))
+
+
+def test_mxnet_sources_that_work_only_when_asked() -> None:
+    mx = pytest.importorskip("mxnet")
+    asked = pipeline_source.fetches_only_when_asked
+    data = mx.gluon.data.ArrayDataset(mx.nd.zeros((8, 3)))
+    assert asked(mx.gluon.data.DataLoader(data, batch_size=2))
+    assert asked(mx.io.NDArrayIter(mx.nd.zeros((8, 3)), batch_size=2))
+    for threads in (False, True):  # a worker process, or a thread: its pool starts at once
+        loader = mx.gluon.data.DataLoader(data, batch_size=2, num_workers=1, thread_pool=threads)
+        try:
+            assert not asked(loader)
+        finally:
+            loader._worker_pool.terminate()
 
 
 def test_input_bound_needs_a_gap_beyond_the_noise_and_a_slow_pipeline() -> None:

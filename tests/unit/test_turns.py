@@ -243,6 +243,29 @@ def test_a_case_run_alone_gets_the_wider_cpus(tmp_path: Path) -> None:
     assert seen[1] == {"ready": "B", "nodeid": "t.py::b", "solo": True}
 
 
+@TWO_CPUS
+def test_a_case_in_turns_told_wide_times_its_blocks_on_the_wider_cpus(tmp_path: Path) -> None:
+    # An input pipeline that decodes in the caller's thread: in turns, but where a run of its
+    # own would time it; the next case in turns is pinned again.
+    usable = sorted(os.sched_getaffinity(0))
+    timing, spread = {usable[-1]}, set(usable)
+    seen: list[dict[str, object]] = []
+    t = _serve(tmp_path / "s", [GO, BLOCK, BLOCK, END, BLOCK, END], seen)
+    steps = (
+        'baton.ready("t.py::w", "W", wide=True)\nwhere("wide")\n'
+        'baton.next_block(1.0)\nwhere("wide again")\nbaton.next_block(1.0)'
+    )
+    assert _places(tmp_path, timing, spread, steps) == {
+        "go": sorted(spread),
+        "wide": sorted(spread),
+        "wide again": sorted(spread),
+        "block": sorted(timing),
+        "end": sorted(spread),
+    }
+    t.join(5)
+    assert seen[1] == {"ready": "W", "nodeid": "t.py::w"}  # the controller sees turns as ever
+
+
 def _places(tmp_path: Path, timing: set[int], spread: set[int], steps: str) -> object:
     """Run _PLACES (``steps`` after its first turn) against the server at ``tmp_path / s``:
     where its thread was after each step."""
