@@ -181,6 +181,7 @@ def end_to_end(
         text = input_bound.explain_input_bound(str(result.key), bound, points)
         return replace(result, verdict=input_bound.input_bound_verdict(verdict, text))
 
+    in_turns = sources.fetches_only_when_asked(source)  # as for `pipeline_case`
     return bench.case(
         net,
         "training",
@@ -189,6 +190,7 @@ def end_to_end(
         name=name,
         runner=runner,
         after=after,
-        alone=True,
+        alone=not in_turns,
+        wide=in_turns,
         **options,
     )
