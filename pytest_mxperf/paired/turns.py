@@ -301,8 +301,10 @@ class Conductor:
                 self.sequence = self._abba(0, self.pairs)
                 return self._wake((self.sequence.pop(0), BLOCK))
             # Different cases: the one the other side has passed already (or never has) goes
-            # alone; the selection's order says which.
-            alone = first if (a.index, 0) <= (b.index, 1) else second
+            # alone; the selection's order says which. Within one test (a sweep's points,
+            # then the case trained on its source) a case that runs in a turn of its own goes
+            # first: the side ready for a later case in turns waits for the other to get there.
+            alone = first if (a.index, not a.solo, 0) <= (b.index, not b.solo, 1) else second
             return self._wake((alone, SOLO))
         for name, other in ((first, b), (second, a)):
             if sides[name].state == "ready" and other.state == "gone":

@@ -64,6 +64,20 @@ def test_a_case_only_one_side_has_is_measured_alone_and_the_rest_in_turns() -> N
     assert c.locked == ["B"]
 
 
+def test_within_a_test_a_case_in_a_turn_of_its_own_goes_before_a_later_one_in_turns() -> None:
+    # One test measures a sweep point alone (a loader's workers) and then a case in turns:
+    # REV (the round's first side) is through the point and ready for the next case while
+    # HEAD still waits for its own turn of the point; HEAD goes, then both time the next case
+    # in turns (before, REV went alone: the case was never timed in turns).
+    c = Conductor(("rev", "head"), IDS, pairs=1)
+    c.event("rev", {"hello": "rev"})
+    c.event("head", {"hello": "head"})
+    c.event("head", {"ready": "P", "nodeid": IDS[0], "solo": True})
+    assert c.event("rev", _ready("E", IDS[0])) == [("head", SOLO)]
+    assert c.event("head", _ready("E", IDS[0])) == [("rev", BLOCK)]
+    assert c.locked == ["E"]
+
+
 def test_a_side_gone_mid_case_frees_the_other_which_then_goes_alone() -> None:
     c = Conductor(("rev", "head"), IDS, pairs=3)
     c.event("rev", {"hello": "rev"})
