@@ -204,9 +204,9 @@ def run_end_to_end(
 ) -> CaseRun:
     """Train on the source's batches (the case's figure) after measuring, in the same process,
     the model alone on synthetic data and the pipeline alone; both go in the measurement's
-    ``extra`` (``model_alone``, ``pipeline_alone``). A paired side's ``config`` may time each
-    of the three in turns with the other side (``interleave``); its ``steps_per_block``, the
-    case's block plan, is the training's (the case's figure), not the other two's."""
+    ``extra`` (``model_alone``, ``pipeline_alone``). A paired side's ``steps_per_block`` in
+    ``config`` (the case's block plan from its first round) is the training's, the case's
+    figure: the model alone and the pipeline alone size their own blocks."""
     alone_config = replace(config, steps_per_block=None)
     model_run = run_case(backend, net, spec, alone_config)
     if model_run.measurement is None:
@@ -232,7 +232,6 @@ def run_end_to_end(
             run.attempts.append(m.items_per_sec)
             if run.measurement is None or m.items_per_sec > run.measurement.items_per_sec:
                 extra = {
-                    **m.extra,  # ``interleaved``: timed in turns (the paired run's to read)
                     **source_info(fetcher),
                     "form": "end-to-end",
                     "model_alone": model_alone.as_dict(),
