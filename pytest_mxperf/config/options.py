@@ -132,12 +132,14 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         "pair_budget",
-        parsers.positive_seconds,
-        300.0,
+        parsers.budget_seconds,
+        None,
         "Seconds a run may spend on paired rounds beyond --mxperf-rounds (all its cases "
         "together); each extra round goes to the undecided cases closest to a decision, and "
-        "once the budget is spent the rest are inconclusive with the rounds they would need.",
-        "SECONDS",
+        "once the budget is spent the rest are inconclusive with the rounds they would need. "
+        "Default auto: half the time its first --mxperf-rounds rounds took, at least 30 s "
+        "(so the extra rounds add at most about half to what pairing costs).",
+        "SECONDS|auto",
     ),
     Spec(
         "pair_cpus",

@@ -34,6 +34,16 @@ def positive_seconds(text: str) -> float:
     return value
 
 
+def budget_seconds(text: str) -> float | None:
+    """``"auto"`` -> None (the paired run sizes it from its own first rounds); else seconds."""
+    if text.strip() == "auto":
+        return None
+    try:
+        return positive_seconds(text)
+    except ValueError as exc:
+        raise ValueError(f"{exc}, or auto") from None
+
+
 def fraction(text: str) -> float:
     value = float(text)
     if not 0 <= value < 1:

@@ -39,7 +39,7 @@ class Settings:
     ab: str | None = DEFAULTS["ab"]
     rounds: int = DEFAULTS["rounds"]
     max_rounds: int = DEFAULTS["max_rounds"]
-    pair_budget: float = DEFAULTS["pair_budget"]
+    pair_budget: float | None = DEFAULTS["pair_budget"]
     pair_cpus: str = DEFAULTS["pair_cpus"]
     pair_lockstep: bool = DEFAULTS["pair_lockstep"]
     min_effect: float = DEFAULTS["min_effect"]

@@ -29,7 +29,7 @@ def test_slower(mxperf):
 """
 
 
-@pytest.mark.parametrize("budget", ["0.001", "600"])
+@pytest.mark.parametrize("budget", ["0.001", "600", "auto"])
 def test_extra_rounds_stop_once_the_budget_is_spent(
     fake_pytester: pytest.Pytester, commit: Callable[[str], str], budget: str
 ) -> None:
@@ -46,7 +46,7 @@ def test_extra_rounds_stop_once_the_budget_is_spent(
     report = read_report(fake_pytester.path)
     verdict = report["cases"][0]["verdict"]
     rounds = len(report["paired"]["rounds"])
-    if budget == "600":  # the rounds it needs, within the cap
+    if budget != "0.001":  # the rounds it needs, within the cap (auto: 30 s at least)
         assert rounds > 2 and not report["paired"]["budget_spent"]
         assert "budget" not in verdict["message"]
     else:  # the first extra round spends it: the case stops there, and says so
@@ -59,4 +59,13 @@ def test_a_budget_must_be_positive_seconds(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_x():\n    pass\n")
     result = pytester.runpytest("--mxperf", "--mxperf-pair-budget", "0")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--mxperf-pair-budget*must be > 0 seconds*"])
+    result.stderr.fnmatch_lines(["*--mxperf-pair-budget*must be > 0 seconds*, or auto*"])
+
+
+def test_the_auto_budget_is_half_the_first_rounds_and_at_least_30_s() -> None:
+    from pytest_mxperf.config import parsers
+    from pytest_mxperf.paired.pairing import auto_budget
+
+    assert parsers.budget_seconds("auto") is None and parsers.budget_seconds("90") == 90.0
+    assert auto_budget(4.0) == 30.0  # a one-case repository keeps its extra rounds
+    assert auto_budget(200.0) == 100.0  # a large joint pair: at most half again
