@@ -137,8 +137,8 @@ SPECS: tuple[Spec, ...] = (
         "Seconds a run may spend on paired rounds beyond --mxperf-rounds (all its cases "
         "together); each extra round goes to the undecided cases closest to a decision, and "
         "once the budget is spent the rest are inconclusive with the rounds they would need. "
-        "Default auto: half the time its first --mxperf-rounds rounds took, at least 30 s "
-        "(so the extra rounds add at most about half to what pairing costs).",
+        "Default auto: as long as its first --mxperf-rounds rounds took, at least 30 s "
+        "(so the extra rounds at most about double what pairing costs).",
         "SECONDS|auto",
     ),
     Spec(
