@@ -96,6 +96,11 @@ class PairedRound:
     rev_blocks: tuple[float, ...] = ()
     head_blocks: tuple[float, ...] = ()
     pairs: tuple[tuple[float, float], ...] = ()
+    #: The round may share the run's round effect (`roundeffect`): False for an input pipeline
+    #: timed in turns, whose rounds swing with its own source's random work (crops, decoding)
+    #: more than a model's do; pooled with the models, it would narrow its own equivalence
+    #: interval and widen theirs.
+    pooled: bool = True
 
     @functools.cached_property
     def blocks(self) -> PairedBlocks | None:
@@ -243,7 +248,7 @@ def default_same_level(rounds: Sequence[PairedRound], pooled: RoundNoise | None)
     rounds have block pairs and the run's round effect ``pooled`` has at least
     :data:`POOLED_DF_FOR_SAME` degrees of freedom besides this case's own ``n - 1`` (which
     `roundeffect.round_noise` counted in it), else :data:`UNPOOLED_SAME_CONFIDENCE`."""
-    if pooled is None or any(rnd.blocks is None for rnd in rounds):
+    if pooled is None or any(rnd.blocks is None or not rnd.pooled for rnd in rounds):
         return UNPOOLED_SAME_CONFIDENCE
     others = pooled.df - (len(rounds) - 1)
     return SAME_CONFIDENCE if others >= POOLED_DF_FOR_SAME else UNPOOLED_SAME_CONFIDENCE

@@ -52,6 +52,9 @@ class Round(Protocol):
     @property
     def within_df(self) -> int: ...
 
+    @property
+    def pooled(self) -> bool: ...
+
 
 @dataclass(frozen=True)
 class RoundNoise:
@@ -68,10 +71,10 @@ def round_noise(cases: Iterable[Sequence[Round]]) -> RoundNoise | None:
     """The round effect of a run from the rounds of its cases (each a sequence of rounds of one
     case): the between-round variance of each case's log ratios less the variance its block
     pairs explain, pooled with weights ``rounds - 1``, floored at 0. Only cases of two or more
-    rounds that all have block pairs count. None: no such case."""
+    rounds that all have block pairs and may be pooled count. None: no such case."""
     between, excess, df = 0.0, 0.0, 0
     for rounds in cases:
-        if len(rounds) < 2 or any(rnd.blocks is None for rnd in rounds):
+        if len(rounds) < 2 or any(rnd.blocks is None or not rnd.pooled for rnd in rounds):
             continue
         _, sd_between = mean_sd([math.log(rnd.ratio) for rnd in rounds])
         within = math.fsum(rnd.within_noise**2 for rnd in rounds) / len(rounds)
@@ -90,12 +93,14 @@ def pooled_sd(
     floor: float,
 ) -> tuple[float, int] | None:
     """The equivalence interval's SD and degrees of freedom from the run's round effect, or None
-    when it does not apply: no round effect, a round without block pairs, rounds that agree at
+    when it does not apply: no round effect, a round without block pairs (or one that may not
+    be pooled: `pairstats.PairedRound.pooled`), rounds that agree at
     least as well as their blocks predict (``spreads``: between, within; the blocks' noise
     sets the interval then), or a spread between this case's rounds beyond the model's
     :data:`POOLED_CHECK` chi-square bound."""
     sd_between, sd_within = spreads
-    if noise is None or sd_between <= sd_within or any(rnd.blocks is None for rnd in rounds):
+    unpooled = any(rnd.blocks is None or not rnd.pooled for rnd in rounds)
+    if noise is None or sd_between <= sd_within or unpooled:
         return None
     n = len(rounds)
     within = sd_within**2

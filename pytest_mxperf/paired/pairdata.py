@@ -152,6 +152,7 @@ class PairedData:
                 rev_blocks=tuple(a.measurement.block_rates) if a.measurement else (),
                 head_blocks=tuple(b.measurement.block_rates) if b.measurement else (),
                 pairs=block_pairs(a, b),
+                pooled=b.key.mode != "pipeline",  # an input pipeline's rounds: its own spread
             )
             for a, b in self.pairs(key)
         ]
