@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_mxperf.judging.pairplan import half_width, suggest_rounds
-from pytest_mxperf.judging.roundeffect import RoundNoise, pooled_sd
+from pytest_mxperf.judging.roundeffect import RoundNoise, poolable, pooled_sd
 from pytest_mxperf.measuring.stats import PairedBlocks, mean_sd, median_noise, paired_blocks
 
 #: Default confidence level of the interval (two-sided).
@@ -245,10 +245,11 @@ def _check_round(i: int, rnd: PairedRound) -> None:
 
 def default_same_level(rounds: Sequence[PairedRound], pooled: RoundNoise | None) -> float:
     """The default level of a case's equivalence interval: :data:`SAME_CONFIDENCE` when all its
-    rounds have block pairs and the run's round effect ``pooled`` has at least
-    :data:`POOLED_DF_FOR_SAME` degrees of freedom besides this case's own ``n - 1`` (which
-    `roundeffect.round_noise` counted in it), else :data:`UNPOOLED_SAME_CONFIDENCE`."""
-    if pooled is None or any(rnd.blocks is None or not rnd.pooled for rnd in rounds):
+    rounds have block pairs and may be pooled (`roundeffect.poolable`) and the run's round
+    effect ``pooled`` has at least :data:`POOLED_DF_FOR_SAME` degrees of freedom besides this
+    case's own ``n - 1`` (which `roundeffect.round_noise` counted in it), else
+    :data:`UNPOOLED_SAME_CONFIDENCE`."""
+    if pooled is None or not poolable(rounds):
         return UNPOOLED_SAME_CONFIDENCE
     others = pooled.df - (len(rounds) - 1)
     return SAME_CONFIDENCE if others >= POOLED_DF_FOR_SAME else UNPOOLED_SAME_CONFIDENCE

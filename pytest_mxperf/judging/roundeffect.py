@@ -67,6 +67,12 @@ class RoundNoise:
     spread: float
 
 
+def poolable(rounds: Sequence[Round]) -> bool:
+    """Whether a case's rounds may give and take the run's round effect: each has block pairs
+    and may be pooled (`pairstats.PairedRound.pooled`)."""
+    return all(rnd.blocks is not None and rnd.pooled for rnd in rounds)
+
+
 def round_noise(cases: Iterable[Sequence[Round]]) -> RoundNoise | None:
     """The round effect of a run from the rounds of its cases (each a sequence of rounds of one
     case): the between-round variance of each case's log ratios less the variance its block
@@ -74,7 +80,7 @@ def round_noise(cases: Iterable[Sequence[Round]]) -> RoundNoise | None:
     rounds that all have block pairs and may be pooled count. None: no such case."""
     between, excess, df = 0.0, 0.0, 0
     for rounds in cases:
-        if len(rounds) < 2 or any(rnd.blocks is None or not rnd.pooled for rnd in rounds):
+        if len(rounds) < 2 or not poolable(rounds):
             continue
         _, sd_between = mean_sd([math.log(rnd.ratio) for rnd in rounds])
         within = math.fsum(rnd.within_noise**2 for rnd in rounds) / len(rounds)
@@ -99,8 +105,7 @@ def pooled_sd(
     sets the interval then), or a spread between this case's rounds beyond the model's
     :data:`POOLED_CHECK` chi-square bound."""
     sd_between, sd_within = spreads
-    unpooled = any(rnd.blocks is None or not rnd.pooled for rnd in rounds)
-    if noise is None or sd_between <= sd_within or unpooled:
+    if noise is None or sd_between <= sd_within or not poolable(rounds):
         return None
     n = len(rounds)
     within = sd_within**2

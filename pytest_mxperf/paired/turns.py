@@ -84,6 +84,12 @@ def more_pairs(
     return min(2, max_pairs - done)
 
 
+def _spread_on(wide: bool) -> tuple[str, ...]:
+    """The replies on which a side's threads go to its untimed work's CPUs: ``go`` and ``end``;
+    for a case timed ``wide``, every reply of its turns too."""
+    return (GO, END, BLOCK, SOLO) if wide else (GO, END)
+
+
 class BatonLost(RuntimeError):
     """The controller is gone (it was interrupted or timed the round out)."""
 
@@ -99,8 +105,6 @@ class Baton:
         self._spread = spread if self._timing is not None and spread != self._timing else None
         #: Where the side's threads are now: True on ``spread``.
         self._spread_now = False
-        #: The case in turns now times on ``spread`` (`ready`'s ``wide``).
-        self._wide = False
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.connect(str(turns.path))
         self._file = self._sock.makefile("rwb")
@@ -138,11 +142,7 @@ class Baton:
         untimed work does (``spread``), as in a run of its own, not on the timing CPUs (an
         input pipeline that decodes in the caller's thread: its decoding and MXNet's engine
         share one CPU when pinned, and measure a lower figure than a run of its own)."""
-        self._wide = wide
-        return self._ask({"ready": key, "nodeid": nodeid}, spread_on=self._spread_on()) == BLOCK
-
-    def _spread_on(self) -> tuple[str, ...]:
-        return (GO, END, BLOCK, SOLO) if self._wide else (GO, END)
+        return self._ask({"ready": key, "nodeid": nodeid}, spread_on=_spread_on(wide)) == BLOCK
 
     def alone(self, nodeid: str, key: str) -> None:
         """Wait for a turn to run ``key`` alone, set-up included (a data-parallel launch, an
@@ -152,9 +152,10 @@ class Baton:
         a block is timed on."""
         self._ask({"ready": key, "nodeid": nodeid, "solo": True}, spread_on=(GO, END, SOLO))
 
-    def next_block(self, rate: float) -> bool:
-        """A block is done, at ``rate`` items/s: True to time another."""
-        return self._ask({"done": 1, "rate": rate}, spread_on=self._spread_on()) == BLOCK
+    def next_block(self, rate: float, wide: bool = False) -> bool:
+        """A block is done, at ``rate`` items/s: True to time another (``wide``: as the case's
+        `ready`)."""
+        return self._ask({"done": 1, "rate": rate}, spread_on=_spread_on(wide)) == BLOCK
 
     def close(self) -> None:
         for closer in (self._file.close, self._sock.close):
@@ -180,7 +181,7 @@ class CaseTurns:
         return self.baton.ready(self.nodeid, self.key, self.wide)
 
     def next(self, rate: float) -> bool:
-        return self.baton.next_block(rate)
+        return self.baton.next_block(rate, self.wide)
 
 
 # --- the controller's side ---------------------------------------------------------------------

@@ -38,31 +38,26 @@ def measure_source(
 ) -> tuple[Measurement, list[str]]:
     """Measure a source's batches per second (items: images per batch). A source slower than
     ``max_time`` per batch is measured over a single batch (after the first, which pays the
-    start-up) and flagged in the returned warnings."""
+    start-up; in a paired side's turns, a single batch a turn) and flagged in the returned
+    warnings."""
     start = fetcher.timed_clock()
     fetcher.fetch()  # learns the batch size; the engine's own first step is timed apart anyway
     first = fetcher.timed_clock() - start
     notes: list[str] = []
     if first > config.max_time:
-        start = fetcher.timed_clock()
-        fetcher.fetch()
-        one = fetcher.timed_clock() - start
+        one = _one_batch(fetcher)
         if one > config.max_time:
             assert fetcher.images is not None
-            blocks = [max(one, 1e-9)]
+            blocks = [one]
             extra: dict[str, Any] = {}
             turns = config.interleave
             if turns is not None and turns.ready():
                 # A paired side in turns: its blocks are single batches, each in its turn (the
                 # batch above was fetched beside the other side's work).
                 extra["interleaved"] = True
-                blocks.clear()
-                rate = 0.0
-                while not blocks or turns.next(rate):
-                    start = fetcher.timed_clock()
-                    fetcher.fetch()
-                    blocks.append(max(fetcher.timed_clock() - start, 1e-9))
-                    rate = fetcher.images / blocks[-1]
+                blocks = [_one_batch(fetcher)]
+                while turns.next(fetcher.images / blocks[-1]):
+                    blocks.append(_one_batch(fetcher))
             m = Measurement(
                 items_per_step=fetcher.images,
                 steps_per_block=1,
@@ -84,6 +79,13 @@ def measure_source(
         config=config,
     )
     return m, notes
+
+
+def _one_batch(fetcher: Fetcher) -> float:
+    """Seconds to fetch one batch (epoch resets left out)."""
+    start = fetcher.timed_clock()
+    fetcher.fetch()
+    return max(fetcher.timed_clock() - start, 1e-9)
 
 
 def source_info(fetcher: Fetcher) -> dict[str, Any]:

@@ -45,9 +45,9 @@ def where(label):
 def spy(monkeypatch):
     block_done = turns.Baton.next_block
 
-    def next_block(self, rate):  # a lock-step side's timed block is done, its next turn not asked
+    def next_block(self, rate, wide=False):  # a side's timed block is done, its next turn not asked
         where("timing")
-        return block_done(self, rate)
+        return block_done(self, rate, wide)
 
     monkeypatch.setattr(turns.Baton, "next_block", next_block)
 

@@ -153,12 +153,15 @@ def _data(heads: dict[str, list[float]]) -> PairedData:
     return data
 
 
+#: Eight model cases whose two rounds agree within their blocks: the run's round effect.
+CALM = {
+    f"m{i}/inference/float32/bs1/cpu": [0.004 * (-1) ** i, -0.004 * (-1) ** i] for i in range(8)
+}
+
+
 def test_a_paired_run_judges_each_case_with_the_round_effect_of_all() -> None:
-    calm = {
-        f"m{i}/inference/float32/bs1/cpu": [0.004 * (-1) ** i, -0.004 * (-1) ** i] for i in range(8)
-    }
     x = "x/inference/float32/bs1/cpu"
-    data = _data({**calm, x: [0.015, -0.010]})
+    data = _data({**CALM, x: [0.015, -0.010]})
     noise = data.round_noise()
     assert noise is not None and noise.df == 9
     est = data.estimate(x, 0.05)
@@ -172,14 +175,11 @@ def test_a_paired_run_judges_each_case_with_the_round_effect_of_all() -> None:
 def test_an_input_pipeline_timed_in_turns_neither_gives_nor_takes_the_round_effect() -> None:
     # A DataLoader without workers, timed in block pairs: its rounds swing with its own random
     # crops, so the models' round effect would narrow its interval (and its swings widen theirs).
-    calm = {
-        f"m{i}/inference/float32/bs1/cpu": [0.004 * (-1) ** i, -0.004 * (-1) ** i] for i in range(8)
-    }
     pipe = "loader/pipeline/float32/bs32/cpu"
-    data = _data({**calm, pipe: [0.015, -0.010]})
+    data = _data({**CALM, pipe: [0.015, -0.010]})
     noise = data.round_noise()
     assert noise is not None and noise.df == 8  # the eight models' rounds only
-    assert noise == _data(calm).round_noise()
+    assert noise == _data(CALM).round_noise()
     est = data.estimate(pipe, 0.05)
     assert est is not None and est.pooled is None and est.decision is Decision.UNKNOWN
     assert est.same_level == UNPOOLED_SAME_CONFIDENCE

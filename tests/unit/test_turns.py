@@ -267,7 +267,7 @@ def test_a_case_in_turns_told_wide_times_its_blocks_on_the_wider_cpus(tmp_path: 
     t = _serve(tmp_path / "s", [GO, BLOCK, BLOCK, END, BLOCK, END], seen)
     steps = (
         'baton.ready("t.py::w", "W", wide=True)\nwhere("wide")\n'
-        'baton.next_block(1.0)\nwhere("wide again")\nbaton.next_block(1.0)'
+        'baton.next_block(1.0, wide=True)\nwhere("wide again")\nbaton.next_block(1.0, wide=True)'
     )
     assert _places(tmp_path, timing, spread, steps) == {
         "go": sorted(spread),
