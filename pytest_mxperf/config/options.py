@@ -264,6 +264,19 @@ SPECS += (
 )
 SPECS += (
     Spec(
+        "seed",
+        parsers.seed,
+        0,
+        "Random state each benchmark test starts from: before its setup, Python's random, "
+        "numpy's and (once imported) MXNet's generators are seeded from this number and the "
+        "test's node id, so random weights, synthetic data and augmentations (crops, "
+        "shuffles) are the same in every run and on both sides of a paired run. off: leave "
+        "the generators as they are.",
+        "N|off",
+    ),
+)
+SPECS += (
+    Spec(
         "profile",
         parsers.any_text,
         None,

@@ -44,6 +44,19 @@ def budget_seconds(text: str) -> float | None:
         raise ValueError(f"{exc}, or auto") from None
 
 
+def seed(text: str) -> int | None:
+    """``"off"`` -> None (the generators are left alone); else a seed in [0, 2**32)."""
+    if text.strip() == "off":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError("must be a whole number, or off") from None
+    if not 0 <= value < 2**32:
+        raise ValueError("must be in [0, 2**32), or off")
+    return value
+
+
 def fraction(text: str) -> float:
     value = float(text)
     if not 0 <= value < 1:

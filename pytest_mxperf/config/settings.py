@@ -54,6 +54,7 @@ class Settings:
     price_per_hour: float | None = DEFAULTS["price_per_hour"]
     epoch_images: int | None = DEFAULTS["epoch_images"]
     pipeline_timeout: float = DEFAULTS["pipeline_timeout"]
+    seed: int | None = DEFAULTS["seed"]
     profile: str | None = DEFAULTS["profile"]
     memory_tolerance: float = DEFAULTS["memory_tolerance"]
 

@@ -15,5 +15,6 @@ Imports ``system`` and ``config``.
   scaling), its reports and scaling arithmetic, and the result of one run.
 - ``diagnosis``, ``profiling``, ``profile_record``, ``profile_trace``, ``profile_diff``,
   ``profile_render``: operator profiles and what got slower.
+- ``seeding``: the random state each benchmark test starts from (``--mxperf-seed``).
 - ``evidence_lines``: the evidence sections of a regression's message (operators, commits).
 """

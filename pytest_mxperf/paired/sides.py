@@ -87,6 +87,8 @@ def side_args(
         str(min_time),
         "--mxperf-warmup-time",
         str(settings.warmup_time),
+        "--mxperf-seed",
+        "off" if settings.seed is None else str(settings.seed),
         *files,
     ]
 

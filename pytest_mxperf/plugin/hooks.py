@@ -13,6 +13,7 @@ import pytest
 
 from pytest_mxperf.config.markers import MarkerSpec, is_benchmark
 from pytest_mxperf.judging.explain import clip_lines
+from pytest_mxperf.measuring import seeding
 from pytest_mxperf.paired import pairdata
 from pytest_mxperf.paired.pairing import PairSetupError
 from pytest_mxperf.reporting.progress import Progress
@@ -43,6 +44,13 @@ class SessionHooks:
                 stack.enter_context(capture.global_and_fixture_disabled())
             reporter.ensure_newline()
             reporter.write_line(text, yellow=True)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        """Seed the random generators before a benchmark's fixtures run (``--mxperf-seed``)."""
+        base = self.session.settings.seed
+        if base is not None and is_benchmark(item):
+            seeding.seed_generators(seeding.seed_for(base, item.nodeid))
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:

@@ -121,6 +121,8 @@ def test_bad_cli_value_names_the_flag() -> None:
         ({"max_time": "0"}, "--mxperf-max-time"),
         ({"warmup_time": "nan"}, "--mxperf-warmup-time"),
         ({"tolerance": "15%"}, "--mxperf-tolerance"),
+        ({"seed": "-1"}, "--mxperf-seed: must be in [0, 2**32), or off"),
+        ({"seed": "random"}, "--mxperf-seed: must be a whole number, or off"),
     ],
 )
 def test_bad_values(cli: dict[str, str], needle: str) -> None:
@@ -193,6 +195,11 @@ def test_arbitrate_on_off(text: str, value: bool) -> None:
 def test_arbitrate_rejects_other_words() -> None:
     with pytest.raises(OptionError, match="--mxperf-arbitrate: must be on or off"):
         resolve({"arbitrate": "sometimes"}, {}, lambda _: None, FLAGS)
+
+
+@pytest.mark.parametrize(("text", "value"), [("0", 0), ("12345", 12345), ("off", None)])
+def test_seed_is_a_number_or_off(text: str, value: int | None) -> None:
+    assert resolve({"seed": text}, {}, lambda _: None, FLAGS).seed == value
 
 
 def test_rounds_above_max_rounds_is_refused() -> None:
