@@ -17,7 +17,12 @@ from pytest_mxperf.judging.explain import (
 )
 from pytest_mxperf.judging.explain_scaling import explain_paired_scaling
 from pytest_mxperf.judging.pairstats import PairedEstimate
-from pytest_mxperf.judging.verdict import decide_arbitrated, decide_paired, decide_same_code
+from pytest_mxperf.judging.verdict import (
+    decide_arbitrated,
+    decide_arbitration_pair,
+    decide_paired,
+    decide_same_code,
+)
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Status, Verdict
 from pytest_mxperf.paired import pairdata, pairing
 
@@ -61,7 +66,7 @@ def arbitrate(
     else:
         estimate = data.estimate(key, ctx.session.settings.min_effect)
         rounds = [pairdata.describe_round(p) for p in data.pairs(key)]
-    pair = None if estimate is None else decide_paired(estimate, ctx.policy)
+    pair = None if estimate is None else decide_arbitration_pair(estimate, stored, ctx.policy)
     # What the baseline side of the pair did not reproduce: with --mxperf-env-command it runs
     # in the baseline commit's environment, and a pair that matches the baseline's software
     # judges code and software together; without it, everything that changed.

@@ -139,7 +139,7 @@ def pair_summary(
     equivalence interval it did not get within +-min effect (two or three rounds in, the 99%
     interval alone can read -97% .. +4059%). ``head_name``: what HEAD's side measured ("the
     working tree" when it has uncommitted changes)."""
-    shown = (paired.Decision.SAME, paired.Decision.UNKNOWN)
+    shown = (paired.Decision.SAME, paired.Decision.NOT_SLOWER, paired.Decision.UNKNOWN)
     same = same_interval(estimate) if estimate.decision in shown else ""
     return (
         f"{head_name} vs {rev_label}: {estimate.ratio - 1:+.1%} ({confidence:.0%} interval "
@@ -158,11 +158,12 @@ def same_interval(estimate: PairedEstimate) -> str:
 
 
 def inconclusive_text(estimate: PairedEstimate, budget_spent: bool) -> str:
-    """``: inconclusive, but not slower; about 14 rounds would decide (...)``: what an
+    """``: inconclusive, no slower on average; about 14 rounds would decide (...)``: what an
     undecided pair lacks. Extra rounds go to cases they can decide within --mxperf-max-rounds,
     so an undecided case needed more than that, or the run's budget ran out first."""
     n = estimate.suggested_rounds
-    text = ": inconclusive" + (", but not slower" if estimate.ratio >= 1 else "")
+    # "no slower on average", not "not slower": that is a decision (a pass) of its own.
+    text = ": inconclusive" + (", no slower on average" if estimate.ratio >= 1 else "")
     text += f"; about {n} rounds would decide (--mxperf-max-rounds {n})"
     if budget_spent:
         text += "; the run's --mxperf-pair-budget was spent before its rounds"
@@ -195,6 +196,8 @@ def explain_paired(
         lines[0] += f": slower, and a drop of {min_effect:.0%} or more is not ruled out"
     elif out == Outcome.PASS and estimate.same_high < 1:
         lines[0] += f": {slower_by(estimate)}"
+    elif out == Outcome.PASS and estimate.decision is paired.Decision.NOT_SLOWER:
+        lines[0] += f": {not_slower(estimate)}"
     elif out == Outcome.PASS:
         lines[0] += f": the same within the minimum effect ({min_effect:.0%})"
     elif out == Outcome.INCONCLUSIVE:
@@ -235,6 +238,12 @@ def explain_arbitrated(
         what = "the code is not slower"
         if estimate.same_high < 1:
             what = f"the code is {slower_by(estimate)}"
+        elif estimate.decision is paired.Decision.UNKNOWN and stored.threshold is not None:
+            # Cleared at the stored threshold (`verdict.decide_arbitration_pair`).
+            what = (
+                f"the code is not slower by {stored.threshold:.1%} or more, the case's own "
+                "threshold"
+            )
         if changed:
             what = (
                 "the code and software are not slower (the baseline side ran in the baseline "
@@ -296,6 +305,15 @@ def explain_same_code(
             f"{'; '.join(changed)}{where}"
         )
     return kept.adding(f"{same}: no paired run needed{where}")
+
+
+def not_slower(estimate: PairedEstimate) -> str:
+    """A pair whose equivalence interval rules out a loss of the minimum effect but not a gain
+    of it (a pass: the gate asks whether the code got slower)."""
+    return (
+        f"not slower (a loss of {estimate.min_effect:.0%} or more is ruled out; it may be "
+        f"faster, by up to {estimate.same_high - 1:.1%})"
+    )
 
 
 def slower_by(estimate: PairedEstimate) -> str:

@@ -31,11 +31,12 @@ def suggest_rounds(
 ) -> int:
     # The 99% interval decides once its half-width drops below the distance from the estimate
     # to 1 (REGRESSED/IMPROVED); the equivalence interval once its half-width drops below the
-    # distance to the nearer edge of the SAME band. Whichever happens first. ``done`` is the
-    # rounds so far and the interval's degrees of freedom, which grow in proportion.
+    # distance from the estimate down to ``1 - min_effect`` (SAME or NOT_SLOWER: its lower end
+    # clears the loss worth failing for). Whichever happens first. ``done`` is the rounds so
+    # far and the interval's degrees of freedom, which grow in proportion.
     n, df = done
     confidence, same_level = levels
-    band = min(mean - math.log(1.0 - min_effect), math.log(1.0 + min_effect) - mean)
+    band = mean - math.log(1.0 - min_effect)
     for m in range(n + 1, MAX_SUGGESTED_ROUNDS + 1):
         df_m = projected_df(df, n, m)
         if half_width(confidence, sd, m, df_m) < abs(mean):

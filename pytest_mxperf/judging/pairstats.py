@@ -21,6 +21,12 @@ Decision, with ``e = min_effect``, in this order:
   99% (scripts/aa_check.py and ``tests/unit/test_pair_simulations.py`` give the figures);
 - REGRESSED: the whole interval is below 1 and it reaches ``1 - e`` or lower;
 - IMPROVED: the whole interval is above 1 and it reaches ``1 + e`` or higher;
+- NOT_SLOWER: the equivalence interval's lower end is above ``1 - e`` but its upper end is not
+  below ``1 + e``: a loss of ``e`` or more is ruled out with the same certainty as for SAME
+  (its lower one-sided test), and HEAD may be faster by more than ``e`` without the rounds to
+  show it. A CI gate asks "is it slower?", so this passes too (the message says it may be
+  faster); it catches a loss of ``e`` as often as SAME's lower test does, and identical code
+  on a noisy machine no longer needs the rounds to pin its upper end down;
 - UNKNOWN otherwise: more rounds may decide (:func:`need_more_rounds`); after the last round
   the caller reports the case as inconclusive, with :attr:`PairedEstimate.suggested_rounds`.
   Rounds stop early for a case that they could no longer fail (`pairplan.could_still_regress`).
@@ -75,6 +81,7 @@ class Decision(enum.Enum):
     SAME = "same"
     REGRESSED = "regressed"
     IMPROVED = "improved"
+    NOT_SLOWER = "not slower"
     UNKNOWN = "unknown"
 
 
@@ -209,6 +216,8 @@ def decide(
         return Decision.REGRESSED
     if low > 1.0 and high >= 1.0 + min_effect:
         return Decision.IMPROVED
+    if same_low > 1.0 - min_effect:
+        return Decision.NOT_SLOWER
     return Decision.UNKNOWN
 
 

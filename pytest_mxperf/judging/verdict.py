@@ -144,6 +144,7 @@ def decide_paired(estimate: PairedEstimate | None, policy: Policy) -> Verdict:
         Decision.REGRESSED: Outcome.REGRESSED,
         Decision.IMPROVED: Outcome.IMPROVED,
         Decision.SAME: Outcome.PASS,
+        Decision.NOT_SLOWER: Outcome.PASS,
         Decision.UNKNOWN: Outcome.INCONCLUSIVE,
     }[estimate.decision]
     failed = outcome == Outcome.REGRESSED or (outcome == Outcome.INCONCLUSIVE and policy.strict)
@@ -156,6 +157,33 @@ def decide_paired(estimate: PairedEstimate | None, policy: Policy) -> Verdict:
         change=estimate.ratio - 1,
         interval=(estimate.same_low, estimate.same_high) if same else (estimate.low, estimate.high),
         rounds=estimate.n_rounds,
+    )
+
+
+def decide_arbitration_pair(
+    estimate: PairedEstimate | None, stored: Verdict, policy: Policy
+) -> Verdict:
+    """The verdict of the pair that arbitrates a stored verdict (`decide_paired`), where an
+    undecided pair whose equivalence interval rules out a loss as large as the stored verdict's
+    own threshold passes: the stored figure failed the case for a loss beyond that threshold,
+    and the pair shows the code is not slower by that much (the threshold of a case whose
+    blocks are noisy is wider than the minimum effect; on its own machine the stored gate could
+    not have failed a smaller loss either). A loss the pair is sure of still fails at the
+    minimum effect; what passes here was inconclusive before (failed only by
+    ``--mxperf-strict``)."""
+    pair = decide_paired(estimate, policy)
+    threshold = stored.threshold
+    if (
+        estimate is None
+        or pair.outcome != Outcome.INCONCLUSIVE
+        or threshold is None
+        or threshold <= estimate.min_effect
+        or stored.scaling
+        or not estimate.same_low > 1.0 - threshold
+    ):
+        return pair
+    return replace(
+        pair, outcome=Outcome.PASS, failed=False, interval=(estimate.same_low, estimate.same_high)
     )
 
 

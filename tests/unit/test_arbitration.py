@@ -3,11 +3,18 @@ the decision (`verdict.decide_arbitrated`) and its message (`explain.explain_arb
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from pytest_mxperf.judging.explain import explain_arbitrated, pair_summary
 from pytest_mxperf.judging.pairstats import PairedRound, paired_estimate
-from pytest_mxperf.judging.verdict import Policy, decide_arbitrated, decide_paired
+from pytest_mxperf.judging.verdict import (
+    Policy,
+    decide_arbitrated,
+    decide_arbitration_pair,
+    decide_paired,
+)
 from pytest_mxperf.measuring.records import Outcome, Verdict
 
 STORED = Verdict(
@@ -104,7 +111,7 @@ def test_messages_name_the_software_change() -> None:
     assert "cleared" not in undecided
 
 
-def test_an_inconclusive_pair_says_it_is_not_slower_and_the_rounds_it_would_need() -> None:
+def test_an_inconclusive_pair_says_it_is_no_slower_on_average_and_the_rounds_it_needs() -> None:
     # As in --mxperf-ab mode: "inconclusive" names what the pair lacks, not only its interval.
     est = paired_estimate([PairedRound(100.0, 100.0 * r) for r in (0.9, 1.1, 1.02)])
     assert est.suggested_rounds is not None and est.ratio >= 1.0
@@ -113,7 +120,7 @@ def test_an_inconclusive_pair_says_it_is_not_slower_and_the_rounds_it_would_need
     text = explain_arbitrated(STORED, verdict, est, "abc", "1/1", [], False).message
     n = est.suggested_rounds
     assert "a paired run could not confirm it: HEAD vs baseline commit abc" in text
-    assert f": inconclusive, but not slower; about {n} rounds would decide" in text
+    assert f": inconclusive, no slower on average; about {n} rounds would decide" in text
     assert "--mxperf-pair-budget" not in text
     spent = explain_arbitrated(STORED, verdict, est, "abc", "1/1", [], False, budget_spent=True)
     assert "the run's --mxperf-pair-budget was spent before its rounds" in spent.message
@@ -150,3 +157,24 @@ def test_an_undecided_pair_names_its_equivalence_interval_too() -> None:
         f"99% interval {est.low - 1:+.1%} .. {est.high - 1:+.1%}, 2 round(s); 90% interval" in text
     )
     assert f"90% interval {est.same_low - 1:+.1%} .. {est.same_high - 1:+.1%})" in text
+
+
+def test_an_undecided_pair_clears_a_stored_loss_at_the_cases_own_threshold() -> None:
+    # A case with noisy blocks fails beyond 17.5% (its stored threshold). Rounds of -9% ..
+    # +11% rule out a 17.5% loss, not a 5% one: "machine", where at the minimum effect alone
+    # the pair was inconclusive.
+    est = paired_estimate([PairedRound(100.0, 100.0 * r) for r in (0.91, 1.11, 1.02, 0.98)])
+    assert decide_paired(est, Policy()).outcome is Outcome.INCONCLUSIVE
+    noisy = replace(STORED, threshold=0.175)
+    pair = decide_arbitration_pair(est, noisy, Policy())
+    assert pair.outcome is Outcome.PASS and pair.interval == (est.same_low, est.same_high)
+    verdict = decide_arbitrated(noisy, pair, False)
+    assert verdict.outcome is Outcome.MACHINE and not verdict.failed
+    text = explain_arbitrated(noisy, verdict, est, "abc", "1/1", [], False).message
+    assert "the code is not slower by 17.5% or more, the case's own threshold" in text
+    # No wider threshold, or a scaling efficiency's: undecided as before.
+    for stored in (STORED, replace(STORED, threshold=0.05), replace(noisy, scaling=True)):
+        assert decide_arbitration_pair(est, stored, Policy()).outcome is Outcome.INCONCLUSIVE
+    # A loss the pair is sure of still fails at the minimum effect, whatever the threshold.
+    sure = paired_estimate([PairedRound(100.0, 100.0 * r) for r in (0.92, 0.925, 0.93)])
+    assert decide_arbitration_pair(sure, noisy, Policy()).outcome is Outcome.REGRESSED
