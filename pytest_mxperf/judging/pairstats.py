@@ -25,8 +25,9 @@ Decision, with ``e = min_effect``, in this order:
   below ``1 + e``: a loss of ``e`` or more is ruled out with the same certainty as for SAME
   (its lower one-sided test), and HEAD may be faster by more than ``e`` without the rounds to
   show it. A CI gate asks "is it slower?", so this passes too (the message says it may be
-  faster); it catches a loss of ``e`` as often as SAME's lower test does, and identical code
-  on a noisy machine no longer needs the rounds to pin its upper end down;
+  faster). Each look errs on a loss of ``e`` no more often than SAME's lower test; the looks of
+  added rounds add a little (``tests/unit/test_pair_simulations.py``), and identical code on a
+  noisy machine no longer needs the rounds to pin its upper end down;
 - UNKNOWN otherwise: more rounds may decide (:func:`need_more_rounds`); after the last round
   the caller reports the case as inconclusive, with :attr:`PairedEstimate.suggested_rounds`.
   Rounds stop early for a case that they could no longer fail (`pairplan.could_still_regress`).
