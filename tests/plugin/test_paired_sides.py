@@ -112,3 +112,49 @@ def test_side_process_refuses_a_bad_order_naming_it(
     )
     assert "Traceback" not in result.stderr.str()
     assert not (fake_pytester.path / "side.json").exists()
+
+
+ERRATIC_SUITE = """
+import random
+from pytest_mxperf.testing import FakeArray, FakeModel
+
+
+class Source:
+    # A loader of its own class: a side times it in a turn of its own. Erratic: each batch
+    # takes 5 ms or 50 ms at random (seeded), so its 0.1 s blocks disagree by far more than 20%.
+    def __init__(self, backend, erratic):
+        self.backend, self.erratic, self.rng = backend, erratic, random.Random(7)
+
+    def __iter__(self):
+        for _ in range(100000):
+            self.backend.now += self.rng.choice((0.005, 0.05)) if self.erratic else 0.01
+            yield FakeArray((8, 1))
+
+
+def test_erratic(mxperf, mxperf_backend):
+    mxperf.pipeline(Source(mxperf_backend, True), model="erratic")
+
+
+def test_steady(mxperf, mxperf_backend):
+    mxperf.pipeline(Source(mxperf_backend, False), model="steady")
+
+
+def test_model(mxperf):  # timed with the rest of the round, never re-measured in a side
+    mxperf.inference(FakeModel(100.0, jitter=0.9), batch_size=1, model="model")
+"""
+
+
+def test_side_measures_a_disturbed_case_of_a_turn_of_its_own_once_more(
+    fake_pytester: pytest.Pytester,
+) -> None:
+    fake_pytester.makepyfile(test_suite=ERRATIC_SUITE)
+    result = fake_pytester.runpytest("--mxperf-side-out", "side.json")
+    result.assert_outcomes(passed=3)
+    cases = {
+        c["key"].split("/")[0]: c
+        for c in json.loads((fake_pytester.path / "side.json").read_text())["cases"]
+    }
+    erratic, steady = cases["erratic"], cases["steady"]
+    assert len(erratic["attempts"]) == 2  # the first spread beyond SIDE_RETRY_SPREAD
+    assert erratic["measurement"]["images_per_sec"] == pytest.approx(max(erratic["attempts"]))
+    assert len(steady["attempts"]) == 1 and len(cases["model"]["attempts"]) == 1
