@@ -225,6 +225,10 @@ def decide_arbitrated(
             interval=interval,
             rounds=rounds,
         )
+    cleared = pair.outcome in (Outcome.PASS, Outcome.IMPROVED)
+    if stored.outcome == Outcome.UNSTABLE and cleared and not environment_changed:
+        # Its own blocks were too spread to judge; the pair's rounds were not: no loss.
+        return replace(stored, outcome=Outcome.PASS, failed=False, interval=interval, rounds=rounds)
     if stored.outcome != Outcome.REGRESSED:
         return replace(stored, interval=interval, rounds=rounds)  # the pair agrees: no loss
     if environment_changed:

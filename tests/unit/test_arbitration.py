@@ -136,6 +136,27 @@ def test_an_unstable_case_the_pair_cannot_decide_says_so_without_blaming_changes
     assert "what changed since the baseline" not in text
 
 
+def test_an_unstable_case_the_pair_clears_passes() -> None:
+    # Beside a noisy neighbour a case's own blocks spread 54% (unstable); its pair's rounds
+    # ruled out a loss. Seen on an emulated new host: it stayed "unstable" and its message said
+    # the drop came from "what changed since the baseline:" with nothing named.
+    unstable = Verdict(Outcome.UNSTABLE, False, ("m: 201.6 img/s vs baseline 290.4: too noisy",))
+    est = paired_estimate([PairedRound(100.0, 100.0 * r) for r in (1.0, 1.01, 0.995, 1.005)])
+    verdict = decide_arbitrated(unstable, decide_paired(est, Policy()), False)
+    assert verdict.outcome is Outcome.PASS and not verdict.failed
+    text = explain_arbitrated(unstable, verdict, est, "abc", "1/1", [], False).message
+    assert "a paired run on this machine found no loss: HEAD vs baseline commit abc" in text
+    assert "what changed since the baseline" not in text
+    # With the software changed, today's pair judged the code only: the case stays unstable,
+    # and the message names the change.
+    changed = decide_arbitrated(unstable, decide_paired(est, Policy()), True)
+    assert changed.outcome is Outcome.UNSTABLE
+    why = explain_arbitrated(unstable, changed, est, "abc", "1/1", ["mxnet: 1.8 -> 1.9"], False)
+    assert "so the drop comes from what changed since the baseline: mxnet: 1.8 -> 1.9" in (
+        why.message
+    )
+
+
 def test_a_pass_carries_the_interval_that_decided_it() -> None:
     # Two rounds that agree: the 90% equivalence interval decides (and the table shows it);
     # the 99% interval of a t with one degree of freedom is many times wider.
