@@ -3,12 +3,11 @@
 Random weights, synthetic data and a pipeline's augmentations are drawn from Python's
 ``random`` (Gluon's ``RandomResizedCrop`` picks its crops there), numpy's global generator
 (a shuffling ``DataLoader``) and MXNet's (``initialize()``, ``RandomFlipLeftRight``). Left
-alone, a paired run's two sides draw different ones: each side is forked from a server of its
-own, whose generators were seeded from the OS once, so every round of a side repeats that
-side's draws and the other side repeats different ones. A crop's size sets what resizing it
-costs, so that alone is a difference between the sides that holds in every round (a bias, not
-noise). Seeding each test from the same number and its node id gives both sides, and every
-run, the same draws.
+alone, the two sides of a paired run draw different numbers: Python reseeds ``random`` in every
+forked child, so each side of each round crops differently (a crop's size sets what resizing it
+costs, so the two sides' blocks in turns do different work), and numpy's generator is not
+reseeded at all, so each side repeats its own fork server's draws in every round. Seeding each
+test from the same number and its node id gives both sides, and every run, the same draws.
 """
 
 from __future__ import annotations
