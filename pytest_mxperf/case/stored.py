@@ -22,8 +22,7 @@ from pytest_mxperf.measuring.measure import MeasureConfig, Measurement, for_side
 from pytest_mxperf.measuring.protocol import PrepareSpec, SpecError
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Status
 from pytest_mxperf.measuring.runner import run_case
-from pytest_mxperf.measuring.stats import rel_spread
-from pytest_mxperf.paired.sides import SIDE_RETRY_SPREAD
+from pytest_mxperf.paired.sides import disturbed
 from pytest_mxperf.paired.turns import CaseTurns
 
 if TYPE_CHECKING:
@@ -48,7 +47,7 @@ def measure(
     """Measure the case of ``result`` (with ``runner``, default `run_case`) and judge it; returns
     the measured and judged result and its stored baseline. ``alone``: a lock-step side times
     it in one turn of its own (`CaseBench.through`), not block by block in turns, and a side
-    measures it once more in that turn when it was `disturbed`; ``wide``: in
+    measures it once more in that turn when it was `sides.disturbed`; ``wide``: in
     turns, on the CPUs of the side's untimed work (`turns.Baton.ready`)."""
     settings = bench.settings
     result, judging = judging_for(bench, result)
@@ -174,9 +173,3 @@ def judge_stored(bench: CaseBench, result: CaseResult) -> tuple[CaseResult, Base
     stored baseline, as a measured one is; returns it judged, and the baseline."""
     result, judging = judging_for(bench, result)
     return give_verdict(bench, result, judging), judging[0]
-
-
-def disturbed(best: Measurement) -> bool:
-    """Whether a side's measurement of a case timed in a turn of its own is worth taking once
-    more in the same turn: its blocks spread beyond `sides.SIDE_RETRY_SPREAD`."""
-    return rel_spread(best.block_rates) > SIDE_RETRY_SPREAD

@@ -272,8 +272,6 @@ def explain_arbitrated(
             f"--mxperf-env-command to pair across environments){where}",
             rounds,
         )
-    if estimate.decision != paired.Decision.REGRESSED and not changed:
-        return kept.adding(f"a paired run on this machine found no loss: {pair}{where}", rounds)
     if estimate.decision != paired.Decision.REGRESSED:
         return kept.adding(
             f"a paired run in today's environment cleared the code ({pair}), so the drop comes "

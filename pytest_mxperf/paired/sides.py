@@ -19,7 +19,9 @@ from pathlib import Path
 
 from pytest_mxperf.config import side as side_flags
 from pytest_mxperf.config.settings import Settings
+from pytest_mxperf.measuring.measure import Measurement
 from pytest_mxperf.measuring.records import CaseResult
+from pytest_mxperf.measuring.stats import rel_spread
 from pytest_mxperf.paired.pairdata import SideResult
 from pytest_mxperf.system import pluginpath
 from pytest_mxperf.system.files import write_json_atomic
@@ -47,6 +49,12 @@ SIDE_TIME_SHARE = 0.3
 #: same turn, the faster kept, as a plain run keeps the best of its attempts. About 4% of such
 #: measurements spread so far (156 recorded: median 6%, 95th percentile 16%).
 SIDE_RETRY_SPREAD = 0.20
+
+
+def disturbed(best: Measurement) -> bool:
+    """Whether a side's measurement of a case timed in a turn of its own is worth taking once
+    more in the same turn: its blocks spread beyond :data:`SIDE_RETRY_SPREAD`."""
+    return rel_spread(best.block_rates) > SIDE_RETRY_SPREAD
 
 
 @dataclass(frozen=True)
