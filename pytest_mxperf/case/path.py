@@ -176,6 +176,8 @@ class CaseBench:
             if result.verdict is not None and suspected(result.verdict, self.settings.tolerance):
                 # outside the locks: the sides take them
                 result, why_no_base = self.arbitrate(result, ref)
+                sha = None if ref is None else ref.commit.get("sha")
+                preflight.note_arbitrated(self, result, str(sha) if sha else None)
             result = self._finish(result, ref, why_no_base)
         if after is not None:
             result = after(result)

@@ -30,6 +30,13 @@ class Preflight:
     nodeids: tuple[str, ...] = ()
     #: Why no joint pair was run although the figures do not hold here.
     why_not: str | None = None
+    #: Per baseline commit, the stored-figure changes of the cases whose own pairs found the
+    #: code no slower (`pytest_mxperf.case.preflight.note_arbitrated`); the commit whose
+    #: count reached the evidence, until the next case starts the joint pair; and whether the
+    #: evidence was used (a run starts at most one joint pair that way).
+    off: dict[str, list[float]] = field(default_factory=dict)
+    evidence_sha: str | None = None
+    evidence_used: bool = False
     #: Hardware keys whose probe this process measured for ``--mxperf-update``.
     calibrated: set[str] = field(default_factory=set)
 
@@ -53,10 +60,22 @@ class Preflight:
             return None
         return data
 
+    @property
+    def on_evidence(self) -> bool:
+        """The joint pair was started by the run's own cases, not by the probe."""
+        return self.data is not None and self.evidence_used
+
     def describe(self) -> str | None:
-        """The summary's line on the calibration (None: nothing to say: no calibration stored,
-        or the figures hold here)."""
+        """The summary's line on the calibration and the joint pair (None: nothing to say: no
+        calibration stored, or the figures hold here, and no joint pair)."""
         f = self.factor
+        if self.on_evidence and self.sha:
+            found = len(self.off.get(self.sha, ()))
+            return (
+                f"mxperf: {len(self.nodeids)} benchmark(s) were measured in one paired run of "
+                f"the baseline commit {self.sha[:10]} and HEAD on this machine and judged by "
+                f"it, after {found} cases' own pairs found the stored figures do not hold here"
+            )
         if f is None or self.holds:
             return None
         line = (
@@ -71,7 +90,7 @@ class Preflight:
         return f"{line}; no joint paired run ({self.why_not}): each case was judged alone"
 
     def as_dict(self) -> dict[str, Any] | None:
-        if not self.decided or self.stored is None:
+        if not self.decided or (self.stored is None and not self.on_evidence):
             return None
         return {
             "stored_images_per_sec": self.stored,
@@ -82,4 +101,9 @@ class Preflight:
             "paired_with": self.sha if self.data is not None else None,
             "cases_paired": len(self.nodeids) if self.data is not None else 0,
             "why_not_paired": self.why_not,
+            "paired_on_evidence": [
+                {"commit": sha, "changes": changes} for sha, changes in self.off.items()
+            ]
+            if self.on_evidence
+            else None,
         }

@@ -107,3 +107,90 @@ def test_a_calibration_within_the_threshold_keeps_the_plain_run(
     assert report["calibration"]["factor"] == pytest.approx(1 / 1.1)
     assert "joint_pair" not in report
     assert "calibration probe" not in result.stdout.str()
+
+
+#: Four cases at 100 img/s (``slow`` at ``{slow}``), one test each, in file order.
+FOUR_SUITE = """
+import pytest
+from pytest_mxperf.testing import FakeModel
+
+@pytest.mark.parametrize("name", ["a", "b", "c", "d"])
+def test_case(mxperf, name):
+    speed = {slow} if name == "a" else 100.0
+    mxperf.inference(FakeModel(speed), batch_size=8, model=name)
+"""
+
+
+def _four_stored_elsewhere(
+    fake_pytester: pytest.Pytester,
+    commit: Callable[[str], str],
+    store_baseline: Callable[..., str],
+    slow: float,
+) -> str:
+    """`FOUR_SUITE` stored at A (all at 100), the figures raised 40% but not the calibration
+    (a machine that runs the probe as fast as this one and the models 1.4x faster), then
+    ``a`` at ``slow`` img/s and a file beside them, committed as B; returns A's sha."""
+    base = store_baseline(FOUR_SUITE.format(slow=100.0), passed=4)
+    inflate_baselines(fake_pytester.path, 1.4, machine="0badc0ffee00", calibration=False)
+    fake_pytester.makepyfile(test_suite=FOUR_SUITE.format(slow=slow))
+    (fake_pytester.path / "NOTES.md").write_text("B\n")  # code changed: pairs run
+    commit("B: baselines from a faster machine")
+    return base
+
+
+def test_two_cases_the_machine_explains_pair_the_rest_of_the_run_jointly(
+    fake_pytester: pytest.Pytester,
+    commit: Callable[[str], str],
+    store_baseline: Callable[..., str],
+) -> None:
+    base = _four_stored_elsewhere(fake_pytester, commit, store_baseline, slow=100.0)
+    result = fake_pytester.runpytest("--mxperf", "--mxperf-json", "report.json")
+    result.assert_outcomes(passed=4)
+    label = base[:10]
+    result.stdout.fnmatch_lines(
+        [
+            "*mxperf: 2 cases measured below their stored figures (-28.6%, -28.6%) and their "
+            "paired runs found the code no slower than the baseline commit "
+            f"{label}'s: the stored figures do not hold on this machine; 2 benchmark(s) are "
+            f"measured in one paired run of {label} and HEAD here, and judged by it",
+            "*mxperf verdicts: 4 machine*",
+            "mxperf: 2 benchmark(s) were measured in one paired run of the baseline commit "
+            f"{label} and HEAD on this machine and judged by it, after 2 cases' own pairs found "
+            "the stored figures do not hold here",
+        ]
+    )
+    assert "calibration probe at" not in result.stdout.str()  # the probe ran as fast here
+    report = read_report(fake_pytester.path)
+    assert report["calibration"]["holds"] is True
+    assert report["calibration"]["paired_on_evidence"] == [
+        {"commit": base, "changes": [pytest.approx(-2 / 7)] * 2}
+    ]
+    # c and d in every round of the joint pair, a and b in pairs of their own before it.
+    rounds = report["joint_pair"]["rounds"]
+    assert all(set(r["head"]["images_per_sec"]) == {"c/inference/float32/bs8/cpu",
+                                                    "d/inference/float32/bs8/cpu"} for r in rounds)  # fmt: skip
+    assert {c["key"][0]: c["verdict"]["status"] for c in report["cases"]} == dict.fromkeys(
+        "abcd", "machine"
+    )
+    assert len(worktrees(fake_pytester.path)) == 1
+
+
+def test_a_regression_is_no_evidence_that_the_machine_is_off(
+    fake_pytester: pytest.Pytester,
+    commit: Callable[[str], str],
+    store_baseline: Callable[..., str],
+) -> None:
+    # a is really 20% slower: its pair confirms it, so only b counts, and c and d are
+    # arbitrated one by one as before.
+    _four_stored_elsewhere(fake_pytester, commit, store_baseline, slow=80.0)
+    result = fake_pytester.runpytest("--mxperf", "--mxperf-json", "report.json")
+    result.assert_outcomes(passed=3, failed=1)
+    assert "one paired run" not in result.stdout.str()
+    report = read_report(fake_pytester.path)
+    assert "joint_pair" not in report
+    assert {c["key"][0]: c["verdict"]["status"] for c in report["cases"]} == {
+        "a": "regressed",
+        "b": "machine",
+        "c": "machine",
+        "d": "machine",
+    }
