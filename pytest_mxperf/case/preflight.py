@@ -143,8 +143,8 @@ def _pair_on_evidence(bench: CaseBench, sha: str) -> None:
     changes = ", ".join(f"{c:+.1%}" for c in pf.off[sha])
     lead = (
         f"mxperf: {len(pf.off[sha])} cases measured below their stored figures ({changes}) "
-        f"and their paired runs found the code no slower than the baseline commit "
-        f"{sha[:10]}'s: the stored figures do not hold on this machine"
+        f"and their own paired runs found the code no slower than the baseline commit "
+        f"{sha[:10]}'s: the machine, not the code"
     )
     _pair_rest(bench, sha, lead)
 

@@ -74,7 +74,8 @@ class Preflight:
             return (
                 f"mxperf: {len(self.nodeids)} benchmark(s) were measured in one paired run of "
                 f"the baseline commit {self.sha[:10]} and HEAD on this machine and judged by "
-                f"it, after {found} cases' own pairs found the stored figures do not hold here"
+                f"it, after {found} cases below their stored figures were found no slower by "
+                "their own pairs"
             )
         if f is None or self.holds:
             return None
