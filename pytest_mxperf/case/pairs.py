@@ -48,7 +48,8 @@ def arbitrate(
         explained = explain_same_code(stored, decided, str(sha)[:10], changed, other)
         return replace(result, verdict=explained), None  # nothing paired: no profile missing
     try:
-        data = ctx.session.pairer.run(str(sha)[:10], str(sha), [ctx.nodeid], _quiet)
+        clears = ctx.session.clears(result.hardware)
+        data = ctx.session.pairer.run(str(sha)[:10], str(sha), [ctx.nodeid], _quiet, clears=clears)
     except pairing.PairSetupError as exc:
         # The stored judgement stands, saying why no pair could confirm it.
         explained = explain_arbitrated(stored, stored, None, "", "", [], other, str(exc))

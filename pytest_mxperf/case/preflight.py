@@ -62,10 +62,10 @@ def joint_pair(bench: CaseBench, result: CaseResult, ctx: Any, lock: Lock) -> Pa
         ref = bench.run.baseline_for(result.hardware, str(result.key))
         if ref is not None:
             pf.decided = True
-            _decide(bench, ref, ctx, lock)
+            _decide(bench, ref, ctx, lock, result.hardware)
     elif pf.evidence_sha is not None and pf.data is None and _may_decide(bench):
         sha, pf.evidence_sha = pf.evidence_sha, None
-        _pair_on_evidence(bench, sha)
+        _pair_on_evidence(bench, sha, result.hardware)
     return pf.covers(str(result.key))
 
 
@@ -104,7 +104,7 @@ def _probe(bench: CaseBench, ctx: Any) -> float | None:
         return None  # no calibration rather than a lost case
 
 
-def _decide(bench: CaseBench, ref: BaselineRef, ctx: Any, lock: Lock) -> None:
+def _decide(bench: CaseBench, ref: BaselineRef, ctx: Any, lock: Lock, hardware: str) -> None:
     pf, session = bench.session.preflight, bench.session
     pf.stored = ref.calibration
     if pf.stored is None:
@@ -130,10 +130,10 @@ def _decide(bench: CaseBench, ref: BaselineRef, ctx: Any, lock: Lock) -> None:
         )
     if pf.why_not is not None:
         return
-    _pair_rest(bench, sha, lead)
+    _pair_rest(bench, sha, lead, hardware)
 
 
-def _pair_on_evidence(bench: CaseBench, sha: str) -> None:
+def _pair_on_evidence(bench: CaseBench, sha: str, hardware: str) -> None:
     """The joint pair started by the run's own cases (`note_arbitrated`)."""
     pf = bench.session.preflight
     items = bench.item.session.items
@@ -146,12 +146,13 @@ def _pair_on_evidence(bench: CaseBench, sha: str) -> None:
         f"and their own paired runs found the code no slower than the baseline commit "
         f"{sha[:10]}'s: the machine, not the code"
     )
-    _pair_rest(bench, sha, lead)
+    _pair_rest(bench, sha, lead, hardware)
 
 
-def _pair_rest(bench: CaseBench, sha: str, lead: str) -> None:
+def _pair_rest(bench: CaseBench, sha: str, lead: str, hardware: str) -> None:
     """One paired run of ``sha`` and HEAD over this case's test and every benchmark after it,
-    said on the terminal with ``lead`` first."""
+    said on the terminal with ``lead`` first (``hardware``: the key whose stored thresholds
+    its rounds may aim at, `MxperfSession.clears`)."""
     pf, session = bench.session.preflight, bench.session
     label = sha[:10]
     items = bench.item.session.items
@@ -163,7 +164,11 @@ def _pair_rest(bench: CaseBench, sha: str, lead: str) -> None:
     )
     try:
         pf.data = session.pairer.run(
-            label, sha, list(pf.nodeids), lambda text: bench.tell(f"mxperf: preflight: {text}")
+            label,
+            sha,
+            list(pf.nodeids),
+            lambda text: bench.tell(f"mxperf: preflight: {text}"),
+            clears=session.clears(hardware),
         )
         pf.sha = sha
     except PairSetupError as exc:

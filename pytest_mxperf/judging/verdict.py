@@ -56,6 +56,13 @@ def stored_noise(rel_iqr: float, base: StoredCase | None) -> float:
     return max(parts)
 
 
+def stored_threshold(base: StoredCase, tolerance: float) -> float:
+    """The least threshold a case judged against ``base`` can have, known before it is measured
+    (its own block spread can only widen it, `compare_rates`): what a pair arbitrating it must
+    rule out to clear it (`decide_arbitration_pair`)."""
+    return max(tolerance, NOISE_FACTOR * stored_noise(0.0, base))
+
+
 def compare_rates(
     rate: float, base_rate: float, noise: float, rel_iqr: float, policy: Policy
 ) -> tuple[Outcome, bool, float]:

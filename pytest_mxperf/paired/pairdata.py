@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Callable, Optional
 
 from pytest_mxperf.judging import pairplan
 from pytest_mxperf.judging import pairstats as paired
@@ -213,8 +214,18 @@ def undecided(data: PairedData, keys: Sequence[str], min_effect: float) -> list[
 FUTILITY_FROM = 3
 
 
+#: A case's loss that its arbitration must rule out (a stored threshold wider than the minimum
+#: effect, `verdict.stored_threshold`), or None where only the minimum effect counts.
+Clears = Callable[[str], Optional[float]]
+
+
 def worth_more_rounds(
-    data: PairedData, keys: Sequence[str], min_effect: float, strict: bool, max_rounds: int
+    data: PairedData,
+    keys: Sequence[str],
+    min_effect: float,
+    strict: bool,
+    max_rounds: int,
+    clears: Clears | None = None,
 ) -> list[str]:
     """Undecided keys more rounds could decide, closest to deciding first: those whose
     projected rounds to a decision (`PairedEstimate.suggested_rounds`, from the estimate and
@@ -224,7 +235,13 @@ def worth_more_rounds(
     fails there); and any undecided case with fewer than :data:`FUTILITY_FROM` rounds (the
     spread of two rounds is one figure from two numbers, too unsure to call a case hopeless).
     A case whose rounds disagree too much to decide in time, and that could not fail, ends
-    inconclusive without them."""
+    inconclusive without them.
+
+    ``clears`` (a joint pair or an arbitration: stored thresholds are known) adds the cases
+    whose own threshold is wider than ``min_effect`` and that rounds up to ``max_rounds`` are
+    projected to clear at it (`clear_rounds`): their arbitration passes once a loss of that size
+    is ruled out, sooner than one of ``min_effect``. It only adds rounds: a case the rule above
+    keeps (one that could still be found slower by ``min_effect``) is kept."""
     left = max_rounds - len(data.rounds)
     if left < 1:
         return []
@@ -232,9 +249,29 @@ def worth_more_rounds(
     for key, est in data.estimates(keys, min_effect).items():
         if est is None or est.decision != paired.Decision.UNKNOWN:
             continue
+        need = est.suggested_rounds or pairplan.MAX_SUGGESTED_ROUNDS
         if worth_another_round(est, left, max_rounds, strict):
-            out.append((est.suggested_rounds or pairplan.MAX_SUGGESTED_ROUNDS, key))
+            out.append((need, key))
+            continue
+        effect = None if clears is None else clears(key)
+        to_clear = None if effect is None else clear_rounds(data, key, effect, est)
+        if to_clear is not None and to_clear <= max_rounds:
+            out.append((to_clear, key))
     return [key for _, key in sorted(out)]
+
+
+def clear_rounds(
+    data: PairedData, key: str, effect: float, est: paired.PairedEstimate
+) -> int | None:
+    """Rounds in all projected to rule out a loss of ``effect`` for ``key`` (``est``: its
+    undecided estimate at the minimum effect); None when ``effect`` is no wider than the
+    minimum effect or the loss is ruled out already (the arbitration clears it now)."""
+    if effect <= est.min_effect or est.same_low > 1.0 - effect:
+        return None
+    wide = data.estimate(key, effect)
+    if wide is None or wide.decision != paired.Decision.UNKNOWN:
+        return None
+    return wide.suggested_rounds or pairplan.MAX_SUGGESTED_ROUNDS
 
 
 def worth_another_round(

@@ -18,6 +18,7 @@ from pytest_mxperf.paired.forkserver import ForkServer, ForkServerError
 from pytest_mxperf.paired.pairdata import (
     HEAD,
     REV,
+    Clears,
     PairedData,
     case_keys,
     nodeids_of,
@@ -252,10 +253,12 @@ class Pairer:
         nodeids: Sequence[str],
         progress: Callable[[str], None],
         head_name: str = "HEAD",
+        clears: Clears | None = None,
     ) -> PairedData:
         """Paired rounds of ``nodeids``: at least ``--mxperf-rounds``, more (up to
         ``--mxperf-max-rounds``) for the undecided cases more rounds could fail
-        (`pairdata.worth_more_rounds`), then a profile of the slower ones. Cached per revision
+        (`pairdata.worth_more_rounds`; with ``clears``, also those an arbitration would clear
+        at their own stored threshold), then a profile of the slower ones. Cached per revision
         and ids."""
         cache_key = (sha, tuple(sorted(nodeids)))
         for (done_sha, done_ids), done in self._cache.items():
@@ -284,7 +287,7 @@ class Pairer:
         budget = s.pair_budget if s.pair_budget is not None else auto_budget(self.first_seconds)
         while len(data.rounds) < s.max_rounds:
             open_keys = worth_more_rounds(
-                data, case_keys(data), s.min_effect, s.strict, s.max_rounds
+                data, case_keys(data), s.min_effect, s.strict, s.max_rounds, clears
             )
             if not open_keys:
                 break

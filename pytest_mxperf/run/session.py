@@ -15,10 +15,11 @@ import pytest
 from pytest_mxperf.baselines.runinfo import RunInfo
 from pytest_mxperf.config.settings import Settings
 from pytest_mxperf.config.side import SideOrders
+from pytest_mxperf.judging.verdict import stored_threshold
 from pytest_mxperf.measuring.protocol import Backend
 from pytest_mxperf.measuring.records import CaseResult
 from pytest_mxperf.paired import pairjson
-from pytest_mxperf.paired.pairdata import PairedData
+from pytest_mxperf.paired.pairdata import Clears, PairedData
 from pytest_mxperf.paired.pairing import Pairer
 from pytest_mxperf.paired.sides import read_plan
 from pytest_mxperf.paired.turns import Baton
@@ -143,6 +144,21 @@ class MxperfSession:
         if gitinfo.rev_parse(self.run.commit.repo_root, sha) is None:
             return f"the baseline commit {sha[:10]} is not in this clone (shallow clone?)"
         return None
+
+    def clears(self, hardware: str) -> Clears:
+        """For a pair that arbitrates cases on ``hardware`` (a run's joint pair, or one case's):
+        the loss each case's arbitration must rule out to clear it, where its stored baseline
+        makes that wider than the minimum effect (`verdict.stored_threshold`; None: no stored
+        throughput, or a data-parallel case, judged on its scaling efficiency)."""
+        tolerance = self.settings.tolerance
+
+        def threshold(key: str) -> float | None:
+            ref = self.run.baseline_for(hardware, key)
+            if ref is None or ref.case.images_per_sec is None or ref.case.efficiency is not None:
+                return None
+            return stored_threshold(ref.case, tolerance)
+
+        return threshold
 
     def nothing_to_pair(self, sha: str, software_changed: bool) -> bool:
         """A pair of ``sha`` and the working tree could only measure the same code twice: git

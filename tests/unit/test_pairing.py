@@ -121,6 +121,43 @@ def test_more_rounds_go_where_they_can_decide_or_fail_a_case_closest_first() -> 
     assert pairdata.worth_more_rounds(slower, [KEY], 0.05, strict=True, max_rounds=2) == []
 
 
+def fixed(threshold: float | None) -> pairdata.Clears:
+    """Every case's stored threshold is ``threshold``."""
+    return lambda _: threshold
+
+
+def test_a_case_arbitrated_at_a_wider_stored_threshold_gets_the_rounds_that_would_clear_it() -> (
+    None
+):
+    # Rounds 16% apart, no slower on average: about 26 rounds would rule out a 5% loss, so the
+    # rounds stop at 3 ...
+    swings = data((100.0, 101.0), (100.0, 118.0), (100.0, 85.0))
+    assert pairdata.worth_more_rounds(swings, [KEY], 0.05, strict=False, max_rounds=10) == []
+    # ... but its arbitration clears it once a loss of its stored threshold is ruled out: 18%
+    # takes about 4 rounds, 10% about 9; both fit in 10.
+    for threshold, rounds in ((0.18, 4), (0.10, 9)):
+        est = swings.estimate(KEY, 0.05)
+        assert est is not None
+        assert pairdata.clear_rounds(swings, KEY, threshold, est) == rounds
+        got = pairdata.worth_more_rounds(
+            swings, [KEY], 0.05, strict=False, max_rounds=10, clears=fixed(threshold)
+        )
+        assert got == [KEY]
+    # Not when the rounds would not fit, when the loss is ruled out already (25%), when the
+    # threshold is the minimum effect, or when the case has no stored threshold.
+    none: list[tuple[int, float | None]] = [(6, 0.10), (10, 0.25), (10, 0.05), (10, None)]
+    for limit, wide in none:
+        got = pairdata.worth_more_rounds(
+            swings, [KEY], 0.05, strict=False, max_rounds=limit, clears=fixed(wide)
+        )
+        assert got == [], (limit, wide)
+    # It only adds rounds: a slower case the minimum effect keeps stays.
+    slower = data((100.0, 99.0), (100.0, 90.0))
+    assert pairdata.worth_more_rounds(
+        slower, [KEY], 0.05, strict=False, max_rounds=10, clears=fixed(0.30)
+    ) == [KEY]
+
+
 def test_the_case_closest_to_a_decision_comes_first() -> None:
     other = "n/inference/float32/bs8/cpu"
     d = data((100.0, 92.0), (100.0, 105.0), (100.0, 100.0))  # about 10 rounds from deciding

@@ -12,7 +12,13 @@ from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.expectation import Expectation
 from pytest_mxperf.judging.changes import diff_stack, sides_line
 from pytest_mxperf.judging.explain import judge
-from pytest_mxperf.judging.verdict import Policy, compare_rates, noise_of, suspected
+from pytest_mxperf.judging.verdict import (
+    Policy,
+    compare_rates,
+    noise_of,
+    stored_threshold,
+    suspected,
+)
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Status, Verdict
 from pytest_mxperf.testing import measurement_of
 
@@ -327,6 +333,24 @@ def test_noise_of() -> None:
     runs = baseline(runs=[95.0, 105.0, 100.0, 0.0])  # zero runs ignored
     assert noise_of(result(rel_iqr=0.0), runs) == pytest.approx(0.05)  # half the 10% range
     assert noise_of(result(rel_iqr=0.0), baseline(runs=[100.0])) == 0.01  # one run: no range
+
+
+def test_stored_threshold_is_the_least_threshold_the_case_can_be_judged_at() -> None:
+    policy = Policy(tolerance=0.05)
+    for base in (baseline(rel_iqr=0.01), baseline(rel_iqr=0.08), baseline(runs=[80.0, 120.0])):
+        least = stored_threshold(base.case, 0.05)
+        # A case whose own blocks do not spread: exactly the stored part ...
+        _, _, threshold = compare_rates(
+            90.0, 100.0, noise_of(result(rel_iqr=0.0), base), 0.0, policy
+        )
+        assert least == pytest.approx(threshold)
+        # ... and its own spread can only widen it.
+        noisy = result(rel_iqr=0.09)
+        _, _, wider = compare_rates(90.0, 100.0, noise_of(noisy, base), 0.09, policy)
+        assert wider >= least
+    assert stored_threshold(baseline(rel_iqr=0.01).case, 0.05) == 0.05  # the tolerance
+    assert stored_threshold(baseline(rel_iqr=0.08).case, 0.05) == pytest.approx(0.16)
+    assert stored_threshold(baseline(runs=[80.0, 120.0]).case, 0.05) == pytest.approx(0.4)
 
 
 def test_diff_stack() -> None:
