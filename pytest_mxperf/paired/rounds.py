@@ -8,7 +8,6 @@ import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Optional
 
 from pytest_mxperf.config import side as side_flags
 from pytest_mxperf.config.settings import Settings
@@ -17,30 +16,6 @@ from pytest_mxperf.paired.pairdata import HEAD, REV, PairedData, SideResult, blo
 from pytest_mxperf.paired.siderun import round_tmp, run_side, run_together
 from pytest_mxperf.paired.sides import SideSpec, read_side, side_args, write_plan
 from pytest_mxperf.system import procgroup, scratch
-
-Servers = Callable[[str], Optional[ForkServer]]
-
-
-def servers_for_round(server: Servers, index: int) -> Servers:
-    """The fork server of each side in round ``index``: the sides' own on even rounds, each
-    other's on odd ones (where both exist). The two servers are alike (this environment,
-    Python, pytest, the plugin and MXNet imported; the side's code is read after the fork), but a
-    process keeps what it was given for its life: the CPU its imports ran on, its heap's layout.
-    Identical code has shown a bias of a few % that held in every round of one run and changed
-    sign between runs; a server of one side for every round would make any such difference a
-    bias of that side, while trading them makes it alternate, so that it widens the rounds'
-    interval instead of moving their estimate. With the order (REV first on even rounds) the
-    side on the first server is always the round's first."""
-    if index % 2 == 0:
-        return server
-
-    def traded(name: str) -> ForkServer | None:
-        rev, head = server(REV), server(HEAD)
-        if rev is None or head is None:
-            return server(name)
-        return head if name == REV else rev
-
-    return traded
 
 
 def run_rounds(
@@ -52,7 +27,7 @@ def run_rounds(
     progress: Callable[[str], None] = lambda _: None,
     timeout: float = 3600.0,
     profile: bool = False,
-    server: Servers = lambda _: None,
+    server: Callable[[str], ForkServer | None] = lambda _: None,
     hold: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext,
     overlap: bool = False,
 ) -> None:
@@ -65,11 +40,10 @@ def run_rounds(
     instead, and its HEAD side writes the traces.
 
     ``server`` gives the fork server that starts a side (None: each side is a fresh process
-    of its ``python``); odd rounds trade the two (`servers_for_round`). With
-    ``settings.pair_lockstep`` both sides of a measuring round run at once and take turns
-    (`pytest_mxperf.paired.turns`; profiling rounds run one side after the other), the
-    controller inside ``hold()`` for the round: the session's device locks (the CPU's and every
-    GPU's the run sees), so no other run measures on them meanwhile. With ``overlap`` the
+    of its ``python``). With ``settings.pair_lockstep`` both sides of a measuring round run at once
+    and take turns (`pytest_mxperf.paired.turns`; profiling rounds run one side after the other),
+    the controller inside ``hold()`` for the round: the session's device locks (the CPU's and
+    every GPU's the run sees), so no other run measures on them meanwhile. With ``overlap`` the
     sides of such a round do their untimed work at once (`turns.Conductor`)."""
     with scratch.directory("pair", round_tmp()) as tmp:
         select = Path(tmp) / "select.txt"
@@ -109,14 +83,13 @@ def run_rounds(
                 and all(argv is not None for _, _, argv, _ in order)
             )
             what = "profile" if profile else f"round {index + 1}"
-            serve = servers_for_round(server, index)
             if together:
                 for name, _, _, out in order:  # both start now, and take turns
                     progress(f"{what}, {data.side_label(name)}")
                     out.unlink(missing_ok=True)
                 both = [(n, side, argv, out) for n, side, argv, out in order if argv is not None]
                 finished = run_together(
-                    both, serve, timeout, nodeids, Path(tmp), hold, overlap=overlap
+                    both, server, timeout, nodeids, Path(tmp), hold, overlap=overlap
                 )
             for name, side, argv, out in order:
                 if argv is None:
@@ -132,7 +105,7 @@ def run_rounds(
                         argv = [*argv, side_flags.PROFILE]
                         if name == HEAD and settings.profile:
                             argv += ["--mxperf-profile", str(Path(settings.profile).resolve())]
-                    done = run_side(side, argv, serve(name), timeout)
+                    done = run_side(side, argv, server(name), timeout)
                 this[name] = side_outcome(read_side(out), done, timeout)
                 # pytest's own endings (0, 1: a test failed) with the side's results written.
                 ended[name] = this[name].error is None and done.returncode in (0, 1)

@@ -13,14 +13,11 @@ from collections.abc import Iterator
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import FrameType
-from typing import cast
 
 import pytest
 
 from pytest_mxperf.paired import forkserver
 from pytest_mxperf.paired.forkserver import PRELOAD_ENV, ForkServer
-from pytest_mxperf.paired.pairdata import HEAD, REV
-from pytest_mxperf.paired.rounds import servers_for_round
 
 pytestmark = pytest.mark.skipif(not forkserver.available(), reason="needs fork (POSIX)")
 
@@ -287,15 +284,3 @@ def test_by_default_a_server_preloads_mxnet_then_what_each_side_would_import_aga
     assert len(names) == len(set(names))
     # Nothing of the repository under test: its conftest files and tests are each side's own.
     assert not any(n.startswith(("conftest", "tests")) for n in names)
-
-
-def test_odd_rounds_trade_the_sides_servers_where_both_exist() -> None:
-    a, b = cast(ForkServer, object()), cast(ForkServer, object())
-    own = {REV: a, HEAD: b}
-    served = [
-        (servers_for_round(own.get, i)(REV), servers_for_round(own.get, i)(HEAD)) for i in range(4)
-    ]
-    assert served == [(a, b), (b, a), (a, b), (b, a)]
-    # One side without a server (it failed, or starts fresh in another environment): no trade.
-    one: dict[str, ForkServer | None] = {REV: None, HEAD: b}
-    assert (servers_for_round(one.get, 1)(REV), servers_for_round(one.get, 1)(HEAD)) == (None, b)
