@@ -98,9 +98,15 @@ def test_dist_sync_through_the_fixture(
     # 2M floats per worker and step through the one server: the exchange dominates the step
     # by construction, so the efficiency falls and the kvstore share rises.
     monkeypatch.setenv("MXPERF_TEST_INJECT_FLOATS", str(2_000_000))
-    slow = real_pytester.runpytest_subprocess(
-        "--mxperf", "--mxperf-confirm", "0", "--mxperf-json", "report.json", *SHORT
-    )
+    for _ in range(STORE_RUNS):
+        slow = real_pytester.runpytest_subprocess(
+            "--mxperf", "--mxperf-confirm", "0", "--mxperf-json", "report.json", *SHORT
+        )
+        (case,) = json.loads((real_pytester.path / "report.json").read_text())["cases"]
+        # Beside the other xdist worker one run's blocks spread 48% (IQR / median): then no
+        # drop, even -89%, is beyond twice the spread, and the case is rightly unstable.
+        if not (case["verdict"]["status"] == "unstable" and case["measurement"]["rel_iqr"] > 0.25):
+            break
     slow.assert_outcomes(failed=1)
     # Which gate leads (the efficiency, or the aggregate when the efficiency of this tiny,
     # noisy model is too noisy to judge on its own) depends on the noise, and so does whether
