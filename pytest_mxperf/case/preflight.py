@@ -133,12 +133,17 @@ def _decide(bench: CaseBench, ref: BaselineRef, ctx: Any, lock: Lock, hardware: 
     _pair_rest(bench, sha, lead, hardware)
 
 
+def _remaining(bench: CaseBench) -> tuple[str, ...]:
+    """The node ids of this case's test and every benchmark after it in the run."""
+    items = bench.item.session.items
+    start = items.index(bench.item) if bench.item in items else 0
+    return tuple(i.nodeid for i in items[start:] if is_benchmark(i))
+
+
 def _pair_on_evidence(bench: CaseBench, sha: str, hardware: str) -> None:
     """The joint pair started by the run's own cases (`note_arbitrated`)."""
     pf = bench.session.preflight
-    items = bench.item.session.items
-    start = items.index(bench.item) if bench.item in items else 0
-    if sum(1 for i in items[start:] if is_benchmark(i)) < EVIDENCE:
+    if len(_remaining(bench)) < EVIDENCE:
         return  # one case left: its own pair, if suspected, costs no more
     changes = ", ".join(f"{c:+.1%}" for c in pf.off[sha])
     lead = (
@@ -155,9 +160,7 @@ def _pair_rest(bench: CaseBench, sha: str, lead: str, hardware: str) -> None:
     its rounds may aim at, `MxperfSession.clears`)."""
     pf, session = bench.session.preflight, bench.session
     label = sha[:10]
-    items = bench.item.session.items
-    start = items.index(bench.item) if bench.item in items else 0
-    pf.nodeids = tuple(i.nodeid for i in items[start:] if is_benchmark(i))
+    pf.nodeids = _remaining(bench)
     bench.tell(
         f"{lead}; {len(pf.nodeids)} benchmark(s) are measured in one paired run of {label} "
         "and HEAD here, and judged by it"

@@ -60,7 +60,12 @@ def stored_threshold(base: StoredCase, tolerance: float) -> float:
     """The least threshold a case judged against ``base`` can have, known before it is measured
     (its own block spread can only widen it, `compare_rates`): what a pair arbitrating it must
     rule out to clear it (`decide_arbitration_pair`)."""
-    return max(tolerance, NOISE_FACTOR * stored_noise(0.0, base))
+    return threshold_of(stored_noise(0.0, base), tolerance)
+
+
+def threshold_of(noise: float, tolerance: float) -> float:
+    """A comparison's threshold: the tolerance, or twice the noise where that is wider."""
+    return max(tolerance, NOISE_FACTOR * noise)
 
 
 def compare_rates(
@@ -68,7 +73,7 @@ def compare_rates(
 ) -> tuple[Outcome, bool, float]:
     """``(outcome, failed, threshold)`` of a measured rate against a baseline rate."""
     change = rate / base_rate - 1
-    threshold = max(policy.tolerance, NOISE_FACTOR * noise)
+    threshold = threshold_of(noise, policy.tolerance)
     if rel_iqr > MAX_REL_IQR or threshold > MAX_THRESHOLD:
         # Too noisy to judge a change of the noise's size; a drop beyond twice the widest
         # spread is still a regression (an exchange that costs 88% of a step, blocks 29% apart).
