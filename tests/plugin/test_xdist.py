@@ -150,7 +150,7 @@ def test_real_model_under_xdist_matches_serial(
         test_other="import time\nimport pytest\n@pytest.mark.parametrize('i', range(3))\ndef test_plain(i):\n    time.sleep(0.2)\n",
     )
     commit("suite")
-    fast = ["--mxperf-min-time", "0.3", "--mxperf-max-time", "1", "--mxperf-warmup-time", "2"]
+    fast = ["--mxperf-min-time", "0.3", "--mxperf-max-time", "1", "--mxperf-warmup-time", "1"]
     serial = real_pytester.runpytest_subprocess(
         "--mxperf", "--mxperf-update", "--mxperf-json", "s.json", *fast
     )
