@@ -66,7 +66,7 @@ def arbitrate(
         rounds = [pairdata.describe_efficiency_round(p) for p in data.scaling_pairs(key)]
     else:
         estimate = data.estimate(key, ctx.session.settings.min_effect)
-        rounds = [pairdata.describe_round(p) for p in data.pairs(key)]
+        rounds = [pairdata.rounds_text(data, key)]
     pair = None if estimate is None else decide_arbitration_pair(estimate, stored, ctx.policy)
     # What the baseline side of the pair did not reproduce: with --mxperf-env-command it runs
     # in the baseline commit's environment, and a pair that matches the baseline's software
@@ -159,8 +159,11 @@ def judge_pair(ctx: CaseContext, result: CaseResult) -> CaseResult:
             threads=heads[-1].threads,
             verdict=verdict,
         )
-    result = _take_middle(result, heads)
     estimate = data.estimate(key, s.min_effect)
+    # A regression the run's second run (on fresh processes) decided: its figures are shown.
+    if estimate is not None and estimate.first is not None and data.confirmation is not None:
+        pairs, heads = data.confirmation.pairs(key), _heads(data.confirmation, key)
+    result = _take_middle(result, heads)
     verdict = decide_paired(estimate, ctx.policy)
     revs = sorted(a.images_per_sec or 0.0 for a, _ in pairs)
     if revs:
@@ -173,7 +176,7 @@ def judge_pair(ctx: CaseContext, result: CaseResult) -> CaseResult:
         verdict,
         estimate,
         data.rev_label,
-        ", ".join(pairdata.describe_round(p) for p in pairs),
+        pairdata.rounds_text(data, key),
         s.min_effect,
         failures,
         data.head_name,

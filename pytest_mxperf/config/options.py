@@ -160,6 +160,15 @@ SPECS: tuple[Spec, ...] = (
         "on|off",
     ),
     Spec(
+        "pair_confirm",
+        parsers.on_off,
+        True,
+        "on: a case a paired run finds regressed is paired again on fresh processes (new fork "
+        "servers for both sides) and fails only if that second run finds it regressed too; its "
+        "verdict is the second run's. off: the first paired run decides.",
+        "on|off",
+    ),
+    Spec(
         "min_effect",
         parsers.fraction,
         0.05,

@@ -42,6 +42,7 @@ class Settings:
     pair_budget: float | None = DEFAULTS["pair_budget"]
     pair_cpus: str = DEFAULTS["pair_cpus"]
     pair_lockstep: bool = DEFAULTS["pair_lockstep"]
+    pair_confirm: bool = DEFAULTS["pair_confirm"]
     min_effect: float = DEFAULTS["min_effect"]
     arbitrate: bool = DEFAULTS["arbitrate"]
     unconfirmed_tolerance: float = DEFAULTS["unconfirmed_tolerance"]

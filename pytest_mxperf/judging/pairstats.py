@@ -184,6 +184,9 @@ class PairedEstimate:
     same_level: float = SAME_CONFIDENCE
     #: The run's round effect, when the equivalence interval took it (`roundeffect`).
     pooled: RoundNoise | None = None
+    #: The first paired run's estimate, when this one is the second run on fresh processes
+    #: that a regression found by the first must pass (``--mxperf-pair-confirm``).
+    first: PairedEstimate | None = None
 
     @property
     def change(self) -> float:

@@ -4,7 +4,7 @@ pairs, paired estimates, cases still undecided (their JSON record: `pairjson`)."
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Optional
 
 from pytest_mxperf.judging import pairplan
@@ -42,6 +42,9 @@ class PairedData:
     #: Undecided cases were left without the rounds that could decide them: the session's
     #: ``--mxperf-pair-budget`` was spent.
     budget_spent: bool = False
+    #: The second paired run of the cases this one found regressed, on fresh processes (new
+    #: fork servers for both sides: ``--mxperf-pair-confirm``); its estimate decides them.
+    confirmation: PairedData | None = None
 
     def pairs(self, key: str) -> list[tuple[CaseResult, CaseResult]]:
         """``(REV, HEAD)`` results of ``key`` in the rounds where both sides measured it."""
@@ -142,6 +145,22 @@ class PairedData:
                 if len(rounds) >= 2
                 else None
             )
+        return self._confirmed(out, min_effect)
+
+    def _confirmed(
+        self, first: dict[str, paired.PairedEstimate | None], min_effect: float
+    ) -> dict[str, paired.PairedEstimate | None]:
+        """``first`` with each regression the `confirmation` measured replaced by its estimate
+        there (carrying the first as ``first``): a regression stands only if a second run, on
+        fresh processes, finds it too. A case the second run could not pair keeps the first."""
+        again = self.confirmation
+        if again is None:
+            return first
+        keys = [k for k, est in first.items() if est and est.decision == paired.Decision.REGRESSED]
+        out = dict(first)
+        for key, est in again.estimates(keys, min_effect).items():
+            if est is not None:
+                out[key] = replace(est, first=first[key])
         return out
 
     def paired_rounds(self, key: str) -> list[paired.PairedRound]:
@@ -323,6 +342,16 @@ def nodeids_of(data: PairedData, keys: Sequence[str]) -> list[str]:
             if k in wanted
         }
     )
+
+
+def rounds_text(data: PairedData, key: str) -> str:
+    """``key``'s img/s per round (`describe_round`), then its second run's when there is one
+    (``...; second run: ...``)."""
+    text = ", ".join(describe_round(p) for p in data.pairs(key))
+    again = data.confirmation.pairs(key) if data.confirmation is not None else []
+    if again:
+        text += "; second run: " + ", ".join(describe_round(p) for p in again)
+    return text
 
 
 def describe_round(pair: tuple[CaseResult, CaseResult]) -> str:

@@ -297,6 +297,11 @@ class Pairer:
             started = time.monotonic()
             run(nodeids_of(data, open_keys), 1)
             self.extra_seconds += time.monotonic() - started
+        if s.pair_confirm:
+            # Data-parallel cases are judged on their efficiency, which the first run decides.
+            found = regressed(data, case_keys(data), s.min_effect)
+            if again := [key for key in found if not data.scaling_pairs(key)]:
+                data.confirmation = self._confirm(data, specs, again, progress, clears)
         # Operator profiles only where they explain something: one more process per side for
         # the cases found slower (with --mxperf-profile the first round profiled them all).
         slower = [] if s.profile else regressed(data, case_keys(data), s.min_effect)
@@ -304,6 +309,56 @@ class Pairer:
             run(nodeids_of(data, slower), 1, profile=True)
         self._cache[cache_key] = data
         return data
+
+    def _confirm(
+        self,
+        data: PairedData,
+        specs: dict[str, SideSpec],
+        keys: Sequence[str],
+        progress: Callable[[str], None],
+        clears: Clears | None,
+    ) -> PairedData:
+        """The second paired run of ``keys`` (found regressed by ``data``), whose estimates then
+        decide them (`PairedData.confirmation`): on new fork servers for both sides, so that
+        nothing a side's processes share through one run's rounds (the server each forks from,
+        what it loaded where) is shared with the first run. Identical code measured as
+        consistently slower on one side in one run (all of a run's rounds, +-4%, one quiet A/A
+        run in ten) and not in the next is such a bias; a real loss shows in both. At least
+        ``--mxperf-rounds`` rounds, then more while a case is undecided, up to
+        ``--mxperf-max-rounds``: the run's pair budget does not cut a regression's second run
+        short (its seconds count against the budget of what follows)."""
+        started = time.monotonic()
+        self._renew_servers()
+        again = PairedData(data.rev_label, data.rev_sha, data.cpus, data.head_name)
+        s = self.settings
+        run = functools.partial(
+            run_rounds,
+            again,
+            specs,
+            s,
+            progress=lambda text: progress(f"second run, {text}"),
+            server=self.server,
+            hold=self.hold,
+            overlap=self.overlap,
+        )
+        run(nodeids_of(data, keys), s.rounds)
+        while len(again.rounds) < s.max_rounds:
+            open_keys = worth_more_rounds(
+                again, case_keys(again), s.min_effect, s.strict, s.max_rounds, clears
+            )
+            if not open_keys:
+                break
+            run(nodeids_of(again, open_keys), 1)
+        self.extra_seconds += time.monotonic() - started
+        return again
+
+    def _renew_servers(self) -> None:
+        """Stop both sides' fork servers: the next round starts new ones (`server`)."""
+        self._settle_servers()
+        for srv in self._servers.values():
+            srv.close()
+        self._servers.clear()
+        self._servers_tried.clear()
 
     def _setup(self, sha: str) -> SideSpec:
         """REV's side of ``sha``, set up once per session (a failure too: an environment that

@@ -17,6 +17,9 @@ def as_dict(data: PairedData) -> dict[str, Any]:
         "rounds": [_round_dict(r) for r in data.rounds],
         "profile_rounds": [_round_dict(r) for r in data.profile_rounds],
         "budget_spent": data.budget_spent,
+        # The second run of the cases this one found regressed, on fresh processes (its
+        # estimates decide them): the same record, or None when none was needed.
+        "confirmation": None if data.confirmation is None else as_dict(data.confirmation),
     }
 
 

@@ -26,9 +26,14 @@ def test_paired_run_fails_only_the_slower_case(
         [
             "*mxperf: paired run vs HEAD~1: round 1, rev (HEAD~1); sides 0/4, elapsed *",
             "*mxperf: paired run vs HEAD~1: round 2, head (HEAD); sides 2/4, elapsed *, about * left",
+            # Found regressed, then paired again on fresh processes, which decide.
+            "*paired run vs HEAD~1: second run, round 1, rev (HEAD~1); sides 6, *",
             "*fast/inference/float32/bs8/cpu: HEAD vs HEAD~1: -20.0% (99% interval -2*% .. -1*%, "
-            "3 round(s)): slower, and a drop of 5% or more is not ruled out*",
-            "*img/s per round (HEAD~1/HEAD): 100.0/80.0, 100.0/80.0, 100.0/80.0*",
+            "3 round(s)), measured again on fresh processes after a first paired run found "
+            "-20.0% (99% interval -2*% .. -1*%, 3 round(s)): slower, and a drop of 5% or more "
+            "is not ruled out*",
+            "*img/s per round (HEAD~1/HEAD): 100.0/80.0, 100.0/80.0, 100.0/80.0; second run: "
+            "100.0/80.0, 100.0/80.0, 100.0/80.0",
         ]
     )
     cases = {c["key"]: c for c in read_report(fake_pytester.path)["cases"]}
@@ -39,6 +44,10 @@ def test_paired_run_fails_only_the_slower_case(
     assert cases["steady/inference/float32/bs8/cpu"]["verdict"]["status"] == "pass"
     rounds = read_report(fake_pytester.path)["paired"]["rounds"]
     assert len(rounds) == 3 and set(rounds[0]) == {"rev", "head"}
+    # The second run measured only the case the first found regressed.
+    again = read_report(fake_pytester.path)["paired"]["confirmation"]["rounds"]
+    assert len(again) == 3
+    assert [list(r["head"]["images_per_sec"]) for r in again] == [[fast["key"]]] * 3
     # Only the slower case is profiled: one more process per side, after the rounds.
     (profiled,) = read_report(fake_pytester.path)["paired"]["profile_rounds"]
     assert {side: list(r["images_per_sec"]) for side, r in profiled.items()} == {
@@ -47,8 +56,8 @@ def test_paired_run_fails_only_the_slower_case(
     }
     result.stdout.fnmatch_lines(
         [
-            "*paired run vs HEAD~1: profile, head (HEAD); sides 6, *",
-            "*paired run vs HEAD~1: profile, rev (HEAD~1); sides 7, *",
+            "*paired run vs HEAD~1: profile, head (HEAD); sides 12, *",
+            "*paired run vs HEAD~1: profile, rev (HEAD~1); sides 13, *",
         ]
     )
     assert fast["baseline_profile"] is not None and fast["profile"] is not None
