@@ -148,15 +148,21 @@ def describe(case: dict[str, Any]) -> str:
     return f"{change}{span}{rounds} {v['status']}"
 
 
-def side_bias(report: Path) -> tuple[float, float, int] | None:
+def paired_record(report: Path) -> dict[str, Any]:
+    """The ``paired`` record of a paired run's JSON report ({} without one)."""
+    if not report.exists():
+        return {}
+    record = json.loads(report.read_text()).get("paired")
+    return record if isinstance(record, dict) else {}
+
+
+def side_bias(paired: dict[str, Any]) -> tuple[float, float, int] | None:
     """Mean log ratio HEAD/REV over every interleaved block pair of a paired run's one case, its
     standard error and the pair count (None without two pairs). For identical code the mean is
     a bias between the sides; the rounds' interval assumes there is none, so |mean / SE| above
     2.58 in more than about 1 run in 100 says the sides differ by more than their code."""
-    if not report.exists():
-        return None
     logs: list[float] = []
-    for rnd in json.loads(report.read_text()).get("paired", {}).get("rounds", []):
+    for rnd in paired.get("rounds", []):
         try:
             rev, head = (next(iter(rnd[side]["blocks"].values())) for side in ("rev", "head"))
         except (KeyError, StopIteration):
@@ -234,6 +240,7 @@ def main() -> int:
                 commit_work(repo, env, extra, f"B: {extra:.0%} more work")
                 failed, changes, these = 0, [], walls.setdefault((mode, extra), [])
                 zs: list[float] = []
+                second = 0  # runs whose pair found a regression and paired it again
                 for i in range(args.runs):
                     extra_args = ["--mxperf-ab", base] if mode == "paired" else []
                     if mode == "floor":
@@ -246,12 +253,19 @@ def main() -> int:
                         arbitrated[bool(v.get("rounds"))].append(seconds)
                     if v.get("change") is not None:
                         changes.append(v["change"])
-                    bias = side_bias(repo.parent / "report.json") if mode == "paired" else None
+                    record = paired_record(repo.parent / "report.json")
+                    bias = side_bias(record) if mode == "paired" else None
                     said = ""
                     if bias is not None:
                         mean, se, n = bias
                         zs.append(mean / se if se > 0 else 0.0)
                         said = f", block pairs {mean:+.1%} (SE {se:.1%}, n {n}, z {zs[-1]:+.1f})"
+                    # A regression's second run on fresh processes (--mxperf-pair-confirm).
+                    again = side_bias(record.get("confirmation") or {})
+                    if again is not None:
+                        second += 1
+                        mean, se, n = again
+                        said += f"; second run {mean:+.1%} (SE {se:.1%}, n {n})"
                     print(
                         f"  {mode} extra {extra:.1%} run {i + 1}: {describe(case)} "
                         f"({seconds:.0f} s, load {loadavg()}{said})",
@@ -260,7 +274,8 @@ def main() -> int:
                 measured = f"{median_of(changes):+.1%}" if changes else "-"
                 line = (
                     f"{mode}: extra work {extra:.1%} (throughput -{1 - 1 / (1 + extra):.1%}, "
-                    f"median measured change {measured}): {failed}/{args.runs} failed; wall "
+                    f"median measured change {measured}): {failed}/{args.runs} failed "
+                    f"({second} paired twice); wall "
                     f"{min(these):.0f}-{max(these):.0f} s per run, median {median_of(these):.0f} s"
                 )
                 print(line, flush=True)
