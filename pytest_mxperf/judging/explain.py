@@ -141,18 +141,20 @@ def pair_summary(
     working tree" when it has uncommitted changes)."""
     shown = (paired.Decision.SAME, paired.Decision.NOT_SLOWER, paired.Decision.UNKNOWN)
     same = same_interval(estimate) if estimate.decision in shown else ""
-    text = (
-        f"{head_name} vs {rev_label}: {estimate.ratio - 1:+.1%} ({confidence:.0%} interval "
-        f"{estimate.low - 1:+.1%} .. {estimate.high - 1:+.1%}, {estimate.n_rounds} round(s)"
-        f"{same})"
-    )
-    first = estimate.first
-    if first is None:
+    text = f"{head_name} vs {rev_label}: {_with_interval(estimate, confidence)}{same})"
+    if estimate.first is None:
         return text
     return (
         f"{text}, measured again on fresh processes after a first paired run found "
-        f"{first.ratio - 1:+.1%} ({confidence:.0%} interval {first.low - 1:+.1%} .. "
-        f"{first.high - 1:+.1%}, {first.n_rounds} round(s))"
+        f"{_with_interval(estimate.first, confidence)})"
+    )
+
+
+def _with_interval(estimate: PairedEstimate, confidence: float) -> str:
+    """``-8.1% (99% interval -10.2% .. -6.0%, 3 round(s)``, its parenthesis left open."""
+    return (
+        f"{estimate.ratio - 1:+.1%} ({confidence:.0%} interval {estimate.low - 1:+.1%} .. "
+        f"{estimate.high - 1:+.1%}, {estimate.n_rounds} round(s)"
     )
 
 

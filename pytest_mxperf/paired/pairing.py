@@ -271,32 +271,7 @@ class Pairer:
         pinned = "" if self.cpus is None else cpu_sets.describe(self.cpus)
         data = PairedData(rev_label, sha, cpus=pinned, head_name=head_name)
         s = self.settings
-        run = functools.partial(
-            run_rounds,
-            data,
-            specs,
-            s,
-            progress=progress,
-            server=self.server,
-            hold=self.hold,
-            overlap=self.overlap,
-        )
-        started = time.monotonic()
-        run(nodeids, s.rounds)
-        self.first_seconds += time.monotonic() - started
-        budget = s.pair_budget if s.pair_budget is not None else auto_budget(self.first_seconds)
-        while len(data.rounds) < s.max_rounds:
-            open_keys = worth_more_rounds(
-                data, case_keys(data), s.min_effect, s.strict, s.max_rounds, clears
-            )
-            if not open_keys:
-                break
-            if self.extra_seconds >= budget:
-                data.budget_spent = True
-                break
-            started = time.monotonic()
-            run(nodeids_of(data, open_keys), 1)
-            self.extra_seconds += time.monotonic() - started
+        run = self._rounds(data, specs, nodeids, progress, clears, budgeted=True)
         if s.pair_confirm:
             # Data-parallel cases are judged on their efficiency, which the first run decides.
             found = regressed(data, case_keys(data), s.min_effect)
@@ -327,30 +302,63 @@ class Pairer:
         ``--mxperf-rounds`` rounds, then more while a case is undecided, up to
         ``--mxperf-max-rounds``: the run's pair budget does not cut a regression's second run
         short (its seconds count against the budget of what follows)."""
-        started = time.monotonic()
         self._renew_servers()
         again = PairedData(data.rev_label, data.rev_sha, data.cpus, data.head_name)
+        self._rounds(
+            again,
+            specs,
+            nodeids_of(data, keys),
+            lambda text: progress(f"second run, {text}"),
+            clears,
+            budgeted=False,
+        )
+        return again
+
+    def _rounds(
+        self,
+        data: PairedData,
+        specs: dict[str, SideSpec],
+        nodeids: Sequence[str],
+        progress: Callable[[str], None],
+        clears: Clears | None,
+        budgeted: bool,
+    ) -> Callable[..., None]:
+        """Rounds of ``nodeids`` into ``data``: ``--mxperf-rounds``, then one at a time for the
+        cases `pairdata.worth_more_rounds` names, up to ``--mxperf-max-rounds``. ``budgeted``:
+        the first rounds' seconds are the session's `first_seconds` and the extra rounds stop
+        once ``--mxperf-pair-budget`` is spent (``data.budget_spent``); else every second counts
+        as extra and only the rounds' limit stops them. Returns the round runner of ``data``."""
         s = self.settings
         run = functools.partial(
             run_rounds,
-            again,
+            data,
             specs,
             s,
-            progress=lambda text: progress(f"second run, {text}"),
+            progress=progress,
             server=self.server,
             hold=self.hold,
             overlap=self.overlap,
         )
-        run(nodeids_of(data, keys), s.rounds)
-        while len(again.rounds) < s.max_rounds:
+        started = time.monotonic()
+        run(nodeids, s.rounds)
+        if budgeted:
+            self.first_seconds += time.monotonic() - started
+        else:
+            self.extra_seconds += time.monotonic() - started
+        budget = s.pair_budget if s.pair_budget is not None else auto_budget(self.first_seconds)
+        while len(data.rounds) < s.max_rounds:
             open_keys = worth_more_rounds(
-                again, case_keys(again), s.min_effect, s.strict, s.max_rounds, clears
+                data, case_keys(data), s.min_effect, s.strict, s.max_rounds, clears
             )
             if not open_keys:
                 break
-            run(nodeids_of(again, open_keys), 1)
-        self.extra_seconds += time.monotonic() - started
-        return again
+            if budgeted and self.extra_seconds >= budget:
+                data.budget_spent = True
+                break
+            started = time.monotonic()
+            run(nodeids_of(data, open_keys), 1)
+            self.extra_seconds += time.monotonic() - started
+        return run
 
     def _renew_servers(self) -> None:
         """Stop both sides' fork servers: the next round starts new ones (`server`)."""
