@@ -4,15 +4,12 @@ tests and scripts import live in `pytest_mxperf.testing`, not here."""
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import importlib
 import importlib.util
 import os
 import pkgutil
 import sys
 import tempfile
-from collections.abc import Iterator
 from typing import Callable
 
 import pytest
@@ -70,15 +67,12 @@ ADVICE = pytest.mark.filterwarnings("default:mxperf:pytest.PytestWarning")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The benchmark suite's tests take the plugin's warnings as advice (`ADVICE`); tests
-    marked ``quiet`` run first (under ``-n N`` the other workers then wait for them while
-    they too are starting, not in the middle of a long test); ``--suite scaling`` measures the
-    data-parallel scaling cases only: every other measuring test of ``tests/perf``
-    (pipelines, GluonCV) is deselected."""
+    """The benchmark suite's tests take the plugin's warnings as advice (`ADVICE`);
+    ``--suite scaling`` measures the data-parallel scaling cases only: every other measuring
+    test of ``tests/perf`` (pipelines, GluonCV) is deselected."""
     for item in items:
         if item.path.parent.name == "perf":
             item.add_marker(ADVICE)
-    items.sort(key=lambda item: item.get_closest_marker("quiet") is None)  # stable
     if config.getoption("suite") != "scaling":
         return
     kept: list[pytest.Item] = []
@@ -91,47 +85,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
-        "quiet: the test's assertions need a quiet machine (a measured figure judged by its "
-        "own spread): under pytest -n N no other test of this suite runs beside it",
-    )
-
-
-@contextlib.contextmanager
-def _flock(path: str, how: int) -> Iterator[None]:
-    with open(path, "a") as handle:
-        fcntl.flock(handle, how)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-@pytest.fixture(autouse=True)
-def _quiet_or_shared(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[None]:
-    """Under ``pytest -n N``, a test marked ``quiet`` runs with no other test of the suite
-    beside it: every test holds a shared lock of the run (in the workers' common temporary
-    directory), a quiet one the exclusive lock, taken behind a turnstile that stops new tests
-    from starting while it waits. Without xdist, nothing is taken."""
-    if "PYTEST_XDIST_WORKER" not in os.environ:
-        yield
-        return
-    root = tmp_path_factory.getbasetemp().parent
-    turnstile, lock = str(root / "mxperf-quiet.turnstile"), str(root / "mxperf-quiet.lock")
-    if request.node.get_closest_marker("quiet") is not None:
-        with _flock(turnstile, fcntl.LOCK_EX), _flock(lock, fcntl.LOCK_EX):
-            yield
-        return
-    with _flock(turnstile, fcntl.LOCK_SH):
-        pass  # waits while a quiet test is waiting or running
-    with _flock(lock, fcntl.LOCK_SH):
-        yield
 
 
 #: What pytest-xdist sets in a worker's environment: an inner run that inherits them takes

@@ -161,13 +161,20 @@ def images():
 
 
 def loader(images):
+    import time
+
     import mxnet as mx
     from mxnet.gluon.data.vision import ImageFolderDataset, transforms
 
     tf = transforms.Compose(
         [transforms.RandomResizedCrop(224), transforms.RandomFlipLeftRight(), transforms.ToTensor()]
     )
-    dataset = ImageFolderDataset(str(images.folder)).transform_first(tf)
+
+    def slow(img):  # each image also waits 4 ms: far slower than the model, on any machine
+        time.sleep(0.004)
+        return tf(img)
+
+    dataset = ImageFolderDataset(str(images.folder)).transform_first(slow)
     return mx.gluon.data.DataLoader(dataset, batch_size=32, last_batch="discard")
 
 
@@ -191,10 +198,14 @@ def test_mobilenet(mxperf, images):
 """
 
 
-@pytest.mark.quiet  # beside another worker's tests its end-to-end blocks spread by +-35%
 def test_real_input_bound_and_compute_bound(
     real_pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
+    """Both verdicts hold beside another worker's tests: the tiny model's loader also sleeps
+    4 ms an image (about 190 img/s against the model's 1200-1500: a gap of ~0.88, where the
+    blocks' spread of up to 0.2 beside a noisy neighbour sets the bar at 0.4; its decoding
+    alone, ~575 img/s, was too close, and the test needed the machine to itself), and
+    MobileNet's record iterator delivers about ten times what the model consumes."""
     pytest.importorskip("mxnet")
     real_pytester.makepyfile(test_real=REAL_SUITE)
     cache = os.environ.get("PYTEST_MXPERF_DATA_CACHE") or str(tmp_path_factory.mktemp("img"))
