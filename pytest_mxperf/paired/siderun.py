@@ -110,6 +110,10 @@ def run_together(
         threading.Thread(target=body, args=(name, side, argv), daemon=True)
         for name, side, argv, _ in order
     ]
+    # The threads to join: a signal (Ctrl-C) may come in ``hold()`` or between the starts, and
+    # joining a thread never started raises. (One whose start() the signal interrupted runs
+    # unjoined; the fork server it runs its side from is closed when the run ends.)
+    started: list[threading.Thread] = []
     conns: dict[socket.socket, str] = {}
     pending: list[socket.socket] = []
     buffers: dict[socket.socket, bytes] = {}
@@ -117,6 +121,7 @@ def run_together(
         with hold():
             for t in threads:
                 t.start()
+                started.append(t)
             deadline = time.monotonic() + timeout + _TOGETHER_GRACE
             while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
                 readable, _, _ = select.select([listener, *pending, *conns], [], [], 0.05)
@@ -151,12 +156,12 @@ def run_together(
     finally:
         for sock in [*conns, *pending, listener]:
             sock.close()  # a side waiting for its turn reads EOF and ends
-        if any(t.is_alive() for t in threads):
+        if any(t.is_alive() for t in started):
             cancelled.set()
             for srv in servers.values():
                 if srv is not None:
                     srv.close()  # ends its running child
-        for t in threads:
+        for t in started:
             t.join()
         path.unlink(missing_ok=True)
     if errors:
