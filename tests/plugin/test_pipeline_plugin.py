@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 import pytest
 
+from pytest_mxperf.pipelines.input_bound import MIN_GAP, NOISE_FACTOR
 from pytest_mxperf.testing.repos import cases_by_key
 
 PIPE_SUITE = """
@@ -174,8 +175,8 @@ def loader(images):
         [transforms.RandomResizedCrop(224), transforms.RandomFlipLeftRight(), transforms.ToTensor()]
     )
 
-    def slow(img):  # each image also waits 4 ms: far slower than the model, on any machine
-        time.sleep(0.004)
+    def slow(img):  # each image also waits 10 ms: far slower than the model, on any machine
+        time.sleep(0.01)
         return tf(img)
 
     dataset = ImageFolderDataset(str(images.folder)).transform_first(slow)
@@ -202,32 +203,50 @@ def test_mobilenet(mxperf, images):
 """
 
 
+#: Runs of the real input-bound suite at most: see `test_real_input_bound_and_compute_bound`.
+INPUT_BOUND_RUNS = 3
+
+
+def _too_noisy_to_tell(case: dict[str, Any]) -> bool:
+    """The case's own blocks spread so much (beside the other xdist worker) that the verdict's
+    bar, twice that spread, was above the gap it measured: no verdict could say input-bound."""
+    m = case["measurement"]
+    alone = m["extra"]["model_alone"]
+    gap = 1 - float(m["images_per_sec"]) / float(alone["images_per_sec"])
+    return gap <= max(MIN_GAP, NOISE_FACTOR * max(float(m["rel_iqr"]), float(alone["rel_iqr"])))
+
+
 def test_real_input_bound_and_compute_bound(
     real_pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    """Both verdicts hold beside another worker's tests: the tiny model's loader also sleeps
-    4 ms an image (about 190 img/s against the model's 1200-1500: a gap of ~0.88, where the
-    blocks' spread of up to 0.2 beside a noisy neighbour sets the bar at 0.4; its decoding
-    alone, ~575 img/s, was too close, and the test needed the machine to itself), and
-    MobileNet's record iterator delivers about ten times what the model consumes."""
+    """Both verdicts beside another worker's tests: the tiny model's loader also sleeps 10 ms an
+    image (about 85 img/s against the model's 1200-1500: a gap of ~0.93; its decoding alone,
+    ~575 img/s, was too close), and MobileNet's record iterator delivers about ten times what
+    the model consumes. The gap is called input-bound only beyond twice the blocks' spread, and
+    beside the other worker one run's end-to-end blocks spread by 48% (4 ms sleeps then): a run
+    whose spread left no verdict able to tell is run again, up to `INPUT_BOUND_RUNS` in all
+    (before, the test ran with the machine to itself, which kept the other worker waiting)."""
     pytest.importorskip("mxnet")
     real_pytester.makepyfile(test_real=REAL_SUITE)
     cache = os.environ.get("PYTEST_MXPERF_DATA_CACHE") or str(tmp_path_factory.mktemp("img"))
     real_pytester._monkeypatch.setenv("PYTEST_MXPERF_DATA_CACHE", cache)
-    result = real_pytester.runpytest_subprocess(
-        "--mxperf",
-        "--mxperf-json",
-        "report.json",
-        "--mxperf-min-time",
-        "0.3",
-        "--mxperf-max-time",
-        "1",
-        "--mxperf-warmup-time",
-        "1",
-    )
-    result.assert_outcomes(passed=2)
-    cases = _cases(real_pytester)
-    tiny = cases["tiny/training/float32/bs32/cpu/e2e"]
+    for _ in range(INPUT_BOUND_RUNS):
+        result = real_pytester.runpytest_subprocess(
+            "--mxperf",
+            "--mxperf-json",
+            "report.json",
+            "--mxperf-min-time",
+            "0.3",
+            "--mxperf-max-time",
+            "1",
+            "--mxperf-warmup-time",
+            "1",
+        )
+        result.assert_outcomes(passed=2)
+        cases = _cases(real_pytester)
+        tiny = cases["tiny/training/float32/bs32/cpu/e2e"]
+        if tiny["verdict"]["status"] == "input-bound" or not _too_noisy_to_tell(tiny):
+            break
     extra = tiny["measurement"]["extra"]
     assert tiny["verdict"]["status"] == "input-bound", tiny["verdict"]["message"]
     assert (
