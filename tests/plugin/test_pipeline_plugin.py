@@ -8,7 +8,8 @@ from typing import Any, Callable
 
 import pytest
 
-from pytest_mxperf.pipelines.input_bound import MIN_GAP, NOISE_FACTOR
+from pytest_mxperf.measuring.measure import Measurement
+from pytest_mxperf.pipelines.input_bound import Figure, decide_input_bound
 from pytest_mxperf.testing.repos import cases_by_key
 
 PIPE_SUITE = """
@@ -209,11 +210,12 @@ INPUT_BOUND_RUNS = 3
 
 def _too_noisy_to_tell(case: dict[str, Any]) -> bool:
     """The case's own blocks spread so much (beside the other xdist worker) that the verdict's
-    bar, twice that spread, was above the gap it measured: no verdict could say input-bound."""
+    bar, twice that spread, was above the gap it measured: no verdict could say input-bound
+    (`decide_input_bound` without a pipeline figure says None only then)."""
     m = case["measurement"]
     alone = m["extra"]["model_alone"]
-    gap = 1 - float(m["images_per_sec"]) / float(alone["images_per_sec"])
-    return gap <= max(MIN_GAP, NOISE_FACTOR * max(float(m["rel_iqr"]), float(alone["rel_iqr"])))
+    model = Figure(float(alone["images_per_sec"]), float(alone["rel_iqr"]))
+    return decide_input_bound(Measurement.from_dict(m), model, None) is None
 
 
 def test_real_input_bound_and_compute_bound(
