@@ -1,7 +1,7 @@
 """A case measured here and judged against its stored baseline: the run under the device lock
-(measured again while a regression is suspected, profiled when one is found), then the verdict,
-at the threshold a paired run would allow or, without one, the higher floor (`CaseBench.case`
-in `pytest_mxperf.case.path` calls these)."""
+(measured again while a regression is suspected or its blocks spread too far to judge, profiled
+when one is found), then the verdict, at the threshold a paired run would allow or, without
+one, the higher floor (`CaseBench.case` in `pytest_mxperf.case.path` calls these)."""
 
 from __future__ import annotations
 
@@ -58,9 +58,11 @@ def measure(
         return decide(measured, ref, expectations, policy).outcome == Outcome.REGRESSED
 
     def again(best: Measurement) -> bool:
-        # Update mode always takes every attempt (the baseline is a best-of-N); otherwise
-        # only a suspected regression is worth re-measuring.
-        return settings.update or regressed(best)
+        # Update mode always takes every attempt (the baseline is a best-of-N); otherwise a
+        # suspected regression is worth re-measuring, and so is a case whose blocks spread
+        # too far to judge against its baseline (its verdict would be "unstable": a moment of
+        # the machine's, which another attempt usually misses; the steadiest counts).
+        return settings.update or regressed(best) or (ref is not None and not best.steady)
 
     config = MeasureConfig(
         min_time=settings.min_time, max_time=settings.max_time, warmup_time=settings.warmup_time

@@ -78,8 +78,9 @@ SPECS: tuple[Spec, ...] = (
         "confirm",
         parsers.nonneg_int,
         2,
-        "Re-measure a case that looks regressed up to N more "
-        "times before calling it a regression (the best attempt is judged).",
+        "Re-measure a case that looks regressed, or whose blocks spread too far to judge "
+        "against its baseline, up to N more times (the best attempt is judged: the fastest "
+        "of the steady ones).",
         "N",
     ),
     Spec(

@@ -17,11 +17,10 @@ from pytest_mxperf.baselines.store import StoredCase
 from pytest_mxperf.config.expectation import Expectation
 from pytest_mxperf.config.options import DEFAULTS
 from pytest_mxperf.judging.pairstats import Decision, PairedEstimate
+from pytest_mxperf.measuring.measure import MAX_REL_IQR
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Status, Verdict
 from pytest_mxperf.measuring.stats import rel_spread
 
-#: A measurement whose blocks spread more than this (IQR / median) is too noisy to judge.
-MAX_REL_IQR = 0.25
 #: The threshold is at least this many times the case's noise.
 NOISE_FACTOR = 2.0
 #: A threshold above this means the case cannot be judged at all.

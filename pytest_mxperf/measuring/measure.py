@@ -60,6 +60,9 @@ class MeasureConfig:
     interleave: Interleave | None = None
 
 
+#: A measurement whose blocks spread more than this (IQR / median) is too noisy to judge.
+MAX_REL_IQR = 0.25
+
 #: A paired side's warm-up runs at least this long (and until steady): 0.1 s, not 0.25 s, took
 #: a 15-case round from 31-35 s to 30-31 s with the blocks' first-block bias (-0.04% .. +0.24%)
 #: and the A/A rounds' spread (1.6% against 1.5%) unchanged (docs/measurements.md).
@@ -110,6 +113,11 @@ class Measurement:
     @property
     def rel_iqr(self) -> float:
         return rel_iqr(self.block_rates)
+
+    @property
+    def steady(self) -> bool:
+        """Whether the blocks lie close enough together to judge (`MAX_REL_IQR`)."""
+        return self.rel_iqr <= MAX_REL_IQR
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)

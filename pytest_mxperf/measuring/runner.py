@@ -72,6 +72,13 @@ def _profile(run: CaseRun, backend: Backend, prepared: Prepared, diagnose: Diagn
         run.diagnosis = found
 
 
+def better_attempt(m: Measurement, best: Measurement) -> bool:
+    """Whether attempt ``m`` beats the best so far: a steady attempt (`Measurement.steady`)
+    beats a spread one, a faster one a slower. A faster attempt whose blocks spread too far to
+    judge is no better figure than a steady one (nor storable as a baseline)."""
+    return (m.steady, m.items_per_sec) > (best.steady, best.items_per_sec)
+
+
 def run_case(
     backend: Backend,
     model: Any,
@@ -83,8 +90,9 @@ def run_case(
     diagnose: DiagnoseSpec | None = None,
 ) -> CaseRun:
     """Measure ``model`` under ``spec``: up to ``attempts`` times while ``again(best so far)``
-    says so (a suspected regression is re-measured; the best attempt counts, as the baseline
-    was stored as the best of as many), then check the output for NaN/inf.
+    says so (a suspected regression, or one too spread to judge, is re-measured; the best
+    attempt counts, `better_attempt`, as the baseline was stored as the best of as many), then
+    check the output for NaN/inf.
 
     Out-of-memory is a result (`Status.OOM`); any other failure of the model is `Status.ERROR`
     with its message; `USAGE_ERRORS` propagate.
@@ -111,7 +119,7 @@ def run_case(
             if i == 0:
                 # Only the first attempt starts cold: its first step and warm-up are the case's.
                 cold = (m.first_step_seconds, m.warmup_seconds)
-            if run.measurement is None or m.items_per_sec > run.measurement.items_per_sec:
+            if run.measurement is None or better_attempt(m, run.measurement):
                 run.measurement = replace(
                     m,
                     extra={**m.extra, **prepared.info},

@@ -17,7 +17,13 @@ from typing import Any
 from pytest_mxperf.measuring.measure import MeasureConfig, Measurement, measure
 from pytest_mxperf.measuring.protocol import Backend, PrepareSpec, SpecError
 from pytest_mxperf.measuring.records import Status
-from pytest_mxperf.measuring.runner import USAGE_ERRORS, CaseRun, record_failure, run_case
+from pytest_mxperf.measuring.runner import (
+    USAGE_ERRORS,
+    CaseRun,
+    better_attempt,
+    record_failure,
+    run_case,
+)
 from pytest_mxperf.pipelines.input_bound import Figure
 from pytest_mxperf.pipelines.source import Fetcher, batch_arrays
 
@@ -121,7 +127,7 @@ def run_pipeline(
             m, notes = measure_source(fetcher, backend.sync, config)
             run.attempts.append(m.items_per_sec)
             run.warnings = notes
-            if run.measurement is None or m.items_per_sec > run.measurement.items_per_sec:
+            if run.measurement is None or better_attempt(m, run.measurement):
                 # (``interleaved``, from measuring in turns, is the paired run's to read)
                 run.measurement = replace(m, extra={**m.extra, **source_info(fetcher)})
             if notes or (i + 1 < attempts and not again(run.measurement)):
@@ -232,7 +238,7 @@ def run_end_to_end(
                 config=config,
             )
             run.attempts.append(m.items_per_sec)
-            if run.measurement is None or m.items_per_sec > run.measurement.items_per_sec:
+            if run.measurement is None or better_attempt(m, run.measurement):
                 extra = {
                     **source_info(fetcher),
                     "form": "end-to-end",

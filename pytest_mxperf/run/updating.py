@@ -9,7 +9,7 @@ from typing import Any
 
 from pytest_mxperf.baselines import store as baselines
 from pytest_mxperf.baselines.record import BaselineRecord
-from pytest_mxperf.judging.verdict import MAX_REL_IQR
+from pytest_mxperf.measuring.measure import MAX_REL_IQR
 from pytest_mxperf.measuring.records import CaseResult, Status
 from pytest_mxperf.measuring.stats import median
 from pytest_mxperf.system.gitinfo import CommitInfo

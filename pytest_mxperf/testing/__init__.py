@@ -102,6 +102,10 @@ class FakeModel:
     )
     #: The peak memory the fake memory probe reports for the case (MiB).
     memory_mb: float = 64.0
+    #: A busy moment of the machine: for this long (virtual seconds) after the model is
+    #: prepared, the steps between every other pair of syncs (every other timed block) take
+    #: 3x their time, blocks too spread to judge; later steps keep ``jitter``.
+    busy_for: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -184,6 +188,7 @@ class FakeBackend:
         rng = random.Random(model.seed)
         rate = model.images_per_sec / (model.train_factor if mode != "inference" else 1.0)
         state = {"first": True}
+        busy_until = self.now + model.busy_for
         self.memory_mb = model.memory_mb
 
         def step() -> None:
@@ -193,6 +198,8 @@ class FakeBackend:
                 self.now += model.first_step_seconds
                 return
             noise = 1 + rng.uniform(-model.jitter, model.jitter)
+            if self.now < busy_until and self.syncs % 2:
+                noise = 3.0
             seconds = batch_size / rate * noise
             self.now += seconds
             if profiling and self.mx is not None:

@@ -123,6 +123,29 @@ def test_too_noisy_cases_are_not_stored(
     assert list(json.loads(path.read_text())["cases"]) == ["calm/inference/float32/bs8/cpu"]
 
 
+def test_an_update_stores_the_steady_attempt_of_a_case(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    # Busy through the first of three attempts (every other block 3x slower): as fast a median
+    # as the later ones, but too spread to store; the steady attempt is stored instead.
+    fake_pytester.makepyfile(
+        """
+        from pytest_mxperf.testing import FakeModel
+        def test_busy(mxperf):
+            mxperf.inference(FakeModel(100.0, busy_for=15.0), batch_size=8, model="busy")
+        """
+    )
+    commit("suite")
+    result = fake_pytester.runpytest(
+        "--mxperf", "--mxperf-update", "-W", "ignore:mxperf:pytest.PytestWarning"
+    )
+    result.assert_outcomes(passed=1)
+    assert "not stored as baseline" not in result.stdout.str()
+    (path,) = (fake_pytester.path / "baselines").rglob("*.json")
+    (case,) = json.loads(path.read_text())["cases"].values()
+    assert case["rel_iqr"] <= 0.25 and case["images_per_sec"] == pytest.approx(100.0)
+
+
 def test_ctrl_c_during_update_stores_nothing(stored_suite: pytest.Pytester) -> None:
     (before,) = stored_files(stored_suite.path)
     text = before.read_text()

@@ -9,6 +9,7 @@ import pytest
 
 from pytest_mxperf.testing.repos import (
     git,
+    read_report,
     write_speeds,
 )
 
@@ -96,3 +97,33 @@ def test_hardware_mismatch_names_stored_keys(stored_suite: pytest.Pytester) -> N
     strict.stdout.fnmatch_lines(
         ["*no baseline for hardware ci-runner-a (stored for: cpu-*; see --mxperf-machine)*"]
     )
+
+
+BUSY_SUITE = """
+from pytest_mxperf.testing import FakeModel
+
+def test_busy(mxperf):
+    mxperf.inference(FakeModel(100.0, busy_for={busy}), batch_size=8, model="busy")
+"""
+
+
+def test_a_case_too_spread_to_judge_is_measured_again(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str], store_baseline: Callable[..., str]
+) -> None:
+    store_baseline(BUSY_SUITE.format(busy=0.0), passed=1)
+    commit("baselines")
+    # The machine busy through the first attempt's blocks: every other block 3x slower.
+    fake_pytester.makepyfile(test_suite=BUSY_SUITE.format(busy=15.0))
+    # (its warm-up, never steady while busy, is rightly warned of as grown)
+    quiet = ("-W", "ignore:mxperf:pytest.PytestWarning", "--mxperf-json", "r.json")
+    once = fake_pytester.runpytest("--mxperf", "--mxperf-confirm", "0", *quiet)
+    once.assert_outcomes(passed=1)
+    (case,) = read_report(fake_pytester.path, "r.json")["cases"]
+    assert case["verdict"]["status"] == "unstable" and case["measurement"]["rel_iqr"] > 0.25
+    assert "too noisy to judge" in case["verdict"]["message"]
+    # By default (--mxperf-confirm 2) it is measured again, and the steady attempt is judged.
+    again = fake_pytester.runpytest("--mxperf", *quiet)
+    again.assert_outcomes(passed=1)
+    (case,) = read_report(fake_pytester.path, "r.json")["cases"]
+    assert case["verdict"]["status"] == "pass" and len(case["attempts"]) == 2
+    assert case["measurement"]["rel_iqr"] <= 0.25

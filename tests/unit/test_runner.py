@@ -1,4 +1,5 @@
-"""`run_case` with the fake back end: how a case ends when the model fails."""
+"""`run_case` with the fake back end: how a case ends when the model fails, and which of its
+attempts counts."""
 
 from __future__ import annotations
 
@@ -6,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from pytest_mxperf.measuring.measure import MeasureConfig
+from pytest_mxperf.measuring.measure import MAX_REL_IQR, MeasureConfig, Measurement
 from pytest_mxperf.measuring.protocol import ModelTypeError, Prepared, PrepareSpec, SpecError
 from pytest_mxperf.measuring.records import Status
-from pytest_mxperf.measuring.runner import run_case
+from pytest_mxperf.measuring.runner import better_attempt, run_case
 from pytest_mxperf.testing import OOM_MESSAGE, FakeBackend, FakeContext, FakeModel, MXNetError
 
 FAST = MeasureConfig(min_time=0.5, max_time=1.0, warmup_time=1.0)
@@ -78,3 +79,36 @@ def test_a_callable_returning_none_is_flagged() -> None:
     useful = run_case(FakeBackend(), lambda: 1, spec(items_per_call=8), FAST)
     assert useful.warnings == []
     assert run_case(FakeBackend(), FakeModel(100.0), spec(), FAST).warnings == []
+
+
+def blocks(*rates: float) -> Measurement:
+    """A measurement of 8 images a block at these block rates."""
+    return Measurement(8, 1, tuple(8 / r for r in rates), 3, 0.1, True, 0.01, 0.0)
+
+
+def test_a_steady_attempt_beats_a_faster_spread_one() -> None:
+    spread, steady, faster = blocks(60, 150, 200, 90, 180), blocks(99, 100, 101), blocks(110, 111)
+    assert spread.rel_iqr > MAX_REL_IQR and not spread.steady and steady.steady
+    assert spread.items_per_sec > steady.items_per_sec
+    assert better_attempt(steady, spread) and not better_attempt(spread, steady)
+    # among steady attempts (or among spread ones) the faster counts
+    assert better_attempt(faster, steady) and not better_attempt(steady, faster)
+    wider = blocks(50, 160, 210, 90, 180)
+    assert not wider.steady and wider.items_per_sec > spread.items_per_sec
+    assert better_attempt(wider, spread) and not better_attempt(spread, wider)
+
+
+def test_a_spread_attempt_is_measured_again_and_the_steady_one_counts() -> None:
+    # Every other block 3x slower until 15 virtual seconds: the first attempt's blocks.
+    model = FakeModel(100.0, busy_for=15.0)
+    seen: list[Measurement] = []
+
+    def again(best: Measurement) -> bool:
+        seen.append(best)
+        return not best.steady
+
+    run = run_case(FakeBackend(), model, spec(), MeasureConfig(), attempts=3, again=again)
+    assert len(seen) == 2 and not seen[0].steady and seen[1].steady  # stopped once steady
+    assert len(run.attempts) == 2
+    assert run.measurement is not None and run.measurement.steady
+    assert run.measurement.block_seconds == seen[1].block_seconds
