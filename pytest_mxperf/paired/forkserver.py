@@ -52,6 +52,8 @@ for name in filter(None, os.environ.get({preload_env!r}, {default!r}).split(",")
             __import__(name.strip())
     except Exception:
         pass  # the child imports it again and reports why it cannot
+from pytest_mxperf.system.scratch import share_worker_tempdir
+share_worker_tempdir()  # the children's data-loader workers share it; removed as this exits
 if {pin!r} is not None:  # imported elsewhere (beside another server): to the side's CPUs now
     from pytest_mxperf.system.cpus import pin_threads
     pin_threads({pin!r})

@@ -40,7 +40,7 @@ from pytest_mxperf.plugin.hooks import (
 )
 from pytest_mxperf.plugin.sidehooks import SideHooks
 from pytest_mxperf.run.session import MxperfSession
-from pytest_mxperf.system import fingerprint
+from pytest_mxperf.system import fingerprint, scratch
 
 if TYPE_CHECKING:
     from pytest_mxperf.case.fixture import MxPerf
@@ -137,6 +137,7 @@ def pytest_configure(config: pytest.Config) -> None:
                 stacklevel=2,
             )
         fingerprint.apply_threads(os.environ, settings.threads)
+    scratch.share_worker_tempdir()
     state = MxperfSession(settings, run, is_worker=workerinput is not None, side=orders)
     config.stash[STATE_KEY] = state
     config.pluginmanager.register(SessionHooks(config, state), "mxperf-session")

@@ -3,7 +3,9 @@
 Each is made under one directory per user (``<tmp>/pytest-mxperf-<uid>/scratch``, private to
 the user) and named by the pid of the process that made it (``mxperf-pair-<pid>-XXXXXXXX``).
 A run removes its own on the way out; one killed by SIGKILL cannot, so every new one first
-removes those whose process is gone (`sweep`).
+removes those whose process is gone (`sweep`). And the ``/tmp/pymp-*`` directories of the
+worker processes a measured data loader forks are one directory of the measuring process's
+(`share_worker_tempdir`), which it removes when it exits.
 """
 
 from __future__ import annotations
@@ -64,3 +66,16 @@ def directory(prefix: str, base: str | Path | None = None) -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def share_worker_tempdir() -> str:
+    """Make this process's `multiprocessing` temporary directory now (a ``pymp-*`` under the
+    temporary root) and return it. Every process forked from here on (a Gluon DataLoader's
+    workers, which MXNet starts when the loader is made) inherits it rather than making its
+    own; a worker that its pool ends with ``terminate()``, as a DataLoader ends them, never
+    removes its own, so each loader with workers left one ``/tmp/pymp-*`` behind (4 in one run
+    of this repository's pipeline cases). This process removes the shared one when it exits; a
+    fork server's children, which exit with ``os._exit``, leave it to the server."""
+    import multiprocessing.util
+
+    return multiprocessing.util.get_temp_dir()

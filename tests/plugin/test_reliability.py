@@ -4,6 +4,8 @@ and the other items a new user broke."""
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 from typing import Any, Callable
 
@@ -353,3 +355,35 @@ def test_a_timeout_on_the_first_batch_is_a_clean_failure(fake_pytester: pytest.P
     # The case whose batch size is known is an ERROR row, as a later timeout makes it.
     case = _cases(fake_pytester)["e2e/training/float32/bs8/cpu/e2e"]
     assert case["status"] == "error" and "PipelineTimeout" in case["error"]
+
+
+def test_a_runs_terminated_loader_workers_leave_no_temporary_directory(
+    fake_pytester: pytest.Pytester,
+) -> None:
+    # A Gluon DataLoader's workers, ended by their pool's terminate(), each left a /tmp/pymp-*
+    # behind (4 per run of the repository's pipeline cases): they share the run's, which the
+    # run removes as it exits.
+    fake_pytester.makepyfile(
+        """
+        import multiprocessing, multiprocessing.util, time
+
+        def work(conn):
+            conn.send(multiprocessing.util.get_temp_dir())
+            time.sleep(60)
+
+        def test_loader():
+            ctx = multiprocessing.get_context("fork")
+            here, there = ctx.Pipe()
+            worker = ctx.Process(target=work, args=(there,), daemon=True)
+            worker.start()
+            print("worker", here.recv())
+            worker.terminate()
+            worker.join()
+        """
+    )
+    root = Path(os.environ["TMPDIR"])
+    result = fake_pytester.runpytest_subprocess("--mxperf", "-s")
+    result.assert_outcomes(passed=1)
+    (used,) = re.findall(r"worker (\S+)", result.stdout.str())
+    assert Path(used).parent == root and Path(used).name.startswith("pymp-")
+    assert not Path(used).exists() and not list(root.glob("pymp-*"))

@@ -284,3 +284,40 @@ def test_by_default_a_server_preloads_mxnet_then_what_each_side_would_import_aga
     assert len(names) == len(set(names))
     # Nothing of the repository under test: its conftest files and tests are each side's own.
     assert not any(n.startswith(("conftest", "tests")) for n in names)
+
+
+def test_a_sides_terminated_workers_leave_no_temporary_directory(tmp_path: Path) -> None:
+    # A side's data-loader workers, ended with terminate(), would each leave a /tmp/pymp-*
+    # (a side ends with os._exit, which runs no exit handler): they share the server's.
+    root = tmp_path / "tmp"
+    root.mkdir()
+    (tmp_path / "test_side.py").write_text(
+        textwrap.dedent(
+            """
+            import multiprocessing, multiprocessing.util, time
+
+            def work(conn):
+                conn.send(multiprocessing.util.get_temp_dir())
+                time.sleep(60)
+
+            def test_side():
+                ctx = multiprocessing.get_context("fork")
+                here, there = ctx.Pipe()
+                worker = ctx.Process(target=work, args=(there,), daemon=True)
+                worker.start()
+                print("worker", here.recv())
+                worker.terminate()
+                worker.join()
+            """
+        )
+    )
+    srv = ForkServer(dict(os.environ, TMPDIR=str(root), **{PRELOAD_ENV: ""}))
+    try:
+        done = srv.run([*ARGS, "test_side.py"], cwd=tmp_path, timeout=60)
+        assert done.returncode == 0, done.tail
+        (used,) = [line.split()[1] for line in done.tail.splitlines() if line.startswith("worker")]
+        assert Path(used).parent == root and Path(used).name.startswith("pymp-")
+    finally:
+        srv.close()
+    assert _gone(srv.pid)
+    assert list(root.iterdir()) == []  # the server removed it as it exited
