@@ -162,9 +162,9 @@ def check_factory(ref: str) -> None:
 def _measure_data_parallel(
     bench: CaseBench, result: CaseResult, block: Any, spec: DataParallelSpec
 ) -> tuple[CaseResult, BaselineRef | None]:
-    """Measure (again while it looks regressed, up to ``--mxperf-confirm`` times), then
-    judge the aggregate img/s and the scaling efficiency; returns the judged result and its
-    stored baseline."""
+    """Measure (again while it looks regressed or its aggregate blocks spread too far to judge,
+    up to ``--mxperf-confirm`` times), then judge the aggregate img/s and the scaling
+    efficiency; returns the judged result and its stored baseline."""
     from pytest_mxperf.measuring.dataparallel import DataParallelError
 
     settings, run = bench.settings, bench.run
@@ -204,10 +204,12 @@ def _measure_data_parallel(
             attempts=[m.items_per_sec for m, _ in tried],
         )
         verdict = judge_scaling(result, ref, expectations, floor, policy, elsewhere)
-        if verdict.outcome != Outcome.REGRESSED:
+        spread = verdict.outcome == Outcome.UNSTABLE and not tried[-1][0].steady
+        if verdict.outcome != Outcome.REGRESSED and not spread:
             break
     if tried and result.status == Status.OK:
-        best = max(tried, key=lambda t: t[1].efficiency)
+        # The most efficient steady attempt (of all, when none is: `runner.better_attempt`).
+        best = max(tried, key=lambda t: (t[0].steady, t[1].efficiency))
         result = replace(result, measurement=best[0], scaling=best[1])
         threads = best[1].threads_per_worker
         if threads is not None:

@@ -53,16 +53,21 @@ def measure(
     result, judging = judging_for(bench, result)
     ref, expectations, _, policy = judging
 
+    def judged_as(best: Measurement) -> Outcome:
+        return decide(replace(result, measurement=best), ref, expectations, policy).outcome
+
     def regressed(best: Measurement) -> bool:
-        measured = replace(result, measurement=best)
-        return decide(measured, ref, expectations, policy).outcome == Outcome.REGRESSED
+        return judged_as(best) == Outcome.REGRESSED
 
     def again(best: Measurement) -> bool:
         # Update mode always takes every attempt (the baseline is a best-of-N); otherwise a
-        # suspected regression is worth re-measuring, and so is a case whose blocks spread
-        # too far to judge against its baseline (its verdict would be "unstable": a moment of
-        # the machine's, which another attempt usually misses; the steadiest counts).
-        return settings.update or regressed(best) or (ref is not None and not best.steady)
+        # suspected regression is worth re-measuring, and so is a case "unstable" for its own
+        # blocks' spread: a moment of the machine's, which another attempt usually misses (the
+        # fastest steady attempt counts, `runner.better_attempt`).
+        if settings.update:
+            return True
+        judged = judged_as(best)
+        return judged == Outcome.REGRESSED or (judged == Outcome.UNSTABLE and not best.steady)
 
     config = MeasureConfig(
         min_time=settings.min_time, max_time=settings.max_time, warmup_time=settings.warmup_time

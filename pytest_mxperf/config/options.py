@@ -80,7 +80,8 @@ SPECS: tuple[Spec, ...] = (
         2,
         "Re-measure a case that looks regressed, or whose blocks spread too far to judge "
         "against its baseline, up to N more times (the best attempt is judged: the fastest "
-        "of the steady ones).",
+        "of those whose blocks are steady, of all when none is). --mxperf-update measures "
+        "every case 1 + N times (a data-parallel case once).",
         "N",
     ),
     Spec(

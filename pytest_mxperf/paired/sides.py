@@ -46,8 +46,9 @@ SIDE_TIME_SHARE = 0.3
 #: ``data=``) is one short measurement a round; when its blocks spread by more than this share
 #: of their median ((max - min) / median) something disturbed it (a round of such a case once
 #: read 77, 90 and 129 img/s where the others read 127-140), and it is measured once more in the
-#: same turn, the faster kept, as a plain run keeps the best of its attempts. About 4% of such
-#: measurements spread so far (156 recorded: median 6%, 95th percentile 16%).
+#: same turn, the better kept (`runner.better_attempt`: steady before spread, then faster), as a
+#: plain run keeps the best of its attempts. About 4% of such measurements spread so far (156
+#: recorded: median 6%, 95th percentile 16%).
 SIDE_RETRY_SPREAD = 0.20
 
 

@@ -68,14 +68,18 @@ def directory(prefix: str, base: str | Path | None = None) -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def share_worker_tempdir() -> str:
+def share_worker_tempdir() -> str | None:
     """Make this process's `multiprocessing` temporary directory now (a ``pymp-*`` under the
     temporary root) and return it. Every process forked from here on (a Gluon DataLoader's
     workers, which MXNet starts when the loader is made) inherits it rather than making its
     own; a worker that its pool ends with ``terminate()``, as a DataLoader ends them, never
     removes its own, so each loader with workers left one ``/tmp/pymp-*`` behind (4 in one run
     of this repository's pipeline cases). This process removes the shared one when it exits; a
-    fork server's children, which exit with ``os._exit``, leave it to the server."""
+    fork server's children, which exit with ``os._exit``, leave it to the server. None when the
+    temporary root takes no directory (the workers then try, and say why, themselves)."""
     import multiprocessing.util
 
-    return multiprocessing.util.get_temp_dir()
+    try:
+        return multiprocessing.util.get_temp_dir()
+    except OSError:
+        return None

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -104,8 +104,13 @@ class FakeModel:
     memory_mb: float = 64.0
     #: A busy moment of the machine: for this long (virtual seconds) after the model is
     #: prepared, the steps between every other pair of syncs (every other timed block) take
-    #: 3x their time, blocks too spread to judge; later steps keep ``jitter``.
+    #: 3x their time and the others 0.8x, so blocks spread too far to judge around a faster
+    #: median than the steady steps that follow (which keep ``jitter``).
     busy_for: float = 0.0
+    #: Data-parallel runs: the first this many launches of the back end are measured on a busy
+    #: machine, every worker's blocks spread +-90% (too far to judge); later ones keep
+    #: ``jitter``.
+    busy_launches: int = 0
 
 
 @dataclass(frozen=True)
@@ -135,6 +140,8 @@ class FakeBackend:
         self.mx: FakeMXNet | None = FakeMXNet(FakeProfiler(self.log))
         #: The peak the memory probe reports, set by ``prepare`` from the model.
         self.memory_mb = 0.0
+        #: Data-parallel launches so far (`FakeModel.busy_launches`).
+        self.launches = 0
 
     def clock(self) -> float:
         return self.now
@@ -198,8 +205,8 @@ class FakeBackend:
                 self.now += model.first_step_seconds
                 return
             noise = 1 + rng.uniform(-model.jitter, model.jitter)
-            if self.now < busy_until and self.syncs % 2:
-                noise = 3.0
+            if self.now < busy_until:
+                noise = 3.0 if self.syncs % 3 == 0 else 0.8
             seconds = batch_size / rate * noise
             self.now += seconds
             if profiling and self.mx is not None:
@@ -236,6 +243,9 @@ class FakeBackend:
             raise ModelTypeError(
                 f"FakeBackend benchmarks FakeModel objects, not {type(model).__name__}"
             )
+        self.launches += 1
+        if self.launches <= model.busy_launches:
+            model = replace(model, jitter=0.9)
         return fake_data_parallel(model, spec)
 
 

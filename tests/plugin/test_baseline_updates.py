@@ -126,13 +126,13 @@ def test_too_noisy_cases_are_not_stored(
 def test_an_update_stores_the_steady_attempt_of_a_case(
     fake_pytester: pytest.Pytester, commit: Callable[[str], str]
 ) -> None:
-    # Busy through the first of three attempts (every other block 3x slower): as fast a median
-    # as the later ones, but too spread to store; the steady attempt is stored instead.
+    # Busy through the first of three attempts (every third block 3x slower, the others 0.8x):
+    # the fastest median (125 img/s), but too spread to store; the steady 100 is stored.
     fake_pytester.makepyfile(
         """
         from pytest_mxperf.testing import FakeModel
         def test_busy(mxperf):
-            mxperf.inference(FakeModel(100.0, busy_for=15.0), batch_size=8, model="busy")
+            mxperf.inference(FakeModel(100.0, busy_for=8.0), batch_size=8, model="busy")
         """
     )
     commit("suite")

@@ -99,8 +99,8 @@ def test_a_steady_attempt_beats_a_faster_spread_one() -> None:
 
 
 def test_a_spread_attempt_is_measured_again_and_the_steady_one_counts() -> None:
-    # Every other block 3x slower until 15 virtual seconds: the first attempt's blocks.
-    model = FakeModel(100.0, busy_for=15.0)
+    # Every third block 3x slower, the others 0.8x, for 8 virtual seconds: the first attempt.
+    model = FakeModel(100.0, busy_for=8.0)
     seen: list[Measurement] = []
 
     def again(best: Measurement) -> bool:
@@ -109,6 +109,7 @@ def test_a_spread_attempt_is_measured_again_and_the_steady_one_counts() -> None:
 
     run = run_case(FakeBackend(), model, spec(), MeasureConfig(), attempts=3, again=again)
     assert len(seen) == 2 and not seen[0].steady and seen[1].steady  # stopped once steady
+    assert seen[0].items_per_sec > 1.2 * seen[1].items_per_sec  # the spread one was faster
     assert len(run.attempts) == 2
     assert run.measurement is not None and run.measurement.steady
     assert run.measurement.block_seconds == seen[1].block_seconds

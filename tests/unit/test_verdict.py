@@ -248,6 +248,9 @@ def test_regression_lists_attempts() -> None:
     assert "measured 3 times (img/s: 78.2, 80.0, 79.5); judged the best" in v.message
     single = judge(result(80.0), baseline(100.0), [], DEFAULT)
     assert "measured" not in single.message.split("\n", 1)[1]
+    # The figure judged was not the fastest attempt (whose blocks spread too far): named.
+    steady = judge(result(80.0, attempts=[91.0, 80.0, 79.5]), baseline(100.0), [], DEFAULT)
+    assert "measured 3 times (img/s: 91.0, 80.0, 79.5); judged 80.0\n" in steady.message
 
 
 def test_update_mode_never_fails_on_regression() -> None:
