@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 import pytest
 
+from pytest_mxperf.testing.procs import TERMINATED_WORKER_TEST
 from pytest_mxperf.testing.repos import cases_by_key, git
 
 
@@ -363,24 +364,7 @@ def test_a_runs_terminated_loader_workers_leave_no_temporary_directory(
     # A Gluon DataLoader's workers, ended by their pool's terminate(), each left a /tmp/pymp-*
     # behind (4 per run of the repository's pipeline cases): they share the run's, which the
     # run removes as it exits.
-    fake_pytester.makepyfile(
-        """
-        import multiprocessing, multiprocessing.util, time
-
-        def work(conn):
-            conn.send(multiprocessing.util.get_temp_dir())
-            time.sleep(60)
-
-        def test_loader():
-            ctx = multiprocessing.get_context("fork")
-            here, there = ctx.Pipe()
-            worker = ctx.Process(target=work, args=(there,), daemon=True)
-            worker.start()
-            print("worker", here.recv())
-            worker.terminate()
-            worker.join()
-        """
-    )
+    fake_pytester.makepyfile(TERMINATED_WORKER_TEST)
     root = Path(os.environ["TMPDIR"])
     result = fake_pytester.runpytest_subprocess("--mxperf", "-s")
     result.assert_outcomes(passed=1)

@@ -18,6 +18,7 @@ import pytest
 
 from pytest_mxperf.paired import forkserver
 from pytest_mxperf.paired.forkserver import PRELOAD_ENV, ForkServer
+from pytest_mxperf.testing.procs import TERMINATED_WORKER_TEST
 
 pytestmark = pytest.mark.skipif(not forkserver.available(), reason="needs fork (POSIX)")
 
@@ -291,26 +292,7 @@ def test_a_sides_terminated_workers_leave_no_temporary_directory(tmp_path: Path)
     # (a side ends with os._exit, which runs no exit handler): they share the server's.
     root = tmp_path / "tmp"
     root.mkdir()
-    (tmp_path / "test_side.py").write_text(
-        textwrap.dedent(
-            """
-            import multiprocessing, multiprocessing.util, time
-
-            def work(conn):
-                conn.send(multiprocessing.util.get_temp_dir())
-                time.sleep(60)
-
-            def test_side():
-                ctx = multiprocessing.get_context("fork")
-                here, there = ctx.Pipe()
-                worker = ctx.Process(target=work, args=(there,), daemon=True)
-                worker.start()
-                print("worker", here.recv())
-                worker.terminate()
-                worker.join()
-            """
-        )
-    )
+    (tmp_path / "test_side.py").write_text(TERMINATED_WORKER_TEST)
     srv = ForkServer(dict(os.environ, TMPDIR=str(root), **{PRELOAD_ENV: ""}))
     try:
         done = srv.run([*ARGS, "test_side.py"], cwd=tmp_path, timeout=60)
