@@ -17,6 +17,7 @@ from pytest_mxperf.case.path import CaseBench, check_positive
 from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.scaling_kind import STRONG, resolve_kind
 from pytest_mxperf.judging.explain_scaling import judge_scaling
+from pytest_mxperf.judging.verdict import worth_another_attempt
 from pytest_mxperf.measuring.measure import MeasureConfig, Measurement
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Scaling, Status
 from pytest_mxperf.system import fingerprint
@@ -204,8 +205,7 @@ def _measure_data_parallel(
             attempts=[m.items_per_sec for m, _ in tried],
         )
         verdict = judge_scaling(result, ref, expectations, floor, policy, elsewhere)
-        spread = verdict.outcome == Outcome.UNSTABLE and not tried[-1][0].steady
-        if verdict.outcome != Outcome.REGRESSED and not spread:
+        if not worth_another_attempt(verdict.outcome, tried[-1][0]):
             break
     if tried and result.status == Status.OK:
         # The most efficient steady attempt (of all, when none is: `runner.better_attempt`).

@@ -16,7 +16,7 @@ from pytest_mxperf.case import pairs as fixture_pair
 from pytest_mxperf.config.expectation import Expectation
 from pytest_mxperf.judging.changes import what_changed
 from pytest_mxperf.judging.explain import judge
-from pytest_mxperf.judging.verdict import Policy, decide
+from pytest_mxperf.judging.verdict import Policy, decide, worth_another_attempt
 from pytest_mxperf.measuring import diagnosis
 from pytest_mxperf.measuring.measure import MeasureConfig, Measurement, for_side
 from pytest_mxperf.measuring.protocol import PrepareSpec, SpecError
@@ -60,14 +60,8 @@ def measure(
         return judged_as(best) == Outcome.REGRESSED
 
     def again(best: Measurement) -> bool:
-        # Update mode always takes every attempt (the baseline is a best-of-N); otherwise a
-        # suspected regression is worth re-measuring, and so is a case "unstable" for its own
-        # blocks' spread: a moment of the machine's, which another attempt usually misses (the
-        # fastest steady attempt counts, `runner.better_attempt`).
-        if settings.update:
-            return True
-        judged = judged_as(best)
-        return judged == Outcome.REGRESSED or (judged == Outcome.UNSTABLE and not best.steady)
+        # Update mode always takes every attempt (the baseline is a best-of-N).
+        return settings.update or worth_another_attempt(judged_as(best), best)
 
     config = MeasureConfig(
         min_time=settings.min_time, max_time=settings.max_time, warmup_time=settings.warmup_time

@@ -17,7 +17,7 @@ from pytest_mxperf.baselines.store import StoredCase
 from pytest_mxperf.config.expectation import Expectation
 from pytest_mxperf.config.options import DEFAULTS
 from pytest_mxperf.judging.pairstats import Decision, PairedEstimate
-from pytest_mxperf.measuring.measure import MAX_REL_IQR
+from pytest_mxperf.measuring.measure import MAX_REL_IQR, Measurement
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Status, Verdict
 from pytest_mxperf.measuring.stats import rel_spread
 
@@ -196,6 +196,15 @@ def decide_arbitration_pair(
     return replace(
         pair, outcome=Outcome.PASS, failed=False, interval=(estimate.same_low, estimate.same_high)
     )
+
+
+def worth_another_attempt(outcome: Outcome, measured: Measurement) -> bool:
+    """Whether a case judged ``outcome`` on ``measured`` is worth measuring again (up to
+    ``--mxperf-confirm`` times): a suspected regression, or a case "unstable" for its own
+    blocks' spread (a moment of the machine's, which another attempt usually misses; the best
+    attempt then is the fastest steady one, `runner.better_attempt`). Not one unstable for the
+    baseline's noise: no attempt changes that."""
+    return outcome == Outcome.REGRESSED or (outcome == Outcome.UNSTABLE and not measured.steady)
 
 
 def suspected(verdict: Verdict, tolerance: float) -> bool:

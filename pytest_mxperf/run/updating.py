@@ -9,7 +9,6 @@ from typing import Any
 
 from pytest_mxperf.baselines import store as baselines
 from pytest_mxperf.baselines.record import BaselineRecord
-from pytest_mxperf.measuring.measure import MAX_REL_IQR
 from pytest_mxperf.measuring.records import CaseResult, Status
 from pytest_mxperf.measuring.stats import median
 from pytest_mxperf.system.gitinfo import CommitInfo
@@ -31,7 +30,7 @@ def why_not_stored(result: CaseResult) -> str | None:
     blocks too noisy to be anybody's baseline)."""
     if result.status not in (Status.OK, Status.OOM):
         return str(result.status.value)
-    if result.rel_iqr > MAX_REL_IQR:
+    if result.measurement is not None and not result.measurement.steady:
         return f"block spread {result.rel_iqr:.0%}, too noisy"
     return None
 

@@ -103,8 +103,8 @@ class FakeModel:
     #: The peak memory the fake memory probe reports for the case (MiB).
     memory_mb: float = 64.0
     #: A busy moment of the machine: for this long (virtual seconds) after the model is
-    #: prepared, the steps between every other pair of syncs (every other timed block) take
-    #: 3x their time and the others 0.8x, so blocks spread too far to judge around a faster
+    #: prepared, the steps between every third pair of syncs (every third timed block) take 3x
+    #: their time and the others 0.8x, so blocks spread too far to judge around a faster
     #: median than the steady steps that follow (which keep ``jitter``).
     busy_for: float = 0.0
     #: Data-parallel runs: the first this many launches of the back end are measured on a busy

@@ -10,32 +10,22 @@ from pathlib import Path
 
 import pytest
 
-#: A process that forks two workers, each making its `multiprocessing` temporary directory (as a
-#: Gluon DataLoader's worker does when it shares a batch) and then busy, ends them with
-#: ``terminate()`` (as a DataLoader's pool does) and exits; it prints the directories they used.
-POOL = textwrap.dedent(
-    """
-    import multiprocessing, multiprocessing.util, sys, time
-    from pytest_mxperf.system.scratch import share_worker_tempdir
+from pytest_mxperf.testing.procs import TERMINATED_WORKER_TEST
 
-    def work(conn):
-        conn.send(multiprocessing.util.get_temp_dir())
-        time.sleep(60)  # busy when terminated
-
-    if __name__ == "__main__":
-        if sys.argv[1] == "share":
-            print("parent", share_worker_tempdir())
-        ctx = multiprocessing.get_context("fork")
-        used = []
-        for _ in range(2):
-            here, there = ctx.Pipe()
-            worker = ctx.Process(target=work, args=(there,), daemon=True)
-            worker.start()
-            used.append(here.recv())
-            worker.terminate()
-            worker.join()
-        print("workers", *sorted(set(used)))
+#: A process that runs `TERMINATED_WORKER_TEST`'s test twice (two workers, each making its
+#: `multiprocessing` temporary directory and ended with ``terminate()`` while busy, as a
+#: DataLoader's are), after `share_worker_tempdir` with "share"; it prints ``worker <dir>`` each.
+POOL = TERMINATED_WORKER_TEST + textwrap.dedent(
     """
+        if __name__ == "__main__":
+            import sys
+            from pytest_mxperf.system.scratch import share_worker_tempdir
+
+            if sys.argv[1] == "share":
+                share_worker_tempdir()
+            test_loader()
+            test_loader()
+        """
 )
 
 
@@ -52,8 +42,10 @@ def _run(tmp_path: Path, mode: str) -> tuple[list[str], list[str]]:
         timeout=60,
         check=True,
     )
-    lines = dict(line.split(" ", 1) for line in done.stdout.splitlines())
-    return lines["workers"].split(), sorted(p.name for p in root.iterdir())
+    used = sorted(
+        {line.split()[1] for line in done.stdout.splitlines() if line.startswith("worker")}
+    )
+    return used, sorted(p.name for p in root.iterdir())
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="fork")
