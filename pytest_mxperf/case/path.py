@@ -175,9 +175,11 @@ class CaseBench:
             why_no_base: str | None = None
             if result.verdict is not None and suspected(result.verdict, self.settings.tolerance):
                 # outside the locks: the sides take them
-                result, why_no_base = self.arbitrate(result, ref)
+                judged = result
+                result, why_no_base = self.arbitrate(judged, ref)
                 sha = None if ref is None else ref.commit.get("sha")
-                preflight.note_arbitrated(self, result, str(sha) if sha else None)
+                again = functools.partial(self._arbitrate_again, judged, ref, after)
+                preflight.note_arbitrated(self, result, str(sha) if sha else None, again)
             result = self._finish(result, ref, why_no_base)
         if after is not None:
             result = after(result)
@@ -289,6 +291,16 @@ class CaseBench:
         self, result: CaseResult, ref: BaselineRef | None
     ) -> tuple[CaseResult, str | None]:
         return fixture_pair.arbitrate(self._context(), result, ref)
+
+    def _arbitrate_again(
+        self, judged: CaseResult, ref: BaselineRef | None, after: After | None
+    ) -> CaseResult:
+        """The case ``judged`` against its stored figure arbitrated again, after its test, by
+        the paired run that now holds the most rounds of it (a run's joint pair), and finished
+        as `through` finishes it."""
+        result, why_no_base = self.arbitrate(judged, ref)
+        result = self._finish(result, ref, why_no_base)
+        return result if after is None else after(result)
 
     def _finish(
         self, result: CaseResult, ref: BaselineRef | None, why_no_base: str | None

@@ -27,7 +27,7 @@ from pytest_mxperf.measuring.calibrate import calibrate
 from pytest_mxperf.measuring.records import CaseResult, Outcome
 from pytest_mxperf.paired.pairdata import PairedData
 from pytest_mxperf.paired.pairing import PairSetupError
-from pytest_mxperf.run.preflight import THRESHOLD
+from pytest_mxperf.run.preflight import THRESHOLD, Undecided
 
 if TYPE_CHECKING:
     from pytest_mxperf.case.path import CaseBench
@@ -69,27 +69,52 @@ def joint_pair(bench: CaseBench, result: CaseResult, ctx: Any, lock: Lock) -> Pa
     return pf.covers(str(result.key))
 
 
-def note_arbitrated(bench: CaseBench, result: CaseResult, sha: str | None) -> None:
+def note_arbitrated(
+    bench: CaseBench, result: CaseResult, sha: str | None, again: Callable[[], CaseResult]
+) -> None:
     """After a suspected case's own pair with commit ``sha``: count it as evidence that the
     stored figures do not hold here when it measured below its stored figure and the pair found
     the code no slower (machine, or a pass the pair confirmed); at `EVIDENCE` such cases of
-    one commit the next case starts the run's joint pair (`joint_pair`)."""
+    one commit the next case starts the run's joint pair (`joint_pair`). A case the pair left
+    inconclusive is kept for that joint pair instead: it measures the case again, its own
+    pair's rounds counted as its first, and ``again`` judges it from them all (`_judge_again`)."""
     pf, verdict = bench.session.preflight, result.verdict
     if (
         not sha
         or pf.data is not None
-        or pf.evidence_used
         or verdict is None
         or verdict.rounds is None  # no pair ran (same code, or none could)
         or verdict.change is None
         or verdict.change >= 0
-        or verdict.outcome not in (Outcome.MACHINE, Outcome.PASS, Outcome.IMPROVED)
+    ):
+        return
+    if verdict.outcome == Outcome.INCONCLUSIVE:
+        _keep_undecided(bench, result, sha, again)
+        return
+    if pf.evidence_used or verdict.outcome not in (
+        Outcome.MACHINE,
+        Outcome.PASS,
+        Outcome.IMPROVED,
     ):
         return
     found = pf.off.setdefault(sha, [])
     found.append(verdict.change)
     if len(found) >= EVIDENCE:
         pf.evidence_sha, pf.evidence_used = sha, True
+
+
+def _keep_undecided(
+    bench: CaseBench, result: CaseResult, sha: str, again: Callable[[], CaseResult]
+) -> None:
+    """Keep a case its own pair left inconclusive for the run's joint pair, if one may still
+    start (not under ``--mxperf-strict``: there the case has failed, and stays failed)."""
+    if bench.session.settings.strict or not _may_decide(bench):
+        return
+    own = bench.session.pairer.cached(sha, [bench.item.nodeid])
+    rounds = [] if own is None else own.pairs(str(result.key))
+    if len(rounds) >= 2:
+        pf = bench.session.preflight
+        pf.undecided.append(Undecided(sha, bench.item.nodeid, str(result.key), rounds, again))
 
 
 def _may_decide(bench: CaseBench) -> bool:
@@ -143,7 +168,8 @@ def _remaining(bench: CaseBench) -> tuple[str, ...]:
 def _pair_on_evidence(bench: CaseBench, sha: str, hardware: str) -> None:
     """The joint pair started by the run's own cases (`note_arbitrated`)."""
     pf = bench.session.preflight
-    if len(_remaining(bench)) < EVIDENCE:
+    again = [u for u in pf.undecided if u.sha == sha]
+    if len(_remaining(bench)) + len(again) < EVIDENCE:
         return  # one case left: its own pair, if suspected, costs no more
     changes = ", ".join(f"{c:+.1%}" for c in pf.off[sha])
     lead = (
@@ -156,14 +182,21 @@ def _pair_on_evidence(bench: CaseBench, sha: str, hardware: str) -> None:
 
 def _pair_rest(bench: CaseBench, sha: str, lead: str, hardware: str) -> None:
     """One paired run of ``sha`` and HEAD over this case's test and every benchmark after it,
-    said on the terminal with ``lead`` first (``hardware``: the key whose stored thresholds
-    its rounds may aim at, `MxperfSession.clears`)."""
+    and the earlier tests whose cases their own pairs of ``sha`` left inconclusive (their
+    rounds counted as its first), said on the terminal with ``lead`` first (``hardware``: the
+    key whose stored thresholds its rounds may aim at, `MxperfSession.clears`)."""
     pf, session = bench.session.preflight, bench.session
     label = sha[:10]
-    pf.nodeids = _remaining(bench)
+    undecided = [u for u in pf.undecided if u.sha == sha]
+    pf.nodeids = tuple(dict.fromkeys([u.nodeid for u in undecided] + list(_remaining(bench))))
+    again = (
+        f" ({len(undecided)} of them again, left inconclusive by their own pairs)"
+        if undecided
+        else ""
+    )
     bench.tell(
-        f"{lead}; {len(pf.nodeids)} benchmark(s) are measured in one paired run of {label} "
-        "and HEAD here, and judged by it"
+        f"{lead}; {len(pf.nodeids)} benchmark(s){again} are measured in one paired run of "
+        f"{label} and HEAD here, and judged by it"
     )
     try:
         pf.data = session.pairer.run(
@@ -172,8 +205,45 @@ def _pair_rest(bench: CaseBench, sha: str, lead: str, hardware: str) -> None:
             list(pf.nodeids),
             lambda text: bench.tell(f"mxperf: preflight: {text}"),
             clears=session.clears(hardware),
+            earlier={u.key: u.rounds for u in undecided},
         )
         pf.sha = sha
     except PairSetupError as exc:
         pf.why_not = str(exc)
         bench.tell(f"mxperf: no paired run of {label} ({exc}); each case is judged alone")
+        return
+    for case in undecided:
+        _judge_again(bench, case, pf.data)
+
+
+def _judge_again(bench: CaseBench, case: Undecided, data: PairedData) -> None:
+    """Judge an earlier case again once the joint pair ``data`` measured it: its result (as
+    the run's table, JSON and summary show it) takes the new verdict, said on the terminal. Its
+    test has passed (inconclusive); a regression found now fails the run at its end, as an
+    error that names the case."""
+    session = bench.session
+    try:
+        result = case.again()
+    except Exception as exc:  # the earlier verdict stands; never a lost run
+        bench.tell(f"mxperf: {case.key}: not judged again ({type(exc).__name__}: {exc})")
+        return
+    verdict = result.verdict
+    if verdict is None:
+        return
+    joint = len(data.pairs(case.key)) - len(case.rounds)
+    rounds = f"{len(case.rounds)} round(s) of its own pair and {joint} of the joint pair's"
+    verdict = verdict.adding(
+        "judged again by the run's joint pair, which measured it after its own pair had left "
+        f"it inconclusive: {rounds}"
+    )
+    result = replace(result, verdict=verdict)
+    session.collected.replace(result)
+    outcome = verdict.outcome.value
+    session.preflight.judged_again[case.key] = outcome
+    bench.tell(f"mxperf: {case.key}: {outcome} when judged again with the joint pair ({rounds})")
+    if verdict.failed:
+        session.errors.append(
+            f"{case.key}: {outcome}: the run's joint pair measured it again after its own pair "
+            f"had left it inconclusive ({rounds}); its test {case.nodeid} had passed; the "
+            "verdict is in the results table and the JSON report"
+        )

@@ -45,10 +45,16 @@ class PairedData:
     #: The second paired run of the cases this one found regressed, on fresh processes (new
     #: fork servers for both sides: ``--mxperf-pair-confirm``); its estimate decides them.
     confirmation: PairedData | None = None
+    #: Rounds of a case measured earlier in the run by a pair of its own with the same commit
+    #: (`pytest_mxperf.case.preflight`: a case that pair left inconclusive, measured again by
+    #: the run's joint pair), ``(REV, HEAD)`` per round: counted as rounds of this pair for that
+    #: case, before its own (they are the same comparison, on the same fork servers).
+    earlier: dict[str, list[tuple[CaseResult, CaseResult]]] = field(default_factory=dict)
 
     def pairs(self, key: str) -> list[tuple[CaseResult, CaseResult]]:
-        """``(REV, HEAD)`` results of ``key`` in the rounds where both sides measured it."""
-        out = []
+        """``(REV, HEAD)`` results of ``key`` in the rounds where both sides measured it (its
+        `earlier` rounds first)."""
+        out = list(self.earlier.get(key, ()))
         for r in self.rounds:
             a, b = r[REV].cases.get(key), r[HEAD].cases.get(key)
             if a is not None and b is not None and a.images_per_sec and b.images_per_sec:

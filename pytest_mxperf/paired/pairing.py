@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from pytest_mxperf.config.settings import Settings
+from pytest_mxperf.measuring.records import CaseResult
 from pytest_mxperf.paired import envs, forkserver, gitcmd, worktree
 from pytest_mxperf.paired.forkserver import ForkServer, ForkServerError
 from pytest_mxperf.paired.pairdata import (
@@ -254,22 +255,24 @@ class Pairer:
         progress: Callable[[str], None],
         head_name: str = "HEAD",
         clears: Clears | None = None,
+        earlier: dict[str, list[tuple[CaseResult, CaseResult]]] | None = None,
     ) -> PairedData:
         """Paired rounds of ``nodeids``: at least ``--mxperf-rounds``, more (up to
         ``--mxperf-max-rounds``) for the undecided cases more rounds could fail
         (`pairdata.worth_more_rounds`; with ``clears``, also those an arbitration would clear
-        at their own stored threshold), then a profile of the slower ones. Cached per revision
-        and ids."""
-        cache_key = (sha, tuple(sorted(nodeids)))
-        for (done_sha, done_ids), done in self._cache.items():
-            if done_sha == sha and set(nodeids) <= set(done_ids):
-                return done  # a run of more cases (a run's joint pair) holds these
+        at their own stored threshold), then a profile of the slower ones. ``earlier``: rounds
+        of some of the cases measured by earlier pairs of ``sha`` in this session, counted as
+        theirs (`PairedData.earlier`). Cached per revision and ids."""
+        done = self.cached(sha, nodeids)
+        if done is not None:
+            return done
         specs = {
             REV: self._setup(sha),
             HEAD: SideSpec(HEAD, self.rootdir, cpus=self.cpus, spread=self.spread),
         }
         pinned = "" if self.cpus is None else cpu_sets.describe(self.cpus)
         data = PairedData(rev_label, sha, cpus=pinned, head_name=head_name)
+        data.earlier = dict(earlier or {})
         s = self.settings
         run = self._rounds(data, specs, nodeids, progress, clears, budgeted=True)
         if s.pair_confirm:
@@ -282,8 +285,17 @@ class Pairer:
         slower = [] if s.profile else regressed(data, case_keys(data), s.min_effect)
         if slower:
             run(nodeids_of(data, slower), 1, profile=True)
-        self._cache[cache_key] = data
+        self._cache[(sha, tuple(sorted(nodeids)))] = data
         return data
+
+    def cached(self, sha: str, nodeids: Sequence[str]) -> PairedData | None:
+        """The latest paired run of ``sha`` in this session that measured every one of
+        ``nodeids`` (a run's joint pair holds the cases after it, and the rounds of those it
+        measured again after their own pairs), or None."""
+        for (done_sha, done_ids), done in reversed(self._cache.items()):
+            if done_sha == sha and set(nodeids) <= set(done_ids):
+                return done
+        return None
 
     def _confirm(
         self,

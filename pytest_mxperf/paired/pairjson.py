@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_mxperf.paired.pairdata import PairedData, SideResult
+from pytest_mxperf.paired.pairdata import HEAD, REV, PairedData, SideResult
 
 
 def as_dict(data: PairedData) -> dict[str, Any]:
@@ -20,6 +20,15 @@ def as_dict(data: PairedData) -> dict[str, Any]:
         # The second run of the cases this one found regressed, on fresh processes (its
         # estimates decide them): the same record, or None when none was needed.
         "confirmation": None if data.confirmation is None else as_dict(data.confirmation),
+        # Per case, the rounds its own pair measured earlier in the run, counted as this
+        # pair's first rounds of it (a joint pair that judged it again), in the same form.
+        "earlier": {
+            key: [
+                _round_dict({REV: SideResult({key: a}), HEAD: SideResult({key: b})})
+                for a, b in pairs
+            ]
+            for key, pairs in data.earlier.items()
+        },
     }
 
 

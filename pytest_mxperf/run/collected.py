@@ -28,6 +28,15 @@ class Collected:
         self.results.append(result)
         return result
 
+    def replace(self, result: CaseResult) -> None:
+        """Put ``result`` in place of the one collected with its key (judged again after its
+        test: `pytest_mxperf.case.preflight`); added when there is none."""
+        for i, other in enumerate(self.results):
+            if other.key == result.key:
+                self.results[i] = result
+                return
+        self.results.append(result)
+
 
 def collect_error_text(text: str, lines: int = 15) -> str:
     """What a collection error says about the user's file: pytest's error lines (``E ...``)

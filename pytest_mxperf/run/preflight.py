@@ -5,14 +5,29 @@ paired run that judges every case instead (`pytest_mxperf.case.preflight` decide
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
+from pytest_mxperf.measuring.records import CaseResult
 from pytest_mxperf.paired.pairdata import HEAD, PairedData
 
 #: Beyond this factor either way the stored figures are taken not to hold on this machine.
 #: One process's figure moves 10-20% between runs on a shared 2-vCPU VM: a smaller factor
 #: would pair runs of machines that do match (costly, never wrong).
 THRESHOLD = 1.25
+
+
+@dataclass
+class Undecided:
+    """A case its own pair (with commit ``sha``) left inconclusive before the run's joint pair
+    started: the joint pair measures it again, counting ``rounds`` (its own pair's, ``(REV,
+    HEAD)``) as its first, and ``again`` then judges it once more from them all (the result as
+    the test would have kept it)."""
+
+    sha: str
+    nodeid: str
+    key: str
+    rounds: list[tuple[CaseResult, CaseResult]]
+    again: Callable[[], CaseResult]
 
 
 @dataclass
@@ -37,6 +52,10 @@ class Preflight:
     off: dict[str, list[float]] = field(default_factory=dict)
     evidence_sha: str | None = None
     evidence_used: bool = False
+    #: Cases their own pairs left inconclusive before the joint pair started (`Undecided`),
+    #: and the outcome of each the joint pair judged again, by case key.
+    undecided: list[Undecided] = field(default_factory=list)
+    judged_again: dict[str, str] = field(default_factory=dict)
     #: Hardware keys whose probe this process measured for ``--mxperf-update``.
     calibrated: set[str] = field(default_factory=set)
 
@@ -75,7 +94,7 @@ class Preflight:
                 f"mxperf: {len(self.nodeids)} benchmark(s) were measured in one paired run of "
                 f"the baseline commit {self.sha[:10]} and HEAD on this machine and judged by "
                 f"it, after {found} cases below their stored figures were found no slower by "
-                "their own pairs"
+                f"their own pairs{self._again_text()}"
             )
         if f is None or self.holds:
             return None
@@ -89,6 +108,19 @@ class Preflight:
                 f"the baseline commit {self.sha[:10]} and HEAD on this machine and judged by it"
             )
         return f"{line}; no joint paired run ({self.why_not}): each case was judged alone"
+
+    def _again_text(self) -> str:
+        """``; N of them ... judged again (outcomes)`` when the joint pair judged cases again."""
+        if not self.judged_again:
+            return ""
+        counts: dict[str, int] = {}
+        for outcome in self.judged_again.values():
+            counts[outcome] = counts.get(outcome, 0) + 1
+        said = ", ".join(f"{n} {outcome}" for outcome, n in counts.items())
+        return (
+            f"; {len(self.judged_again)} of them, left inconclusive by their own pairs, were "
+            f"judged again with its rounds too ({said})"
+        )
 
     def as_dict(self) -> dict[str, Any] | None:
         if not self.decided or (self.stored is None and not self.on_evidence):
@@ -107,4 +139,5 @@ class Preflight:
             ]
             if self.on_evidence
             else None,
+            "judged_again": dict(self.judged_again),
         }

@@ -194,3 +194,113 @@ def test_a_regression_is_no_evidence_that_the_machine_is_off(
         "c": "machine",
         "d": "machine",
     }
+
+
+#: `FOUR_SUITE` where HEAD's processes measure ``a`` at ``{first}`` img/s in turn for its own
+#: pair's three rounds (HEAD's side processes 1-3: the controller's collection is the 0th) and
+#: at ``{later}`` in every other process (the controller's own measurement, the joint pair's).
+WOBBLY_FIRST_SUITE = """
+import pathlib
+import pytest
+from pytest_mxperf.testing import FakeModel
+
+HERE = pathlib.Path(__file__).resolve().parent
+COUNTER = pathlib.Path({counter!r})
+A = 100.0
+if HERE == pathlib.Path({head!r}).resolve():
+    n = int(COUNTER.read_text()) if COUNTER.exists() else 0
+    COUNTER.write_text(str(n + 1))
+    A = dict(enumerate({first}, 1)).get(n, {later})
+
+@pytest.mark.parametrize("name", ["a", "b", "c", "d"])
+def test_case(mxperf, name):
+    mxperf.inference(FakeModel(A if name == "a" else 100.0), batch_size=8, model=name)
+"""
+
+
+def _wobbly_first(
+    fake_pytester: pytest.Pytester,
+    commit: Callable[[str], str],
+    store_baseline: Callable[..., str],
+    first: tuple[float, ...],
+    later: float,
+) -> pytest.RunResult:
+    """`FOUR_SUITE` stored at A (all at 100 img/s) and raised 40%, then `WOBBLY_FIRST_SUITE`
+    committed as B and run with at most 3 rounds a pair (``a``'s own pair stops there)."""
+    _four_stored_elsewhere(fake_pytester, commit, store_baseline, slow=100.0)
+    counter = fake_pytester.path.parent / f"{fake_pytester.path.name}.count"
+    suite = WOBBLY_FIRST_SUITE.format(
+        counter=str(counter), head=str(fake_pytester.path), first=first, later=later
+    )
+    fake_pytester.makepyfile(test_suite=suite)
+    commit("C: a wobbles in its first HEAD processes")
+    return fake_pytester.runpytest(
+        "--mxperf", "--mxperf-max-rounds", "3", "--mxperf-json", "report.json"
+    )
+
+
+A_KEY = "a/inference/float32/bs8/cpu"
+
+
+def test_the_joint_pair_judges_again_a_case_its_own_pair_left_inconclusive(
+    fake_pytester: pytest.Pytester,
+    commit: Callable[[str], str],
+    store_baseline: Callable[..., str],
+) -> None:
+    # a's own pair: 106, 94, 105 against 100 (about 5 rounds would decide; 3 allowed), so
+    # inconclusive; b and c are the machine's, so d starts the joint pair, which measures a
+    # again at 100: its 3 rounds and the joint pair's decide it.
+    result = _wobbly_first(fake_pytester, commit, store_baseline, (106.0, 94.0, 105.0), 100.0)
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(
+        [
+            "*: the machine, not the code; 2 benchmark(s) (1 of them again, left inconclusive "
+            "by their own pairs) are measured in one paired run of * and HEAD here*",
+            f"*mxperf: {A_KEY}: machine when judged again with the joint pair (3 round(s) of "
+            "its own pair and 2 of the joint pair's)",
+            "*mxperf verdicts: 4 machine*",
+            "mxperf: 2 benchmark(s) were measured in one paired run of the baseline commit * "
+            "after 2 cases below their stored figures were found no slower by their own pairs; "
+            "1 of them, left inconclusive by their own pairs, were judged again with its "
+            "rounds too (1 machine)",
+        ]
+    )
+    report = read_report(fake_pytester.path)
+    cases = {c["key"][0]: c["verdict"] for c in report["cases"]}
+    assert {name: v["status"] for name, v in cases.items()} == dict.fromkeys("abcd", "machine")
+    assert cases["a"]["rounds"] == 3 + len(report["joint_pair"]["rounds"])
+    assert "3 round(s) of its own pair and " in cases["a"]["message"]
+    assert cases["a"]["message"].count("106.0") == 1  # its own rounds are in its rounds' list
+    earlier = report["joint_pair"]["earlier"][A_KEY]
+    assert [r["head"]["images_per_sec"][A_KEY] for r in earlier] == pytest.approx(
+        [106.0, 94.0, 105.0], rel=0.01
+    )
+    assert all(A_KEY in r["head"]["images_per_sec"] for r in report["joint_pair"]["rounds"])
+    assert report["calibration"]["judged_again"] == {A_KEY: "machine"}
+    assert report["errors"] == []
+
+
+def test_a_regression_the_joint_pair_finds_in_an_earlier_case_fails_the_run(
+    fake_pytester: pytest.Pytester,
+    commit: Callable[[str], str],
+    store_baseline: Callable[..., str],
+) -> None:
+    # a is 10% slower; its own pair saw 97, 84, 96 (undecided in 3 rounds). The joint pair
+    # measures it at 90: with its own 3 rounds, certain (and its second run agrees). Its test
+    # had passed as inconclusive, so the run fails at the end, naming it.
+    result = _wobbly_first(fake_pytester, commit, store_baseline, (97.0, 84.0, 96.0), 90.0)
+    result.assert_outcomes(passed=4)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            "*mxperf: 1 error(s)*",
+            f"{A_KEY}: regressed: the run's joint pair measured it again after its own pair had "
+            "left it inconclusive (3 round(s) of its own pair and 3 of the joint pair's); its "
+            "test test_suite.py::test_case[[]a[]] had passed; the verdict is in the results "
+            "table and the JSON report",
+        ]
+    )
+    report = read_report(fake_pytester.path)
+    verdict = next(c["verdict"] for c in report["cases"] if c["key"][0] == "a")
+    assert verdict["status"] == "regressed" and verdict["failed"]
+    assert report["calibration"]["judged_again"] == {A_KEY: "regressed"}
