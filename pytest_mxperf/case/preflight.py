@@ -168,9 +168,9 @@ def _remaining(bench: CaseBench) -> tuple[str, ...]:
 def _pair_on_evidence(bench: CaseBench, sha: str, hardware: str) -> None:
     """The joint pair started by the run's own cases (`note_arbitrated`)."""
     pf = bench.session.preflight
-    again = [u for u in pf.undecided if u.sha == sha]
-    if len(_remaining(bench)) + len(again) < EVIDENCE:
-        return  # one case left: its own pair, if suspected, costs no more
+    tests = {*_remaining(bench), *(u.nodeid for u in _undecided(bench, sha))}
+    if len(tests) < EVIDENCE:
+        return  # one test left: its own pair, if suspected, costs no more
     changes = ", ".join(f"{c:+.1%}" for c in pf.off[sha])
     lead = (
         f"mxperf: {len(pf.off[sha])} cases measured below their stored figures ({changes}) "
@@ -187,7 +187,7 @@ def _pair_rest(bench: CaseBench, sha: str, lead: str, hardware: str) -> None:
     key whose stored thresholds its rounds may aim at, `MxperfSession.clears`)."""
     pf, session = bench.session.preflight, bench.session
     label = sha[:10]
-    undecided = [u for u in pf.undecided if u.sha == sha]
+    undecided = _undecided(bench, sha)
     pf.nodeids = tuple(dict.fromkeys([u.nodeid for u in undecided] + list(_remaining(bench))))
     again = (
         f" ({len(undecided)} of them again, left inconclusive by their own pairs)"
@@ -214,6 +214,17 @@ def _pair_rest(bench: CaseBench, sha: str, lead: str, hardware: str) -> None:
         return
     for case in undecided:
         _judge_again(bench, case, pf.data)
+
+
+def _undecided(bench: CaseBench, sha: str) -> list[Undecided]:
+    """The cases of earlier tests their own pairs of ``sha`` left inconclusive (one of this
+    test, whose results are not kept yet, is not judged again: its own pair measured every case
+    of the test, and the joint pair of this test alone would be that pair again)."""
+    return [
+        u
+        for u in bench.session.preflight.undecided
+        if u.sha == sha and u.nodeid != bench.item.nodeid
+    ]
 
 
 def _judge_again(bench: CaseBench, case: Undecided, data: PairedData) -> None:

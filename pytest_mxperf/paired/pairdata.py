@@ -48,13 +48,18 @@ class PairedData:
     #: Rounds of a case measured earlier in the run by a pair of its own with the same commit
     #: (`pytest_mxperf.case.preflight`: a case that pair left inconclusive, measured again by
     #: the run's joint pair), ``(REV, HEAD)`` per round: counted as rounds of this pair for that
-    #: case, before its own (they are the same comparison, on the same fork servers).
+    #: case, before its own (the same comparison of the same code in this session), also
+    #: against ``--mxperf-max-rounds``; not in the run's round effect (`round_noise`), which
+    #: they were picked for disagreeing.
     earlier: dict[str, list[tuple[CaseResult, CaseResult]]] = field(default_factory=dict)
 
     def pairs(self, key: str) -> list[tuple[CaseResult, CaseResult]]:
         """``(REV, HEAD)`` results of ``key`` in the rounds where both sides measured it (its
         `earlier` rounds first)."""
-        out = list(self.earlier.get(key, ()))
+        return [*self.earlier.get(key, ()), *self._own_pairs(key)]
+
+    def _own_pairs(self, key: str) -> list[tuple[CaseResult, CaseResult]]:
+        out = []
         for r in self.rounds:
             a, b = r[REV].cases.get(key), r[HEAD].cases.get(key)
             if a is not None and b is not None and a.images_per_sec and b.images_per_sec:
@@ -169,8 +174,9 @@ class PairedData:
                 out[key] = replace(est, first=first[key])
         return out
 
-    def paired_rounds(self, key: str) -> list[paired.PairedRound]:
-        """The rounds where both sides measured ``key``, as the statistics take them."""
+    def paired_rounds(self, key: str, earlier: bool = True) -> list[paired.PairedRound]:
+        """The rounds where both sides measured ``key``, as the statistics take them (without
+        its `earlier` rounds when ``earlier`` is false)."""
         return [
             paired.PairedRound(
                 rev=a.images_per_sec or 0.0,
@@ -180,12 +186,12 @@ class PairedData:
                 pairs=block_pairs(a, b),
                 pooled=b.key.mode != "pipeline",  # an input pipeline's rounds: its own spread
             )
-            for a, b in self.pairs(key)
+            for a, b in (self.pairs(key) if earlier else self._own_pairs(key))
         ]
 
     def round_noise(self) -> RoundNoise | None:
-        """The run's round effect, from every case its rounds timed in turns."""
-        return round_noise(self.paired_rounds(key) for key in case_keys(self))
+        """The run's round effect, from every case its rounds timed in turns (its own rounds)."""
+        return round_noise(self.paired_rounds(key, earlier=False) for key in case_keys(self))
 
     def scaling_pairs(self, key: str) -> list[tuple[CaseResult, CaseResult]]:
         """The rounds of a data-parallel ``key`` where both sides measured an efficiency."""
@@ -267,12 +273,12 @@ def worth_more_rounds(
     projected to clear at it (`clear_rounds`): their arbitration passes once a loss of that size
     is ruled out, sooner than one of ``min_effect``. It only adds rounds: a case the rule above
     keeps (one that could still be found slower by ``min_effect``) is kept."""
-    left = max_rounds - len(data.rounds)
-    if left < 1:
+    if len(data.rounds) >= max_rounds:
         return []
     out: list[tuple[int, str]] = []
     for key, est in data.estimates(keys, min_effect).items():
-        if est is None or est.decision != paired.Decision.UNKNOWN:
+        left = max_rounds - len(data.rounds) - len(data.earlier.get(key, ()))
+        if est is None or est.decision != paired.Decision.UNKNOWN or left < 1:
             continue
         need = est.suggested_rounds or pairplan.MAX_SUGGESTED_ROUNDS
         if worth_another_round(est, left, max_rounds, strict):

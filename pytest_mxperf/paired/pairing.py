@@ -263,7 +263,7 @@ class Pairer:
         at their own stored threshold), then a profile of the slower ones. ``earlier``: rounds
         of some of the cases measured by earlier pairs of ``sha`` in this session, counted as
         theirs (`PairedData.earlier`). Cached per revision and ids."""
-        done = self.cached(sha, nodeids)
+        done = None if earlier else self.cached(sha, nodeids)
         if done is not None:
             return done
         specs = {

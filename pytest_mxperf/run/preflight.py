@@ -118,8 +118,8 @@ class Preflight:
             counts[outcome] = counts.get(outcome, 0) + 1
         said = ", ".join(f"{n} {outcome}" for outcome, n in counts.items())
         return (
-            f"; {len(self.judged_again)} of them, left inconclusive by their own pairs, were "
-            f"judged again with its rounds too ({said})"
+            f"; {len(self.judged_again)} case(s) their own pairs had left inconclusive were "
+            f"measured in it too and judged again ({said})"
         )
 
     def as_dict(self) -> dict[str, Any] | None:

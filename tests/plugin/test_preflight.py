@@ -196,10 +196,11 @@ def test_a_regression_is_no_evidence_that_the_machine_is_off(
     }
 
 
-#: `FOUR_SUITE` where HEAD's processes measure ``a`` at ``{first}`` img/s in turn for its own
-#: pair's three rounds (HEAD's side processes 1-3: the controller's collection is the 0th) and
-#: at ``{later}`` in every other process (the controller's own measurement, the joint pair's).
-WOBBLY_FIRST_SUITE = """
+#: HEAD's processes measure ``a`` at ``{first}`` img/s in turn from the ``{start}``th (the
+#: controller's collection is the 0th: its side processes follow, one a round) and at
+#: ``{later}`` in every other process (the controller's own measurement, the joint pair's); the
+#: other cases at 100.
+WOBBLY_PREFIX = """
 import pathlib
 import pytest
 from pytest_mxperf.testing import FakeModel
@@ -210,12 +211,17 @@ A = 100.0
 if HERE == pathlib.Path({head!r}).resolve():
     n = int(COUNTER.read_text()) if COUNTER.exists() else 0
     COUNTER.write_text(str(n + 1))
-    A = dict(enumerate({first}, 1)).get(n, {later})
-
+    A = dict(enumerate({first}, {start})).get(n, {later})
+"""
+#: `FOUR_SUITE`'s tests with `WOBBLY_PREFIX`'s ``a``: its own pair's HEAD processes are 1-N.
+WOBBLY_FIRST_SUITE = (
+    WOBBLY_PREFIX
+    + """
 @pytest.mark.parametrize("name", ["a", "b", "c", "d"])
 def test_case(mxperf, name):
     mxperf.inference(FakeModel(A if name == "a" else 100.0), batch_size=8, model=name)
 """
+)
 
 
 def _wobbly_first(
@@ -224,33 +230,50 @@ def _wobbly_first(
     store_baseline: Callable[..., str],
     first: tuple[float, ...],
     later: float,
+    *flags: str,
 ) -> pytest.RunResult:
     """`FOUR_SUITE` stored at A (all at 100 img/s) and raised 40%, then `WOBBLY_FIRST_SUITE`
-    committed as B and run with at most 3 rounds a pair (``a``'s own pair stops there)."""
+    committed as B and run with at most ``len(first)`` rounds a pair (``a``'s own pair stops
+    there, and the joint pair gives it no more than its first 2), and ``flags``."""
     _four_stored_elsewhere(fake_pytester, commit, store_baseline, slow=100.0)
     counter = fake_pytester.path.parent / f"{fake_pytester.path.name}.count"
     suite = WOBBLY_FIRST_SUITE.format(
-        counter=str(counter), head=str(fake_pytester.path), first=first, later=later
+        counter=str(counter), head=str(fake_pytester.path), first=first, start=1, later=later
     )
     fake_pytester.makepyfile(test_suite=suite)
     commit("C: a wobbles in its first HEAD processes")
     return fake_pytester.runpytest(
-        "--mxperf", "--mxperf-max-rounds", "3", "--mxperf-json", "report.json"
-    )
+        "--mxperf", "--mxperf-max-rounds", str(len(first)), "--mxperf-json", "report.json",
+        *flags,
+    )  # fmt: skip
 
 
 A_KEY = "a/inference/float32/bs8/cpu"
 
 
+@pytest.mark.parametrize("strict", [False, True])
 def test_the_joint_pair_judges_again_a_case_its_own_pair_left_inconclusive(
     fake_pytester: pytest.Pytester,
     commit: Callable[[str], str],
     store_baseline: Callable[..., str],
+    strict: bool,
 ) -> None:
     # a's own pair: 106, 94, 105 against 100 (about 5 rounds would decide; 3 allowed), so
     # inconclusive; b and c are the machine's, so d starts the joint pair, which measures a
-    # again at 100: its 3 rounds and the joint pair's decide it.
-    result = _wobbly_first(fake_pytester, commit, store_baseline, (106.0, 94.0, 105.0), 100.0)
+    # again at 100 for its first 2 rounds: with a's own 3, they decide it. Under --mxperf-strict
+    # the inconclusive case fails its test, and stays failed (d is left alone: its own pair).
+    flags = ["--mxperf-strict"] if strict else []
+    first = (106.0, 94.0, 105.0)
+    result = _wobbly_first(fake_pytester, commit, store_baseline, first, 100.0, *flags)
+    report = read_report(fake_pytester.path)
+    cases = {c["key"][0]: c["verdict"] for c in report["cases"]}
+    if strict:
+        result.assert_outcomes(passed=3, failed=1)
+        assert cases["a"]["status"] == "inconclusive" and cases["a"]["failed"]
+        # Not kept for a joint pair: d alone was left, and paired on its own.
+        assert "joint_pair" not in report and report["calibration"]["cases_paired"] == 0
+        assert "judged again" not in result.stdout.str()
+        return
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(
         [
@@ -261,20 +284,16 @@ def test_the_joint_pair_judges_again_a_case_its_own_pair_left_inconclusive(
             "*mxperf verdicts: 4 machine*",
             "mxperf: 2 benchmark(s) were measured in one paired run of the baseline commit * "
             "after 2 cases below their stored figures were found no slower by their own pairs; "
-            "1 of them, left inconclusive by their own pairs, were judged again with its "
-            "rounds too (1 machine)",
+            "1 case(s) their own pairs had left inconclusive were measured in it too and "
+            "judged again (1 machine)",
         ]
     )
-    report = read_report(fake_pytester.path)
-    cases = {c["key"][0]: c["verdict"] for c in report["cases"]}
     assert {name: v["status"] for name, v in cases.items()} == dict.fromkeys("abcd", "machine")
-    assert cases["a"]["rounds"] == 3 + len(report["joint_pair"]["rounds"])
-    assert "3 round(s) of its own pair and " in cases["a"]["message"]
+    assert cases["a"]["rounds"] == 3 + len(report["joint_pair"]["rounds"]) == 5
+    assert "3 round(s) of its own pair and 2" in cases["a"]["message"]
     assert cases["a"]["message"].count("106.0") == 1  # its own rounds are in its rounds' list
     earlier = report["joint_pair"]["earlier"][A_KEY]
-    assert [r["head"]["images_per_sec"][A_KEY] for r in earlier] == pytest.approx(
-        [106.0, 94.0, 105.0], rel=0.01
-    )
+    assert [r["head"]["images_per_sec"][A_KEY] for r in earlier] == pytest.approx(list(first))
     assert all(A_KEY in r["head"]["images_per_sec"] for r in report["joint_pair"]["rounds"])
     assert report["calibration"]["judged_again"] == {A_KEY: "machine"}
     assert report["errors"] == []
@@ -285,17 +304,20 @@ def test_a_regression_the_joint_pair_finds_in_an_earlier_case_fails_the_run(
     commit: Callable[[str], str],
     store_baseline: Callable[..., str],
 ) -> None:
-    # a is 10% slower; its own pair saw 97, 84, 96 (undecided in 3 rounds). The joint pair
-    # measures it at 90: with its own 3 rounds, certain (and its second run agrees). Its test
-    # had passed as inconclusive, so the run fails at the end, naming it.
-    result = _wobbly_first(fake_pytester, commit, store_baseline, (97.0, 84.0, 96.0), 90.0)
+    # a is 12% slower; its own pair saw 93, 84, 92 (undecided in the 3 rounds allowed). The
+    # joint pair measures it at 88 for 2 rounds: with its own 3, certain (its second run, on
+    # fresh processes and without the earlier rounds, agrees). Its test had passed as
+    # inconclusive, so the run fails at the end, naming it. Neither pair alone would have
+    # failed it: 2 rounds cannot (`test_paired_mode`), and the own pair's 3 did not.
+    first = (93.0, 84.0, 92.0)
+    result = _wobbly_first(fake_pytester, commit, store_baseline, first, 88.0)
     result.assert_outcomes(passed=4)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
         [
             "*mxperf: 1 error(s)*",
             f"{A_KEY}: regressed: the run's joint pair measured it again after its own pair had "
-            "left it inconclusive (3 round(s) of its own pair and 3 of the joint pair's); its "
+            "left it inconclusive (3 round(s) of its own pair and 2 of the joint pair's); its "
             "test test_suite.py::test_case[[]a[]] had passed; the verdict is in the results "
             "table and the JSON report",
         ]
@@ -304,3 +326,52 @@ def test_a_regression_the_joint_pair_finds_in_an_earlier_case_fails_the_run(
     verdict = next(c["verdict"] for c in report["cases"] if c["key"][0] == "a")
     assert verdict["status"] == "regressed" and verdict["failed"]
     assert report["calibration"]["judged_again"] == {A_KEY: "regressed"}
+    earlier = report["joint_pair"]["earlier"][A_KEY]
+    assert [r["head"]["images_per_sec"][A_KEY] for r in earlier] == pytest.approx(list(first))
+    assert len(report["joint_pair"]["rounds"]) == 2  # 3 + 2: the cap counts its own rounds
+    assert len(report["joint_pair"]["confirmation"]["rounds"]) >= 2
+
+
+#: One test before a test of four cases, ``a`` wobbling in its own pair's rounds.
+ONE_TEST_SUITE = (
+    WOBBLY_PREFIX
+    + """
+def test_first(mxperf):
+    mxperf.inference(FakeModel(100.0), batch_size=8, model="z")
+
+def test_all(mxperf):
+    for name in "abcd":
+        mxperf.inference(FakeModel(A if name == "a" else 100.0), batch_size=8, model=name)
+"""
+)
+
+
+def test_an_inconclusive_case_of_the_test_that_would_start_the_joint_pair_is_kept_once(
+    fake_pytester: pytest.Pytester,
+    commit: Callable[[str], str],
+    store_baseline: Callable[..., str],
+) -> None:
+    # z's own pair is the machine's; test_all's own pair (HEAD's processes 3-5) measures all
+    # its cases: a inconclusive (its rounds swing more than the other cases' round effect
+    # allows), b the machine's (the second case). The rest of the run is
+    # test_all itself, whose pair has run: no joint pair, and a is kept once, inconclusive.
+    counter = fake_pytester.path.parent / f"{fake_pytester.path.name}.count"
+    fill = {"counter": str(counter), "head": str(fake_pytester.path), "start": 3}
+    store_baseline(ONE_TEST_SUITE.format(first=(), later=100.0, **fill), passed=2)
+    counter.unlink()
+    inflate_baselines(fake_pytester.path, 1.4, machine="0badc0ffee00", calibration=False)
+    first = (115.0, 88.0, 112.0)
+    fake_pytester.makepyfile(test_suite=ONE_TEST_SUITE.format(first=first, later=100.0, **fill))
+    commit("B: a wobbles in its own pair")
+    result = fake_pytester.runpytest(
+        "--mxperf", "--mxperf-max-rounds", "3", "--mxperf-json", "report.json"
+    )
+    result.assert_outcomes(passed=2)
+    report = read_report(fake_pytester.path)
+    assert report["errors"] == []
+    statuses = [(c["key"][0], c["verdict"]["status"]) for c in report["cases"]]
+    assert sorted(statuses) == [
+        ("a", "inconclusive"), ("b", "machine"), ("c", "machine"), ("d", "machine"),
+        ("z", "machine"),
+    ]  # fmt: skip
+    assert "joint_pair" not in report
