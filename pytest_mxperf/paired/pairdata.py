@@ -268,14 +268,15 @@ def worth_more_rounds(
     A case whose rounds disagree too much to decide in time, and that could not fail, ends
     inconclusive without them.
 
-    ``clears`` (a joint pair or an arbitration: stored thresholds are known) keeps every
-    undecided case that has a stored threshold, up to ``max_rounds``, unless its arbitration
-    clears it already (a threshold wider than ``min_effect`` that its equivalence interval rules
-    out): a stored figure suspects it, and "inconclusive" is no answer to that suspicion, where
-    in ``--mxperf-ab`` an undecided case no slower on average is one (the run's pair budget,
-    not the projection, bounds what it costs; the closest to a decision come first, those
-    projected to clear at a wider threshold by the rounds that would clear them,
-    `clear_rounds`). It only adds rounds: a case the rule above keeps is kept."""
+    ``clears`` (a joint pair or an arbitration: stored thresholds are known) adds the cases
+    whose own threshold is wider than ``min_effect`` and that rounds up to ``max_rounds`` are
+    projected to clear at it (`clear_rounds`): their arbitration passes once a loss of that size
+    is ruled out, sooner than one of ``min_effect``. It only adds rounds: a case the rule above
+    keeps (one that could still be found slower by ``min_effect``) is kept.
+
+    A case with `PairedData.earlier` rounds (a joint pair measuring again a case its own pair
+    left inconclusive) is kept while undecided, up to ``max_rounds`` with those rounds counted:
+    it was measured again to be decided, and its own pair's futility stop is why it was not."""
     if len(data.rounds) >= max_rounds:
         return []
     out: list[tuple[int, str]] = []
@@ -284,14 +285,13 @@ def worth_more_rounds(
         if est is None or est.decision != paired.Decision.UNKNOWN or left < 1:
             continue
         need = est.suggested_rounds or pairplan.MAX_SUGGESTED_ROUNDS
-        if worth_another_round(est, left, max_rounds, strict):
+        if key in data.earlier or worth_another_round(est, left, max_rounds, strict):
             out.append((need, key))
             continue
         effect = None if clears is None else clears(key)
-        if effect is None or (effect > est.min_effect and est.same_low > 1.0 - effect):
-            continue  # no stored figure suspects it, or its arbitration clears it now
-        to_clear = clear_rounds(data, key, effect, est)
-        out.append((min(need, to_clear or need), key))
+        to_clear = None if effect is None else clear_rounds(data, key, effect, est)
+        if to_clear is not None and to_clear <= max_rounds:
+            out.append((to_clear, key))
     return [key for _, key in sorted(out)]
 
 

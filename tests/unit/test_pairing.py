@@ -126,27 +126,26 @@ def fixed(threshold: float | None) -> pairdata.Clears:
     return lambda _: threshold
 
 
-def test_an_undecided_arbitrated_case_keeps_its_rounds_up_to_the_cap() -> None:
-    # Rounds 16% apart, no slower on average: about 26 rounds would rule out a 5% loss, so a
-    # paired run of two revisions (--mxperf-ab) stops at 3: undecided and not slower, it passes.
+def test_a_case_arbitrated_at_a_wider_stored_threshold_gets_the_rounds_that_would_clear_it() -> (
+    None
+):
+    # Rounds 16% apart, no slower on average: about 26 rounds would rule out a 5% loss, so the
+    # rounds stop at 3 ...
     swings = data((100.0, 101.0), (100.0, 118.0), (100.0, 85.0))
     assert pairdata.worth_more_rounds(swings, [KEY], 0.05, strict=False, max_rounds=10) == []
-    # An arbitration (its stored threshold known) keeps it, up to the cap: a stored figure
-    # suspects it, and "inconclusive" does not answer that. At a threshold wider than the
-    # minimum effect it is ranked by the rounds that would clear it there: 18% about 4, 10%
-    # about 9.
-    est = swings.estimate(KEY, 0.05)
-    assert est is not None and est.suggested_rounds is not None and est.suggested_rounds > 10
-    for threshold, rounds in ((0.18, 4), (0.10, 9), (0.05, None)):
+    # ... but its arbitration clears it once a loss of its stored threshold is ruled out: 18%
+    # takes about 4 rounds, 10% about 9; both fit in 10.
+    for threshold, rounds in ((0.18, 4), (0.10, 9)):
+        est = swings.estimate(KEY, 0.05)
+        assert est is not None
         assert pairdata.clear_rounds(swings, KEY, threshold, est) == rounds
-        for limit in (4, 10):
-            got = pairdata.worth_more_rounds(
-                swings, [KEY], 0.05, strict=False, max_rounds=limit, clears=fixed(threshold)
-            )
-            assert got == [KEY], (threshold, limit)
-    # Not at the cap, when its arbitration clears it already (a 25% loss is ruled out), or
-    # when no stored figure suspects it (no stored threshold: a new case).
-    none: list[tuple[int, float | None]] = [(3, 0.10), (10, 0.25), (10, None)]
+        got = pairdata.worth_more_rounds(
+            swings, [KEY], 0.05, strict=False, max_rounds=10, clears=fixed(threshold)
+        )
+        assert got == [KEY]
+    # Not when the rounds would not fit, when the loss is ruled out already (25%), when the
+    # threshold is the minimum effect, or when the case has no stored threshold.
+    none: list[tuple[int, float | None]] = [(6, 0.10), (10, 0.25), (10, 0.05), (10, None)]
     for limit, wide in none:
         got = pairdata.worth_more_rounds(
             swings, [KEY], 0.05, strict=False, max_rounds=limit, clears=fixed(wide)
@@ -159,18 +158,18 @@ def test_an_undecided_arbitrated_case_keeps_its_rounds_up_to_the_cap() -> None:
     ) == [KEY]
 
 
-def test_arbitrated_cases_come_closest_to_a_decision_first() -> None:
-    # Two undecided arbitrated cases: the one a wider threshold would clear sooner goes first.
-    other = "n/inference/float32/bs8/cpu"
-    d = data((100.0, 101.0), (100.0, 118.0), (100.0, 85.0))
-    for rnd, head in zip(d.rounds, (101.0, 118.0, 85.0)):
-        rnd[pairdata.REV].cases[other] = result(100.0, "test_a.py::test_n")
-        rnd[pairdata.HEAD].cases[other] = result(head, "test_a.py::test_n")
-    wide = {KEY: 0.05, other: 0.18}
-    got = pairdata.worth_more_rounds(
-        d, [KEY, other], 0.05, strict=False, max_rounds=10, clears=wide.get
-    )
-    assert got == [other, KEY]
+def test_a_case_measured_again_after_its_own_pair_keeps_its_rounds_up_to_the_cap() -> None:
+    # Rounds 16% apart, no slower on average: about 26 rounds would decide, so a pair stops at 3
+    # ... but a joint pair measuring it again after its own pair (those rounds `earlier`) keeps
+    # it up to the cap, its own rounds counted.
+    rounds = ((100.0, 101.0), (100.0, 118.0), (100.0, 85.0))
+    swings = data(*rounds)
+    assert pairdata.worth_more_rounds(swings, [KEY], 0.05, strict=False, max_rounds=10) == []
+    again = data(*rounds[2:])
+    again.earlier = {KEY: swings.pairs(KEY)[:2]}
+    assert again.pairs(KEY) == swings.pairs(KEY)
+    assert pairdata.worth_more_rounds(again, [KEY], 0.05, strict=False, max_rounds=10) == [KEY]
+    assert pairdata.worth_more_rounds(again, [KEY], 0.05, strict=False, max_rounds=3) == []
 
 
 def test_the_case_closest_to_a_decision_comes_first() -> None:
