@@ -285,10 +285,12 @@ def worth_more_rounds(
         if est is None or est.decision != paired.Decision.UNKNOWN or left < 1:
             continue
         need = est.suggested_rounds or pairplan.MAX_SUGGESTED_ROUNDS
-        if key in data.earlier or worth_another_round(est, left, max_rounds, strict):
+        effect = None if clears is None else clears(key)
+        cleared = effect is not None and effect > est.min_effect and est.same_low > 1.0 - effect
+        again = key in data.earlier and not cleared  # its arbitration would clear it now
+        if again or worth_another_round(est, left, max_rounds, strict):
             out.append((need, key))
             continue
-        effect = None if clears is None else clears(key)
         to_clear = None if effect is None else clear_rounds(data, key, effect, est)
         if to_clear is not None and to_clear <= max_rounds:
             out.append((to_clear, key))

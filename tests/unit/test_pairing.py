@@ -170,6 +170,13 @@ def test_a_case_measured_again_after_its_own_pair_keeps_its_rounds_up_to_the_cap
     assert again.pairs(KEY) == swings.pairs(KEY)
     assert pairdata.worth_more_rounds(again, [KEY], 0.05, strict=False, max_rounds=10) == [KEY]
     assert pairdata.worth_more_rounds(again, [KEY], 0.05, strict=False, max_rounds=3) == []
+    # Not once its arbitration clears it (a 25% stored threshold is ruled out already).
+    assert (
+        pairdata.worth_more_rounds(
+            again, [KEY], 0.05, strict=False, max_rounds=10, clears=fixed(0.25)
+        )
+        == []
+    )
 
 
 def test_the_case_closest_to_a_decision_comes_first() -> None:
