@@ -152,6 +152,14 @@ def give_verdict(bench: CaseBench, result: CaseResult, judging: Judging) -> Case
     ref, expectations, why_not, policy = judging
     elsewhere = bench.run.baselines.elsewhere(result.hardware, str(result.key))
     verdict = judge(result, ref, expectations, policy, elsewhere)
+    if verdict.outcome == Outcome.IMPROVED and fixture_pair.other_machine(
+        bench.run.machine_id, ref
+    ):
+        # No pair looks at a case that got faster: the stored figure's machine is all it knows.
+        verdict = verdict.adding(
+            "the baseline was measured on another machine: this one may only be faster (no "
+            "paired run checks an improvement)"
+        )
     if why_not is not None and ref is not None:
         # Judged again at the threshold a pair would allow (not when storing a baseline).
         tight = (

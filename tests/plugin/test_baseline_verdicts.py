@@ -9,6 +9,7 @@ import pytest
 
 from pytest_mxperf.testing.repos import (
     git,
+    inflate_baselines,
     read_report,
     write_speeds,
 )
@@ -71,6 +72,21 @@ def test_within_tolerance_passes_and_faster_is_improved(stored_suite: pytest.Pyt
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*mxperf verdicts: 1 improved, 1 pass*"])
     assert "paired run" not in result.stdout.str()
+    assert "another machine" not in result.stdout.str()  # stored here
+
+
+def test_an_improvement_on_another_machines_baseline_says_the_machine_may_be_why(
+    stored_suite: pytest.Pytester,
+) -> None:
+    # The stored figures halved, as if a machine half as fast stored them: both cases measure
+    # twice their figures here, improved, and say that the machine may be the reason.
+    inflate_baselines(stored_suite.path, 0.5, machine="0badc0ffee00")
+    result = stored_suite.runpytest("--mxperf", "--mxperf-allow-dirty", "--mxperf-json", "r.json")
+    result.assert_outcomes(passed=2)
+    verdicts = [c["verdict"] for c in read_report(stored_suite.path, "r.json")["cases"]]
+    assert [v["status"] for v in verdicts] == ["improved", "improved"]
+    note = "the baseline was measured on another machine: this one may only be faster"
+    assert all(note in v["message"] for v in verdicts)
 
 
 def test_strict_fails_cases_without_baseline(suite: pytest.Pytester) -> None:
