@@ -152,9 +152,8 @@ def give_verdict(bench: CaseBench, result: CaseResult, judging: Judging) -> Case
     ref, expectations, why_not, policy = judging
     elsewhere = bench.run.baselines.elsewhere(result.hardware, str(result.key))
     verdict = judge(result, ref, expectations, policy, elsewhere)
-    if verdict.outcome == Outcome.IMPROVED and fixture_pair.other_machine(
-        bench.run.machine_id, ref
-    ):
+    other = fixture_pair.other_machine(bench.run.machine_id, ref)
+    if verdict.outcome == Outcome.IMPROVED and other:
         # No pair looks at a case that got faster: the stored figure's machine is all it knows.
         verdict = verdict.adding(
             "the baseline was measured on another machine: this one may only be faster (no "
@@ -171,7 +170,7 @@ def give_verdict(bench: CaseBench, result: CaseResult, judging: Judging) -> Case
             verdict,
             tight,
             why_not,
-            fixture_pair.other_machine(bench.run.machine_id, ref),
+            other,
             what_changed(result, ref),
         )
     return replace(result, verdict=verdict)

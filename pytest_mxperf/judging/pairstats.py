@@ -198,6 +198,12 @@ class PairedEstimate:
         """True when the interval excludes "no change"."""
         return self.high < 1.0 or self.low > 1.0
 
+    def rules_out_wider(self, loss: float) -> bool:
+        """Whether the equivalence interval rules out a loss of ``loss``, wider than the minimum
+        effect: an arbitration whose stored threshold is that wide clears the case although it
+        is undecided at the minimum effect (`verdict.decide_arbitration_pair`)."""
+        return loss > self.min_effect and self.same_low > 1.0 - loss
+
 
 # --- estimation ------------------------------------------------------------------------------
 

@@ -188,9 +188,8 @@ def decide_arbitration_pair(
         estimate is None
         or pair.outcome != Outcome.INCONCLUSIVE
         or threshold is None
-        or threshold <= estimate.min_effect
         or stored.scaling
-        or not estimate.same_low > 1.0 - threshold
+        or not estimate.rules_out_wider(threshold)
     ):
         return pair
     return replace(

@@ -286,8 +286,8 @@ def worth_more_rounds(
             continue
         need = est.suggested_rounds or pairplan.MAX_SUGGESTED_ROUNDS
         effect = None if clears is None else clears(key)
-        cleared = effect is not None and effect > est.min_effect and est.same_low > 1.0 - effect
-        again = key in data.earlier and not cleared  # its arbitration would clear it now
+        cleared = effect is not None and est.rules_out_wider(effect)  # its arbitration passes
+        again = key in data.earlier and not cleared
         if again or worth_another_round(est, left, max_rounds, strict):
             out.append((need, key))
             continue
@@ -303,7 +303,7 @@ def clear_rounds(
     """Rounds in all projected to rule out a loss of ``effect`` for ``key`` (``est``: its
     undecided estimate at the minimum effect); None when ``effect`` is no wider than the
     minimum effect or the loss is ruled out already (the arbitration clears it now)."""
-    if effect <= est.min_effect or est.same_low > 1.0 - effect:
+    if effect <= est.min_effect or est.rules_out_wider(effect):
         return None
     wide = data.estimate(key, effect)
     if wide is None or wide.decision != paired.Decision.UNKNOWN:

@@ -4,6 +4,7 @@ paired run that judges every case instead (`pytest_mxperf.case.preflight` decide
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -113,9 +114,7 @@ class Preflight:
         """``; N of them ... judged again (outcomes)`` when the joint pair judged cases again."""
         if not self.judged_again:
             return ""
-        counts: dict[str, int] = {}
-        for outcome in self.judged_again.values():
-            counts[outcome] = counts.get(outcome, 0) + 1
+        counts = Counter(self.judged_again.values())
         said = ", ".join(f"{n} {outcome}" for outcome, n in counts.items())
         return (
             f"; {len(self.judged_again)} case(s) their own pairs had left inconclusive were "
