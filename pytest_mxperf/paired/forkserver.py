@@ -57,6 +57,8 @@ share_worker_tempdir()  # the children's data-loader workers share it; removed a
 if {pin!r} is not None:  # imported elsewhere (beside another server): to the side's CPUs now
     from pytest_mxperf.system.cpus import pin_threads
     pin_threads({pin!r})
+import gc
+gc.freeze()  # what was imported stays out of the children's collections (pytest runs several)
 
 def child(req):
     os.setsid()
