@@ -3,25 +3,26 @@ an identical re-run does not fail, a model made slower by construction does (eac
 store and the re-runs are forked, as a paired run's sides are, from a server that imported
 MXNet once).
 
-One test, one stored baseline: storing the two cases is the expensive
-set-up both halves need (the re-runs judged against it, then the slowdown judged against it).
+One test, one stored baseline: storing the two cases is the set-up both halves need (the re-run
+judged against it, then the slowdown judged against it).
 
 How often identical re-runs fail (the false-alarm rate of the stored figure's floor) is a rate,
 measured by ``python scripts/aa_check.py --modes floor --slowdowns 0 --runs N``, which prints
 it; the one re-run here checks that an identical re-run is judged against the stored figure and
-passes. The slower model (twice the work, about -50%) is measured with short timings
-(`SHORT`): what it checks is the logic (the stored figure suspects it, a paired run confirms it,
-the steady case is not failed), which a change that size shows just as well."""
+passes. The slower model (twice the work, about -50%) is measured with short timings (`SHORT`):
+what it checks is the logic (the stored figure suspects it, a paired run confirms it, the steady
+case is not failed), which a change that size shows just as well."""
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any, Callable
 
 import pytest
 
 from pytest_mxperf.paired.forkserver import PRELOAD_ENV, ForkServer
-from pytest_mxperf.testing.repos import REAL_SUITE, cases_by_key
+from pytest_mxperf.testing.repos import REAL_SUITE, cases_by_key, stored_files
 
 pytest.importorskip("mxnet")
 
@@ -29,12 +30,18 @@ RERUNS = 1
 #: The store's and the identical re-run's timings: blocks for 0.5-2 s (default 1-5 s), both
 #: alike, so the re-run is judged against a figure measured the way it is measured.
 STORE = ["--mxperf-min-time", "0.5", "--mxperf-max-time", "2"]
-#: One attempt: a case that looks regressed is otherwise measured again up to --mxperf-confirm
-#: times; the re-run and the slower model's run measure once (the re-measuring is the fake back
-#: end's tests' subject; the slower model's verdict is its paired run's). The store keeps its
-#: best of three: with one attempt beside the other xdist worker, a case's blocks once spread
-#: beyond what may be stored, and the re-run had no baseline.
+#: One attempt: a case that looks regressed (or is stored) is otherwise measured again up to
+#: --mxperf-confirm times; the re-measuring is the fake back end's tests' subject, and the
+#: slower model's verdict is its paired run's.
 ONCE = ["--mxperf-confirm", "0"]
+#: A case whose one attempt a load beside it (the other xdist worker) spread beyond what may be
+#: stored is not stored: the steady case's blocks spread 26-51% in three runs of one
+#: `pytest -n 2` suite. The store is run again while the target case is not stored, at most
+#: this many runs in all; the steady case not stored is "new" in the runs that follow (what
+#: the plugin does with a spread that wide is its own tests' business).
+STORE_RUNS = 3
+TARGET = "resnet18_v1-target/inference/float32/bs10/cpu"
+STEADY = "resnet18_v1-steady/inference/float32/bs10/cpu"
 #: The slower model's paired run decides alone: a second run on fresh processes would repeat it
 #: (about 10 s here) to test logic that is not MXNet's (tests/plugin/test_pair_confirm.py).
 FIRST_RUN = ["--mxperf-pair-confirm", "off"]
@@ -42,6 +49,12 @@ FIRST_RUN = ["--mxperf-pair-confirm", "off"]
 #: paired run's sides' for 0.09 s (0.3 s). The warm-up keeps its default: it ends once the
 #: throughput is steady, and only a loaded machine makes it run longer, where it helps.
 SHORT = ["--mxperf-min-time", "0.3", "--mxperf-max-time", "1"]
+
+
+def _stored_keys(pytester: pytest.Pytester) -> set[str]:
+    return {
+        key for path in stored_files(pytester.path) for key in json.loads(path.read_text())["cases"]
+    }
 
 
 def _cases(pytester: pytest.Pytester) -> dict[str, Any]:
@@ -89,14 +102,15 @@ def _slower_model_fails_others_pass(
         ]
     )
     cases = _cases(real_suite)
-    target = cases["resnet18_v1-target/inference/float32/bs10/cpu"]["verdict"]
-    steady = cases["resnet18_v1-steady/inference/float32/bs10/cpu"]["verdict"]
+    target, steady = cases[TARGET]["verdict"], cases[STEADY]["verdict"]
     assert target["status"] == "regressed" and target["change"] < -0.3
     # The steady case passes; one the machine's drift put below its stored figure is paired
     # and cleared ("pass" when it was within the tolerance, "machine" when beyond it). On a
     # loaded machine (seen under `pytest -n 2`) its own blocks may spread too much to judge
-    # ("unstable") and the pair not decide ("inconclusive"): never failed.
-    allowed = ("pass", "improved", "machine", "unstable", "inconclusive")
+    # ("unstable") and the pair not decide ("inconclusive"): never failed. Not stored, it is new.
+    allowed: tuple[str, ...] = ("pass", "improved", "machine", "unstable", "inconclusive")
+    if STEADY not in _stored_keys(real_suite):
+        allowed = ("new",)
     assert not steady["failed"] and steady["status"] in allowed
 
 
@@ -109,13 +123,20 @@ def test_identical_reruns_pass_and_a_slower_model_fails_others_pass(
     # imported MXNet once (as a paired run's sides are), not each paying `import mxnet`.
     server = ForkServer(dict(os.environ, **{PRELOAD_ENV: "mxnet"}))
     try:
-        done = server.run(
-            ["-p", "no:cacheprovider", "--mxperf", "--mxperf-update", *STORE],
-            cwd=real_pytester.path,
-            timeout=300.0,
-        )
-        stored = pytest.RunResult(done.returncode, done.tail.splitlines(), [], done.seconds)
-        stored.assert_outcomes(passed=2)
+        tails = []
+        for select in ["target or steady", *["target"] * (STORE_RUNS - 1)]:
+            done = server.run(
+                ["-p", "no:cacheprovider", "--mxperf", "--mxperf-update", *STORE, *ONCE,
+                 "-k", select],
+                cwd=real_pytester.path,
+                timeout=300.0,
+            )  # fmt: skip
+            stored = pytest.RunResult(done.returncode, done.tail.splitlines(), [], done.seconds)
+            stored.assert_outcomes(passed=len(select.split(" or ")))
+            tails.append(done.tail)
+            if TARGET in _stored_keys(real_pytester):
+                break
+        assert TARGET in _stored_keys(real_pytester), f"not stored in {STORE_RUNS} runs: {tails}"
         _identical_reruns(real_pytester, server)
     finally:
         server.close()
