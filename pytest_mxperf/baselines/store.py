@@ -231,11 +231,19 @@ def commit_files(root: Path, hardware: str) -> dict[str, Path]:
     return {p.stem: p for p in sorted(folder.glob("*.json")) if _SHA.match(p.stem)}
 
 
+#: How many write-lock files baseline directories share: a directory's lock is one of these,
+#: chosen by its path, so the lock directory holds at most this many however many checkouts
+#: (or test repositories) ever stored a baseline. Two directories on one lock only take turns
+#: for the milliseconds a write takes. (A lock file is never removed: removing one another run
+#: may be about to lock is a race.)
+LOCK_SLOTS = 64
+
+
 def _lock_path(folder: Path) -> Path:
     """The write lock of a hardware directory lives in the user's lock directory, never in the
     baseline directory (whose files get committed)."""
-    digest = hashlib.sha1(str(folder.resolve()).encode()).hexdigest()[:16]
-    return locks.machine_lock_dir() / f"baselines-{digest}.lock"
+    digest = hashlib.sha1(str(folder.resolve()).encode()).digest()
+    return locks.machine_lock_dir() / f"baselines-{digest[0] % LOCK_SLOTS:02d}.lock"
 
 
 def store(

@@ -7,6 +7,7 @@ import json
 import multiprocessing
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from baseline_data import HW, SHA_A, SHA_B, commit, rec
 
 from pytest_mxperf.baselines.kept_runs import RUNS_KEPT
 from pytest_mxperf.baselines.store import (
+    LOCK_SLOTS,
     SCHEMA,
     BaselineError,
     commit_files,
@@ -22,7 +24,7 @@ from pytest_mxperf.baselines.store import (
     load,
     store,
 )
-from pytest_mxperf.system import files
+from pytest_mxperf.system import files, locks
 
 
 def test_store_then_load(tmp_path: Path) -> None:
@@ -219,6 +221,23 @@ def test_two_processes_storing_at_once_lose_nothing(tmp_path: Path) -> None:
     data = json.loads(path.read_text(encoding="utf-8"))
     assert set(data["cases"]) == {f"{p}{i}" for p in "pq" for i in range(20)}
     assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_stores_in_many_directories_leave_a_bounded_number_of_lock_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every checkout (and every test repository) that stores a baseline has a write lock in
+    # the user's lock directory; they share LOCK_SLOTS files instead of one each for ever.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    roots = [tmp_path / f"checkout{i}" / "baselines" for i in range(3 * LOCK_SLOTS)]
+    for i, root in enumerate(roots):
+        store(root, HW, commit(SHA_A), {"x": rec(float(i + 1))})
+    assert [load(root / HW / f"{SHA_A}.json").cases["x"].images_per_sec for root in roots] == [
+        float(i + 1) for i in range(len(roots))
+    ]
+    found = list(locks.machine_lock_dir().glob("baselines-*.lock"))
+    assert 1 < len(found) <= LOCK_SLOTS
 
 
 def test_hardware_keys_and_commit_files(tmp_path: Path) -> None:
