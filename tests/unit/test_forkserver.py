@@ -63,6 +63,8 @@ def test_each_run_is_a_child_of_its_own_with_the_preloaded_modules(
             def test_side():
                 print("pid", os.getpid(), "ppid", os.getppid())
                 assert "wave" in sys.modules  # imported once, by the server
+                import gc  # ... and frozen there: a side's collections skip what it imported
+                assert gc.get_freeze_count() > 1000, gc.get_freeze_count()
                 assert "xml.dom.minidom" not in sys.modules  # a sibling's import stays there
                 import xml.dom.minidom
             """
