@@ -30,15 +30,16 @@ RERUNS = 1
 #: The store's and the identical re-run's timings: blocks for 0.5-2 s (default 1-5 s), both
 #: alike, so the re-run is judged against a figure measured the way it is measured.
 STORE = ["--mxperf-min-time", "0.5", "--mxperf-max-time", "2"]
-#: One attempt: a case that looks regressed (or is stored) is otherwise measured again up to
-#: --mxperf-confirm times; the re-measuring is the fake back end's tests' subject, and the
-#: slower model's verdict is its paired run's.
+#: One attempt: a case that looks regressed is otherwise measured again up to --mxperf-confirm
+#: times; the re-run and the slower model's run measure once (the re-measuring is the fake back
+#: end's tests' subject; the slower model's verdict is its paired run's). The store keeps its
+#: best of three (an update's `1 + --mxperf-confirm` attempts): with one attempt beside the
+#: other xdist worker, a case's blocks spread beyond what may be stored (25-34% in all three
+#: runs of one `.ci/run`).
 ONCE = ["--mxperf-confirm", "0"]
-#: A case whose one attempt a load beside it (the other xdist worker) spread beyond what may be
-#: stored is not stored: the steady case's blocks spread 26-51% in three runs of one
-#: `pytest -n 2` suite. The store is run again while the target case is not stored, at most
-#: this many runs in all; the steady case not stored is "new" in the runs that follow (what
-#: the plugin does with a spread that wide is its own tests' business).
+#: Even the best of three can spread that far: the store is run again while the target case is
+#: not stored, at most this many runs in all; the steady case not stored is "new" in the runs
+#: that follow (what the plugin does with a spread that wide is its own tests' business).
 STORE_RUNS = 3
 TARGET = "resnet18_v1-target/inference/float32/bs10/cpu"
 STEADY = "resnet18_v1-steady/inference/float32/bs10/cpu"
@@ -126,8 +127,7 @@ def test_identical_reruns_pass_and_a_slower_model_fails_others_pass(
         tails = []
         for select in ["target or steady", *["target"] * (STORE_RUNS - 1)]:
             done = server.run(
-                ["-p", "no:cacheprovider", "--mxperf", "--mxperf-update", *STORE, *ONCE,
-                 "-k", select],
+                ["-p", "no:cacheprovider", "--mxperf", "--mxperf-update", *STORE, "-k", select],
                 cwd=real_pytester.path,
                 timeout=300.0,
             )  # fmt: skip

@@ -16,6 +16,17 @@ from pytest_mxperf.config.floors import Floor
 from pytest_mxperf.testing.repos import GIT_ENV, git
 
 REPO_BASELINES = Path(__file__).resolve().parents[2] / "baselines"
+
+
+def repo_points() -> dict[tuple[str, str], int]:
+    """How many of this repository's stored files hold each (hardware, case key)."""
+    found: dict[tuple[str, str], int] = {}
+    for path in REPO_BASELINES.rglob("*.json"):
+        for key in baselines.load(path).cases:
+            found[(path.parent.name, key)] = found.get((path.parent.name, key), 0) + 1
+    return found
+
+
 HW = "cpu-test-xeon-4c"
 R18 = "resnet18_v1-64px/inference/float32/bs8/cpu"
 MOB = "mobilenet0.25-64px/training/float32/bs1/cpu"

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from history_repo import HW, R18, make_scratch
+from history_repo import HW, R18, make_scratch, repo_points
 
 from pytest_mxperf.reporting.history import load_history
 from pytest_mxperf.reporting.historytypes import Mark
@@ -41,11 +41,14 @@ def test_history_follows_the_first_parent_line(scratch: dict[str, Any]) -> None:
     assert r18.floor == 70.0
     assert r18.latest.runs == pytest.approx((97.0 * 0.99, 97.0 * 1.01, 97.0))
     assert "not in the first-parent history" in hw[HW].notes[0]
-    # This repository's file is unknown to the scratch repository: kept, placed by its date.
+    # This repository's files are unknown to the scratch repository: kept, placed by their dates.
     other = hw["cpu-amd-epyc-2c"]
+    ours = repo_points()
+    files = len({c.sha for c in other.commits})
     assert all(not c.in_history and c.date_source == "file" for c in other.commits)
-    assert all(len(c.points) == 1 and c.line == c.points for c in other.cases)
-    assert "None of the 1 stored commits is in the first-parent history" in other.notes[0]
+    assert {("cpu-amd-epyc-2c", c.key): len(c.points) for c in other.cases} == ours
+    assert all(c.line == c.points for c in other.cases)
+    assert f"None of the {files} stored commits is in the first-parent history" in other.notes[0]
 
 
 def test_history_without_a_repository_orders_by_file_date(

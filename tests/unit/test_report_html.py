@@ -6,10 +6,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from history_repo import HW, R18, REPO_BASELINES, Plots, make_scratch
+from history_repo import HW, R18, Plots, make_scratch, repo_points
 
 from pytest_mxperf import cli
-from pytest_mxperf.baselines import store as baselines
 from pytest_mxperf.reporting.history import load_history
 from pytest_mxperf.reporting.htmlchart import case_figure
 from pytest_mxperf.reporting.htmlreport import render_html
@@ -27,8 +26,7 @@ def test_page_is_self_contained_with_one_plot_per_case(scratch: dict[str, Any]) 
     parsed = Plots()
     parsed.feed(page)
     expected = {(h.hardware, c.key): len(c.points) for h in history.hardware for c in h.cases}
-    ours = sum(len(baselines.load(p).cases) for p in REPO_BASELINES.rglob("*.json"))
-    assert set(parsed.cases) == set(expected) and len(expected) == 2 + ours
+    assert set(parsed.cases) == set(expected) and len(expected) == 2 + len(repo_points())
     for where, case in parsed.cases.items():
         assert case["attrs"]["data-points"] == str(expected[where])
     assert expected[(HW, R18)] == 7
