@@ -2,7 +2,7 @@
 (`git`, `GIT_ENV`), suites to commit into one (`PAIR_SUITE`, `SPEEDS_SUITE` and `SLOW_SUITE` on
 the fake back end, `REAL_SUITE` on MXNet), and what tests do to such a repository
 (`commit_two`, `write_speeds`, `store_speeds`, `stored_files`, `spoil_baseline`,
-`inflate_baselines`, `worktrees`, `read_report`)."""
+`inflate_baselines`, `worktrees`, `read_report`, `stored_keys`)."""
 
 from __future__ import annotations
 
@@ -96,6 +96,11 @@ def write_speeds(path: Path, **speeds: float) -> None:
 def stored_files(path: Path) -> list[Path]:
     """The baseline files under ``path/baselines``, sorted."""
     return sorted((path / "baselines").glob("*/*.json"))
+
+
+def stored_keys(path: Path) -> set[str]:
+    """The case keys the baseline files under ``path/baselines`` hold, across every file."""
+    return {key for file in stored_files(path) for key in json.loads(file.read_text())["cases"]}
 
 
 def store_speeds(pytester: pytest.Pytester, **speeds: float) -> None:

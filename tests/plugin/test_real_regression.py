@@ -15,14 +15,13 @@ case is not failed), which a change that size shows just as well."""
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, Callable
 
 import pytest
 
 from pytest_mxperf.paired.forkserver import PRELOAD_ENV, ForkServer
-from pytest_mxperf.testing.repos import REAL_SUITE, cases_by_key, stored_files
+from pytest_mxperf.testing.repos import REAL_SUITE, cases_by_key, stored_keys
 
 pytest.importorskip("mxnet")
 
@@ -50,12 +49,6 @@ FIRST_RUN = ["--mxperf-pair-confirm", "off"]
 #: paired run's sides' for 0.09 s (0.3 s). The warm-up keeps its default: it ends once the
 #: throughput is steady, and only a loaded machine makes it run longer, where it helps.
 SHORT = ["--mxperf-min-time", "0.3", "--mxperf-max-time", "1"]
-
-
-def _stored_keys(pytester: pytest.Pytester) -> set[str]:
-    return {
-        key for path in stored_files(pytester.path) for key in json.loads(path.read_text())["cases"]
-    }
 
 
 def _cases(pytester: pytest.Pytester) -> dict[str, Any]:
@@ -110,7 +103,7 @@ def _slower_model_fails_others_pass(
     # loaded machine (seen under `pytest -n 2`) its own blocks may spread too much to judge
     # ("unstable") and the pair not decide ("inconclusive"): never failed. Not stored, it is new.
     allowed: tuple[str, ...] = ("pass", "improved", "machine", "unstable", "inconclusive")
-    if STEADY not in _stored_keys(real_suite):
+    if STEADY not in stored_keys(real_suite.path):
         allowed = ("new",)
     assert not steady["failed"] and steady["status"] in allowed
 
@@ -134,9 +127,11 @@ def test_identical_reruns_pass_and_a_slower_model_fails_others_pass(
             stored = pytest.RunResult(done.returncode, done.tail.splitlines(), [], done.seconds)
             stored.assert_outcomes(passed=len(select.split(" or ")))
             tails.append(done.tail)
-            if TARGET in _stored_keys(real_pytester):
+            if TARGET in stored_keys(real_pytester.path):
                 break
-        assert TARGET in _stored_keys(real_pytester), f"not stored in {STORE_RUNS} runs: {tails}"
+        assert TARGET in stored_keys(real_pytester.path), (
+            f"not stored in {STORE_RUNS} runs: {tails}"
+        )
         _identical_reruns(real_pytester, server)
     finally:
         server.close()

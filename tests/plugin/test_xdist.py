@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import pytest
 
-from pytest_mxperf.testing.repos import REAL_SUITE
+from pytest_mxperf.testing.repos import REAL_SUITE, stored_keys
 
 pytest.importorskip("xdist")
 
@@ -171,11 +171,7 @@ def test_real_model_under_xdist_matches_serial(
     # The serial run stores a case only when its blocks are steady enough (a loaded machine,
     # e.g. this suite itself under -n 2, may make one too noisy): a case not stored is new,
     # and the numbers of the cases that were stored are judged against them.
-    stored = {
-        key
-        for path in (real_pytester.path / "baselines").rglob("*.json")
-        for key in json.loads(path.read_text())["cases"]
-    }
+    stored = stored_keys(real_pytester.path)
     for key, case in p.items():
         allowed = {"pass", "improved", "unstable"} if key in stored else {"new"}
         assert case["verdict"]["status"] in allowed, (key, case["verdict"])
