@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections import Counter
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -18,13 +19,10 @@ from pytest_mxperf.testing.repos import GIT_ENV, git
 REPO_BASELINES = Path(__file__).resolve().parents[2] / "baselines"
 
 
-def repo_points() -> dict[tuple[str, str], int]:
+def repo_points() -> Counter[tuple[str, str]]:
     """How many of this repository's stored files hold each (hardware, case key)."""
-    found: dict[tuple[str, str], int] = {}
-    for path in REPO_BASELINES.rglob("*.json"):
-        for key in baselines.load(path).cases:
-            found[(path.parent.name, key)] = found.get((path.parent.name, key), 0) + 1
-    return found
+    files = REPO_BASELINES.rglob("*.json")
+    return Counter((path.parent.name, key) for path in files for key in baselines.load(path).cases)
 
 
 HW = "cpu-test-xeon-4c"
