@@ -2,6 +2,7 @@
 
 - ``commands``: the command line and the ``list``/``show``/``compare`` commands.
 - ``report``: ``mxperf report``, the history page and its Markdown summary.
+- ``history``: ``mxperf history add|base|anchor|show``, the index of paired ratios.
 """
 
 from __future__ import annotations

@@ -1,0 +1,7 @@
+"""Paired ratios over the commits: a history that holds when every job is a new machine.
+
+- ``entries``: one record per case per paired job, read from a JSON report.
+- ``store``: the JSON Lines file on a git branch (or in a directory) they are kept in.
+- ``fit``: the least-squares index over the commit graph; ``index``: entries to fits.
+- ``anchors``: which commits a main-branch job pairs HEAD with.
+"""
