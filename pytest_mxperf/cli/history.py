@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pytest_mxperf.history import anchors, entries, store
+from pytest_mxperf.history import anchors, entries, page, store
 from pytest_mxperf.history.fit import Fit
 from pytest_mxperf.history.index import case_fits, commit_order, first_parent
 from pytest_mxperf.paired.gitcmd import WorktreeError
@@ -119,6 +119,19 @@ def cmd_show(args: argparse.Namespace) -> int:
     for case, fitted in case_fits(found, order, anchors=not args.no_anchors).items():
         show_fit(case, fitted)
     return 0
+
+
+def history_page(spec: str, repo: Path = Path(".")) -> str:
+    """The history page's index section from the store ``spec`` (`history.page`)."""
+    where = store.open_store(spec, repo)
+    found = store.read_store(where)
+    if not found:
+        raise store.StoreError(f"no entries in {where.describe()}")
+    order = commit_order(found, first_parent(repo))
+    subjects = {c: _subject(repo, c) for c in order}
+    return page.index_section(
+        page.index_data(found, case_fits(found, order), subjects), where.describe()
+    )
 
 
 COMMANDS = {"add": cmd_add, "base": cmd_base, "anchor": cmd_anchor, "show": cmd_show}

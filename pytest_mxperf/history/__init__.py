@@ -4,4 +4,5 @@
 - ``store``: the JSON Lines file on a git branch (or in a directory) they are kept in.
 - ``fit``: the least-squares index over the commit graph; ``index``: entries to fits.
 - ``anchors``: which commits a main-branch job pairs HEAD with.
+- ``page``: the index on the history page (``mxperf report --history``).
 """
