@@ -3,6 +3,7 @@
 - ``commands``: the command line and the ``list``/``show``/``compare`` commands.
 - ``report``: ``mxperf report``, the history page and its Markdown summary.
 - ``history``: ``mxperf history add|base|anchor|show``, the index of paired ratios.
+- ``bisect``: ``mxperf bisect GOOD BAD``, paired runs as the oracle of a binary search.
 """
 
 from __future__ import annotations

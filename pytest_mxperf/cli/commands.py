@@ -7,6 +7,7 @@
     mxperf compare OLD NEW            what changed from OLD to NEW; exit 1 if NEW regressed
     mxperf report [--out FILE]        one HTML page of images/sec over the commits
     mxperf history add|base|anchor|show   paired ratios over the commits (``cli.history``)
+    mxperf bisect GOOD BAD [-k EXPR]  the first commit whose paired run against GOOD moved
 
 Exit status: 0 fine, 1 a regression in ``compare``, 2 bad input (unknown revision, unreadable
 file, ambiguous hardware).
@@ -23,6 +24,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from pytest_mxperf.baselines import store as baselines
+from pytest_mxperf.cli import bisect as bisect_command
 from pytest_mxperf.cli import history as history_command
 from pytest_mxperf.cli import report as report_command
 from pytest_mxperf.judging.verdict import Policy, compare_rates, stored_noise
@@ -245,11 +247,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     report_command.add_cost_arguments(compare, epoch=False)
     report_command.add_parser(sub, parents=[common])
     history_command.add_parsers(sub)
+    bisect_command.add_parser(sub)
     args = parser.parse_args(argv)
     root = Path(args.dir)
     commands = {"list": cmd_list, "show": cmd_show, "compare": cmd_compare}
     commands["report"] = report_command.run
     commands["history"] = history_command.run
+    commands["bisect"] = bisect_command.run
     try:
         return commands[args.command](root, args)
     except (

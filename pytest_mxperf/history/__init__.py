@@ -4,5 +4,6 @@
 - ``store``: the JSON Lines file on a git branch (or in a directory) they are kept in.
 - ``fit``: the least-squares index over the commit graph; ``index``: entries to fits.
 - ``anchors``: which commits a main-branch job pairs HEAD with.
+- ``bisect``: the first commit that moved, by binary search with paired runs.
 - ``page``: the index on the history page (``mxperf report --history``).
 """
