@@ -4,6 +4,7 @@
 - ``report``: ``mxperf report``, the history page and its Markdown summary.
 - ``history``: ``mxperf history add|base|anchor|show``, the index of paired ratios.
 - ``bisect``: ``mxperf bisect GOOD BAD``, paired runs as the oracle of a binary search.
+- ``merge``: ``mxperf merge``, shard reports as one report and one summary.
 """
 
 from __future__ import annotations

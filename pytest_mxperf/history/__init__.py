@@ -5,5 +5,6 @@
 - ``fit``: the least-squares index over the commit graph; ``index``: entries to fits.
 - ``anchors``: which commits a main-branch job pairs HEAD with.
 - ``bisect``: the first commit that moved, by binary search with paired runs.
+- ``merge``: shard reports as one, every shard accounted for.
 - ``page``: the index on the history page (``mxperf report --history``).
 """
