@@ -79,8 +79,14 @@ def paired_step(
             argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--mxperf"]
             argv += ["--mxperf-ab", good, "--mxperf-json", str(out), *pytest_args]
             try:
-                subprocess.run(argv, cwd=tree, stdin=subprocess.DEVNULL, capture_output=True,
-                               timeout=timeout, check=False)  # fmt: skip
+                subprocess.run(
+                    argv,
+                    cwd=tree,
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    timeout=timeout,
+                    check=False,
+                )
                 report = json.loads(out.read_text()) if out.exists() else None
             except subprocess.TimeoutExpired:
                 report = None

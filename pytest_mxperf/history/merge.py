@@ -70,8 +70,10 @@ def merge(paths: Sequence[Path], expect: int | None = None) -> Merged:
             reports.append((shard, data))
     problems = [f"shard {s.name}: {s.state}: {s.why}" for s in shards if s.state != "ok"]
     if expect is not None and len(paths) < expect:
-        problems.append(f"{expect} shards expected, {len(paths)} report(s) given: "
-                        f"{expect - len(paths)} shard(s) missing")  # fmt: skip
+        problems.append(
+            f"{expect} shards expected, {len(paths)} report(s) given: "
+            f"{expect - len(paths)} shard(s) missing"
+        )
     seen: dict[str, str] = {}
     cases: list[dict[str, Any]] = []
     for shard, data in reports:
@@ -84,8 +86,10 @@ def merge(paths: Sequence[Path], expect: int | None = None) -> Merged:
             cases.append({**case, "shard": shard.name})
     identities = {_identity(d) for _, d in reports}
     if len(identities) > 1:
-        problems.append("the shards measured different commits or pairs: " + ", ".join(
-            f"{h[:10]} vs {r[:10] or '-'}" for h, r in sorted(identities)))  # fmt: skip
+        problems.append(
+            "the shards measured different commits or pairs: "
+            + ", ".join(f"{h[:10]} vs {r[:10] or '-'}" for h, r in sorted(identities))
+        )
     first = reports[0][1] if reports else {}
     report = {
         **{k: first.get(k) for k in ("schema", "run", "settings", "paired")},
@@ -117,10 +121,18 @@ def _row(case: dict[str, Any]) -> list[str]:
 def summary(merged: Merged, fmt: str = "simple") -> str:
     """The merged summary: one line per case, then every shard and every problem."""
     rows = [_row(c) for c in merged.report["cases"]]
-    table = tabulate(rows, ["case", "shard", "verdict", "change", "interval"], tablefmt=fmt,
-                     disable_numparse=True)  # fmt: skip
-    shards = tabulate([[s.name, s.state, s.cases, s.why] for s in merged.shards],
-                      ["shard", "state", "cases", "why"], tablefmt=fmt, disable_numparse=True)  # fmt: skip
+    table = tabulate(
+        rows,
+        ["case", "shard", "verdict", "change", "interval"],
+        tablefmt=fmt,
+        disable_numparse=True,
+    )
+    shards = tabulate(
+        [[s.name, s.state, s.cases, s.why] for s in merged.shards],
+        ["shard", "state", "cases", "why"],
+        tablefmt=fmt,
+        disable_numparse=True,
+    )
     lines = [table, "", shards]
     if merged.problems:
         lines += ["", f"{len(merged.problems)} problem(s):"]

@@ -81,9 +81,15 @@ class GitStore:
         import subprocess
 
         done = subprocess.run(
-            ["git", *args], cwd=self.repo, env=env, input=stdin, text=True,
-            capture_output=True, timeout=120, check=False,
-        )  # fmt: skip
+            ["git", *args],
+            cwd=self.repo,
+            env=env,
+            input=stdin,
+            text=True,
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
         if done.returncode != 0:
             raise StoreError(f"git {args[0]} failed: {done.stderr.strip()}")
         return done.stdout.strip()
