@@ -276,6 +276,9 @@ def main(argv: list[str] | None = None) -> int:
         env[PRELOAD_ENV] = "pytest_mxperf"  # the fork servers need no MXNet for the fake
     root = args.keep or Path(tempfile.mkdtemp(prefix="mxperf-history-emulation-"))
     root.mkdir(parents=True, exist_ok=True)
+    if args.fake:  # fake runs take no machine-wide device lock a real benchmark waits on
+        (root / "tmp").mkdir(exist_ok=True)
+        env["TMPDIR"] = str(root / "tmp")
     try:
         origin = setup(root, env, args)
         walls = []
