@@ -78,22 +78,26 @@ def paired_step(
             out = Path(tmp) / "report.json"
             argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--mxperf"]
             argv += ["--mxperf-ab", good, "--mxperf-json", str(out), *pytest_args]
+            why = "the paired run wrote no report"
             try:
-                subprocess.run(
+                done = subprocess.run(
                     argv,
                     cwd=tree,
                     stdin=subprocess.DEVNULL,
                     capture_output=True,
+                    text=True,
                     timeout=timeout,
                     check=False,
                 )
                 report = json.loads(out.read_text()) if out.exists() else None
+                last = (done.stdout.strip() or done.stderr.strip()).splitlines()[-1:]
+                why += f" ({last[0][:200]})" if last else ""
             except subprocess.TimeoutExpired:
-                report = None
+                report, why = None, f"the paired run took more than {timeout:.0f} s"
             finally:
                 git(repo, "worktree", "remove", "--force", str(tree), check=False)
         if report is None:
-            return StepResult(commit, UNDECIDED, "the paired run wrote no report")
+            return StepResult(commit, UNDECIDED, why)
         verdict, detail = judge(report)
         return StepResult(commit, verdict, detail, report)
 
