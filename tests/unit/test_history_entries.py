@@ -124,3 +124,43 @@ def test_a_push_that_loses_the_race_is_fetched_and_reapplied(tmp_path: Path) -> 
     assert not two._publish(commit, stale)
     assert two.add([entry(C, B, run="two")]) == 1
     assert sorted(e.run for e in store.GitStore(origin).read()) == ["one", "two"]
+
+
+def test_a_job_that_dies_half_way_leaves_what_was_stored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = _repo(tmp_path / "source")
+    origin = tmp_path / "origin.git"
+    git(tmp_path, "clone", "-q", "--bare", str(source), str(origin))
+    git(tmp_path, "clone", "-q", str(origin), "job")
+    where = store.open_store(None, tmp_path / "job")
+    assert isinstance(where, store.GitStore)
+    where.add([entry(B, A, run="earlier")])
+
+    def killed(self: store.GitStore, commit: str, tip: str | None) -> bool:
+        raise KeyboardInterrupt  # the job is cancelled between its commit and its push
+
+    monkeypatch.setattr(store.GitStore, "_publish", killed)
+    with pytest.raises(KeyboardInterrupt):
+        where.add([entry(C, B, run="killed")])
+    monkeypatch.undo()
+    assert [e.run for e in store.GitStore(origin).read()] == ["earlier"]
+    assert where.add([entry(C, B, run="killed")]) == 1  # the rerun lands on top
+
+
+def test_a_directory_write_that_fails_keeps_the_old_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    where = store.DirStore(tmp_path)
+    where.add([entry(B, A)])
+    before = (tmp_path / store.FILE).read_text()
+
+    def full_disk(src: str, dst: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(store.files.os, "replace", full_disk)
+    with pytest.raises(OSError):
+        where.add([entry(C, B)])
+    monkeypatch.undo()
+    assert (tmp_path / store.FILE).read_text() == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
