@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import threading
 from pathlib import Path
 
@@ -158,7 +159,7 @@ def test_a_directory_write_that_fails_keeps_the_old_file(
     def full_disk(src: str, dst: str) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(store.files.os, "replace", full_disk)
+    monkeypatch.setattr(os, "replace", full_disk)
     with pytest.raises(OSError):
         where.add([entry(C, B)])
     monkeypatch.undo()
