@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 #: Two-sided normal quantiles of the levels a pair reports (99% fails, 90%/95% equivalence).
@@ -58,6 +58,8 @@ class Entry:
     plugin_version: str | None = None
     date: str = ""  # HEAD's commit date
     subject: str = ""  # HEAD's commit subject, when known where it was added
+    #: Fields this version does not know (a newer plugin wrote them): kept as they were.
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def identity(self) -> tuple[str, str, str, str]:
@@ -81,12 +83,18 @@ class Entry:
         return max(half / z_of(self.level), 1e-6)
 
     def to_line(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        data = asdict(self)
+        data.update(data.pop("extra"))
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Entry:
+        if not isinstance(data, dict):
+            raise EntryError("not a history entry (not a JSON object)")
+        known = {f.name for f in fields(cls)} - {"extra"}
+        extra = {k: v for k, v in data.items() if k not in known}
         try:
-            entry = cls(**data)
+            entry = cls(**{k: v for k, v in data.items() if k in known}, extra=extra)
             checks = (entry.ratio, entry.low, entry.high)
             if not all(isinstance(v, (int, float)) and v > 0 for v in checks):
                 raise EntryError(f"ratio and interval must be > 0: {checks}")

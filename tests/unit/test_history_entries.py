@@ -165,3 +165,16 @@ def test_a_directory_write_that_fails_keeps_the_old_file(
     monkeypatch.undo()
     assert (tmp_path / store.FILE).read_text() == before
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_fields_a_newer_version_wrote_are_kept_when_the_file_is_rewritten(tmp_path: Path) -> None:
+    line = json.loads(entry(B, A).to_line())
+    line["queue_seconds"] = 12.5
+    (tmp_path / store.FILE).write_text(json.dumps(line) + "\n")
+    store.DirStore(tmp_path).add([entry(C, B)])
+    first = json.loads((tmp_path / store.FILE).read_text().splitlines()[0])
+    assert first["queue_seconds"] == 12.5 and "extra" not in first
+    del line["commit"]
+    (tmp_path / store.FILE).write_text(json.dumps(line) + "\n")
+    with pytest.raises(store.StoreError, match="line 1: not a history entry"):
+        store.read_store(store.DirStore(tmp_path))
