@@ -12,12 +12,11 @@ index they give.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
-from pytest_mxperf.history import anchors, entries, page, store
+from pytest_mxperf.history import anchors, entries, fromrun, page, store
 from pytest_mxperf.history.fit import Fit
 from pytest_mxperf.history.index import case_fits, commit_order, first_parent
 from pytest_mxperf.paired.gitcmd import WorktreeError
@@ -74,8 +73,7 @@ def cmd_add(args: argparse.Namespace) -> int:
         if not got:
             raise entries.EntryError(f"{path}: no case of this paired run measured a ratio")
         found += got
-    subjects = {e.commit: _subject(args.repo, e.commit) for e in found}
-    found = [dataclasses.replace(e, subject=subjects[e.commit]) for e in found]
+    found = fromrun.with_subjects(found, args.repo)
     where = store.open_store(args.store, args.repo, args.remote)
     added = where.add(found)
     print(f"mxperf history: {added} new of {len(found)} entries in {where.describe()}")

@@ -4,6 +4,7 @@
 - ``store``: the JSON Lines file on a git branch (or in a directory) they are kept in.
 - ``fit``: the least-squares index over the commit graph; ``index``: entries to fits.
 - ``anchors``: which commits a main-branch job pairs HEAD with.
+- ``fromrun``: ``--mxperf-history``, a paired run adding its own entries at its end.
 - ``bisect``: the first commit that moved, by binary search with paired runs.
 - ``merge``: shard reports as one, every shard accounted for.
 - ``page``: the index on the history page (``mxperf report --history``).

@@ -77,3 +77,28 @@ def test_history_add_of_a_plain_run_says_why_not(
         "report.json is not from a paired run (run with --mxperf-ab REV)" in capsys.readouterr().err
     )
     assert not (fake_pytester.path / "hist").exists()
+
+
+def test_a_paired_run_with_mxperf_history_adds_its_own_entries(
+    fake_pytester: pytest.Pytester,
+    commit: Callable[[str], str],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    fake_pytester.makepyfile(test_suite=SPEEDS_SUITE)
+    write_speeds(fake_pytester.path, alpha=400, beta=200)
+    first = commit("suite")
+    write_speeds(fake_pytester.path, alpha=400, beta=220)
+    commit("beta 10% faster")
+    hist = tmp_path_factory.mktemp("hist")
+    result = fake_pytester.runpytest("--mxperf", "--mxperf-ab", first, f"--mxperf-history={hist}")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([f"mxperf: 2 new of 2 history entries in directory {hist}"])
+    stored = {
+        e["case"]: e for e in map(json.loads, (hist / "history.jsonl").read_text().splitlines())
+    }
+    assert stored["beta/inference/float32/bs8/cpu"]["ratio"] == pytest.approx(1.1)
+    assert stored["beta/inference/float32/bs8/cpu"]["subject"] == "beta 10% faster"
+    # Without a pair there is no ratio to keep: refused before anything is measured.
+    result = fake_pytester.runpytest("--mxperf", f"--mxperf-history={hist}")
+    result.stderr.fnmatch_lines(["*--mxperf-history keeps paired ratios: give the revision*"])
+    assert len((hist / "history.jsonl").read_text().splitlines()) == 2
