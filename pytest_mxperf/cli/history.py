@@ -127,9 +127,11 @@ def history_page(spec: str, repo: Path = Path(".")) -> str:
         raise store.StoreError(f"no entries in {where.describe()}")
     order = commit_order(found, first_parent(repo))
     subjects = {c: _subject(repo, c) for c in order}
-    return page.index_section(
-        page.index_data(found, case_fits(found, order), subjects), where.describe()
+    # A page meant to be published names a directory by its name, never this machine's path.
+    shown = (
+        f"directory {where.path.name}" if isinstance(where, store.DirStore) else where.describe()
     )
+    return page.index_section(page.index_data(found, case_fits(found, order), subjects), shown)
 
 
 COMMANDS = {"add": cmd_add, "base": cmd_base, "anchor": cmd_anchor, "show": cmd_show}

@@ -66,6 +66,7 @@ def test_report_with_history_writes_the_index_section(
     assert "<h2>Index of paired ratios</h2>" in text and f'data-case="{KEY}"' in text
     assert f"marked: {C[3][:10]} (-8.0%) slow down alpha" in text
     assert "A step is marked when its 99% interval excludes no change" in text
+    assert "From the history in directory hist:" in text and str(tmp_path) not in text
 
 
 def test_report_with_an_empty_history_says_so(
