@@ -22,6 +22,8 @@ from typing import Any
 
 #: Two-sided normal quantiles of the levels a pair reports (99% fails, 90%/95% equivalence).
 _Z = {0.80: 1.2816, 0.90: 1.6449, 0.95: 1.9600, 0.98: 2.3263, 0.99: 2.5758, 0.999: 3.2905}
+#: Version of a stored entry line.
+SCHEMA = 1
 #: Statuses of a case whose pair measured a ratio (errors, new cases and skips measured none).
 MEASURED = ("pass", "regressed", "improved", "inconclusive")
 
@@ -58,6 +60,7 @@ class Entry:
     plugin_version: str | None = None
     date: str = ""  # HEAD's commit date
     subject: str = ""  # HEAD's commit subject, when known where it was added
+    schema: int = 1  # of the stored line: a newer one is refused, never rewritten
     #: Fields this version does not know (a newer plugin wrote them): kept as they were.
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
@@ -91,6 +94,11 @@ class Entry:
     def from_dict(cls, data: dict[str, Any]) -> Entry:
         if not isinstance(data, dict):
             raise EntryError("not a history entry (not a JSON object)")
+        if data.get("schema", 1) != SCHEMA:
+            raise EntryError(
+                f"schema {data.get('schema')!r}, this pytest-mxperf reads {SCHEMA}: "
+                "written by another version (upgrade pytest-mxperf)"
+            )
         known = {f.name for f in fields(cls)} - {"extra"}
         extra = {k: v for k, v in data.items() if k not in known}
         try:

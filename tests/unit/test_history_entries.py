@@ -178,3 +178,14 @@ def test_fields_a_newer_version_wrote_are_kept_when_the_file_is_rewritten(tmp_pa
     (tmp_path / store.FILE).write_text(json.dumps(line) + "\n")
     with pytest.raises(store.StoreError, match="line 1: not a history entry"):
         store.read_store(store.DirStore(tmp_path))
+
+
+def test_a_line_of_another_schema_is_refused_and_the_file_left_alone(tmp_path: Path) -> None:
+    line = json.loads(entry(B, A).to_line())
+    assert line["schema"] == 1
+    line["schema"] = 2
+    text = json.dumps(line) + "\n"
+    (tmp_path / store.FILE).write_text(text)
+    with pytest.raises(entries.EntryError, match="line 1: schema 2, this pytest-mxperf reads 1"):
+        store.DirStore(tmp_path).add([entry(C, B)])
+    assert (tmp_path / store.FILE).read_text() == text
