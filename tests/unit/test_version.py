@@ -91,3 +91,9 @@ def test_a_version_that_is_not_a_string_is_named(tmp_path: Path) -> None:
     path.write_text(json.dumps({"schema": 1, "commit": {"sha": SHA}, "cases": {"x": case}}))
     with pytest.raises(BaselineError, match="'pytest_mxperf_version' must be a string, got 2"):
         load(path)
+
+
+def test_the_wheel_check_project_pins_this_version() -> None:
+    # scripts/wheel_check.sh installs the wheel in place of this line; a user's pin names it.
+    lines = (ROOT / "tests/data/wheel-project/requirements.txt").read_text().splitlines()
+    assert f"pytest-mxperf[cpu]=={VERSION}" in lines
