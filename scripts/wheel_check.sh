@@ -11,8 +11,9 @@
 #    the [cpu] extra, plus the project's requirements.txt without its pytest-mxperf line (the
 #    wheel under test stands in for it).
 # 3. Copies PROJECT_DIR to a scratch git repository outside the checkout and, from there with the
-#    venv's pytest, runs its benchmarks three times: --mxperf --mxperf-update (store baselines),
-#    --mxperf (compare with them), --mxperf --mxperf-ab HEAD (a paired run); each must exit 0.
+#    venv's pytest, runs its benchmarks (its benchmarks/ folder, if it has one) three times:
+#    --mxperf --mxperf-update (store baselines), --mxperf (compare with them) and
+#    --mxperf --mxperf-ab HEAD (a paired run); each must exit 0.
 #
 # The venv must not see the checkout: the commands run from the scratch directory, PYTHONPATH
 # and PYTEST_* variables are dropped, and pytest_mxperf.__file__ must lie inside the venv. So a
@@ -86,10 +87,13 @@ shown=$("$work/venv/bin/mxperf" --version)
   || { echo "wheel_check: mxperf --version says '$shown', the wheel is $version" >&2; exit 1; }
 say "pytest_mxperf $version from ${where#"$work"/}"
 
+# The project's benchmarks folder when it has one, else what its pytest configuration collects.
+where_tests=()
+[ -d benchmarks ] && where_tests=(benchmarks)
 run() {
-  say "pytest $*"
+  say "pytest $* ${where_tests[*]-}"
   local code=0
-  "$work/venv/bin/pytest" -p no:cacheprovider "$@" || code=$?
+  "$work/venv/bin/pytest" -p no:cacheprovider "$@" ${where_tests[@]+"${where_tests[@]}"} || code=$?
   [ "$code" -eq 0 ] || { echo "wheel_check: 'pytest $*' exited $code" >&2; exit 1; }
 }
 run --mxperf --mxperf-update --mxperf-json "$work/update.json"
