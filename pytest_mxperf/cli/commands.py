@@ -6,6 +6,7 @@
     mxperf show [REV]                 one baseline as a table (default: the newest)
     mxperf compare OLD NEW            what changed from OLD to NEW; exit 1 if NEW regressed
     mxperf report [--out FILE]        one HTML page of images/sec over the commits
+    mxperf --version                  the installed pytest-mxperf version
 
 Exit status: 0 fine, 1 a regression in ``compare``, 2 bad input (unknown revision, unreadable
 file, ambiguous hardware).
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from pytest_mxperf import __version__
 from pytest_mxperf.baselines import store as baselines
 from pytest_mxperf.cli import report as report_command
 from pytest_mxperf.judging.verdict import Policy, compare_rates, stored_noise
@@ -216,6 +218,7 @@ def _cost_change(old_rate: float | None, rate: float | None, price: float) -> st
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mxperf", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument(
         "--dir", default="baselines", help="baseline directory (default: baselines)"
     )
