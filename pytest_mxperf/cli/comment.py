@@ -3,14 +3,16 @@
 ::
 
     mxperf comment render REPORT.json [--out FILE] [--run-url URL]
-    mxperf comment post --body FILE --pr N
+    mxperf comment post --body FILE --pr N [--head-sha SHA]
 
 ``render`` writes the comment's Markdown from a JSON report (``--mxperf-json``). ``post`` puts it
 on pull request N, updating the comment that carries the marker (``<!-- pytest-mxperf ... -->``)
 or creating one: never two. The repository, token and API address come from
 ``GITHUB_REPOSITORY``, ``GITHUB_TOKEN`` and ``GITHUB_API_URL`` (default api.github.com). An API or
 network failure is a warning with exit status 0: a comment that could not be posted never fails
-the job. A bad PR number, a missing token or an unreadable file is exit 2.
+the job. A bad PR number, a missing token or an unreadable file is exit 2. With ``--head-sha``
+(the commit that was measured) the comment is posted only while it is the PR's head: a number
+that names another PR, or a run overtaken by a newer push, posts nothing.
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ def add_parser(sub: Any) -> None:
     post = actions.add_parser("post", help="create or update the comment on a pull request")
     post.add_argument("--body", type=Path, required=True, help="the comment (from render)")
     post.add_argument("--pr", required=True, help="pull request number")
+    post.add_argument(
+        "--head-sha", help="the commit measured: post only while it is the PR's head commit"
+    )
 
 
 def run(root: Path, args: argparse.Namespace) -> int:
@@ -105,7 +110,21 @@ def cmd_post(args: argparse.Namespace, env: Any) -> int:
         # Without the marker the next post could not find this comment again.
         body = f"{comment.MARKER}\n{body}"
     try:
+        if args.head_sha and not _is_head(gh, pr, args.head_sha.strip()):
+            return 0
         github.upsert(gh, pr, body, comment.MARKER)
     except github.GitHubError as exc:
         print(f"mxperf: warning: the comment was not posted: {exc}", file=sys.stderr)
     return 0
+
+
+def _is_head(gh: github.GitHub, pr: int, sha: str) -> bool:
+    head = gh.head_sha(pr)
+    if head.lower() == sha.lower():
+        return True
+    print(
+        f"mxperf: warning: the comment was not posted: #{pr}'s head is {head[:10]}, not the "
+        f"measured commit {sha[:10]} (a newer push, or another PR)",
+        file=sys.stderr,
+    )
+    return False

@@ -1,5 +1,5 @@
 """The few calls of GitHub's REST API that one sticky pull-request comment needs, with urllib:
-list a PR's issue comments (all pages), create one, update one."""
+a PR's head commit, its issue comments (all pages), create one, update one."""
 
 from __future__ import annotations
 
@@ -70,6 +70,15 @@ class GitHub:
                 break
             url = following
         return found
+
+    def head_sha(self, pr: int) -> str:
+        """The commit at the head of pull request ``pr`` now."""
+        url = f"{self.api}/repos/{self.repo}/pulls/{pr}"
+        answer, _ = self._call("GET", url)
+        sha = answer.get("head", {}).get("sha") if isinstance(answer, dict) else None
+        if not isinstance(sha, str):
+            raise GitHubError(f"GET {url}: no head commit in the answer")
+        return sha
 
     def create(self, pr: int, body: str) -> dict[str, Any]:
         url = f"{self.api}/repos/{self.repo}/issues/{pr}/comments"

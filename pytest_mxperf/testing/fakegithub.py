@@ -8,7 +8,8 @@ tests of ``mxperf comment post`` and of the example workflows (`pytest_mxperf.te
         ...
         assert [c.method for c in api.calls] == ["GET", "POST"]
 
-It serves ``GET/POST /repos/{repo}/issues/{n}/comments`` (pages of ``per_page``, with a ``Link``
+It serves ``GET /repos/{repo}/pulls/{n}`` (the head commit of ``heads``),
+``GET/POST /repos/{repo}/issues/{n}/comments`` (pages of ``per_page``, with a ``Link``
 header) and ``PATCH /repos/{repo}/issues/comments/{id}``; a wrong token is 401, another address
 404, and ``fail_with`` answers every call with that HTTP status.
 """
@@ -43,6 +44,8 @@ class FakeGitHub:
     token: str = "fake-token"
     fail_with: int | None = None
     calls: list[Call] = field(default_factory=list)
+    #: Pull request number -> its head commit (``GET /repos/{repo}/pulls/{n}``).
+    heads: dict[int, str] = field(default_factory=dict)
     #: Pull request number -> its comments (``{"id", "body", "user"}``), oldest first.
     comments: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     _server: ThreadingHTTPServer | None = None
@@ -117,6 +120,10 @@ class FakeGitHub:
         base = f"/repos/{self.repo}/issues"
         listing = re.fullmatch(rf"{re.escape(base)}/(\d+)/comments", parts.path)
         edit = re.fullmatch(rf"{re.escape(base)}/comments/(\d+)", parts.path)
+        pull = re.fullmatch(rf"/repos/{re.escape(self.repo)}/pulls/(\d+)", parts.path)
+        if pull and method == "GET" and int(pull.group(1)) in self.heads:
+            number = int(pull.group(1))
+            return _answer(request, 200, {"number": number, "head": {"sha": self.heads[number]}})
         if listing and method == "GET":
             return self._list(request, int(listing.group(1)), parse_qs(parts.query))
         if listing and method == "POST" and body is not None:

@@ -125,3 +125,25 @@ def test_next_page_reads_link_headers() -> None:
     assert github.next_page(link) == "https://a/x?page=2"
     assert github.next_page('<https://a/x?page=1>; rel="prev"') is None
     assert github.next_page("") is None
+
+
+def test_posted_only_while_the_measured_commit_is_the_head(
+    api: FakeGitHub, body: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api.heads[7] = "b" * 40
+    args = ["comment", "post", "--body", str(body), "--pr", "7", "--head-sha", "a" * 40]
+    assert cli.main(args) == 0
+    err = capsys.readouterr().err
+    assert "#7's head is bbbbbbbbbb, not the measured commit aaaaaaaaaa" in err
+    assert [c.method for c in api.calls] == ["GET"] and api.comments == {}
+    api.heads[7] = "a" * 40
+    assert cli.main(args) == 0
+    assert [(c.method, c.path) for c in api.calls][1:] == [
+        ("GET", f"/repos/{REPO}/pulls/7"),
+        ("GET", f"/repos/{REPO}/issues/7/comments"),
+        ("POST", f"/repos/{REPO}/issues/7/comments"),
+    ]
+    assert cli.main([*args[:-1], "A" * 40]) == 0  # the same sha in capitals: updated
+    assert len(api.comments[7]) == 1
+    assert cli.main([*args[:4], "8", *args[5:]]) == 0  # no PR 8 (404): a warning
+    assert "HTTP 404" in capsys.readouterr().err and 8 not in api.comments
