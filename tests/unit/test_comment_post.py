@@ -145,5 +145,5 @@ def test_posted_only_while_the_measured_commit_is_the_head(
     ]
     assert cli.main([*args[:-1], "A" * 40]) == 0  # the same sha in capitals: updated
     assert len(api.comments[7]) == 1
-    assert cli.main([*args[:4], "8", *args[5:]]) == 0  # no PR 8 (404): a warning
+    assert cli.main([*args[:5], "8", *args[6:]]) == 0  # no PR 8 (404): a warning
     assert "HTTP 404" in capsys.readouterr().err and 8 not in api.comments
