@@ -73,13 +73,13 @@ class FakeGitHub:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                fake._handle(self, "GET")
+                fake.serve(self, "GET")
 
             def do_POST(self) -> None:
-                fake._handle(self, "POST")
+                fake.serve(self, "POST")
 
             def do_PATCH(self) -> None:
-                fake._handle(self, "PATCH")
+                fake.serve(self, "PATCH")
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
@@ -104,7 +104,7 @@ class FakeGitHub:
         if self._thread is not None:
             self._thread.join(timeout=10)
 
-    def _handle(self, request: BaseHTTPRequestHandler, method: str) -> None:
+    def serve(self, request: BaseHTTPRequestHandler, method: str) -> None:
         parts = urlsplit(request.path)
         length = int(request.headers.get("Content-Length") or 0)
         raw = request.rfile.read(length) if length else b""
