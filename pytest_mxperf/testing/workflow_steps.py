@@ -10,7 +10,8 @@ between steps. ``uses:`` steps are stood in for:
 - ``actions/checkout``: a clone of the origin repository at the event's commit (full history);
 - ``actions/setup-python``: an interpreter on PATH that is this one; its ``-m venv`` makes a
   venv of shims to this interpreter and its ``-m pip install -r FILE`` checks that FILE names
-  pytest-mxperf and installs nothing (the plugin is importable here already);
+  pytest-mxperf and installs nothing (the plugin is importable here already); a self-hosted
+  runner's own python3 is the same interpreter;
 - ``actions/cache``: a miss; ``upload-artifact`` / ``download-artifact``: a folder per run.
 
 A token exists only where the workflow passes ``${{ github.token }}``; the event says what that
@@ -155,6 +156,10 @@ class Runner:
         for f in files.values():
             f.touch()
         env = self._base_env(event, run_id, ws, temp, files, home / "event.json")
+        labels = job.get("runs-on")
+        if isinstance(labels, list) and "self-hosted" in labels:
+            # A self-hosted runner's own python3 (no setup-python): this interpreter too.
+            env["PATH"] = os.pathsep.join([str(setup_python(self.root / "toolcache")), env["PATH"]])
         ctx = self._context(event, run_id, env)
         evaluator = Evaluator(ctx, Status(), workflows.hash_files(ws))
         for scope in (workflow.get("env") or {}, job.get("env") or {}):
