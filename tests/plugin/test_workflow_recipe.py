@@ -62,7 +62,7 @@ def test_fork_pr_ten_percent_slower_then_fixed(fake: ws.Scenarios) -> None:
     print(f"\n--- fork PR, one case 10% slower (job failed):\n{first}")
     assert ":x: **mxperf: regressed** (4 cases: 3 pass, 1 regressed)" in first
     assert f"- `{SLOWER}`: regressed, -10.0% against `{base[:10]}`" in first
-    assert f"HEAD vs origin/main: -10.0%" in first
+    assert "HEAD vs origin/main: -10.0%" in first
 
     fake.project.set_speeds(MLP=8000.0)
     fixed = fake.project.commit("mynets: the MLP as fast as before")
@@ -84,7 +84,9 @@ def test_push_to_main_pairs_with_the_commit_before(fake: ws.Scenarios) -> None:
     run = fake.push_main(before)
     job = ok(run.jobs["benchmarks"])
     assert job.step("The commit before this push").outcome == "success"
-    assert "mxperf verdicts: 4 pass" in job.step("Benchmarks paired with the previous commit").output
+    assert (
+        "mxperf verdicts: 4 pass" in job.step("Benchmarks paired with the previous commit").output
+    )
     artifact = fake.runner.root / "artifacts" / str(run.run_id) / f"mxperf-main-{after}"
     report = json.loads((artifact / "mxperf.json").read_text())
     assert report["paired"]["rev_sha"] == before
