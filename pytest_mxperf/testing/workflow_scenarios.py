@@ -140,6 +140,10 @@ class Scenarios:
             "pull_request", sha, f"refs/pull/{number}/merge", payload, "main", "feature", token
         )
         pr = self._run("mxperf-pr.yml", event)
+        return pr, self.comment(pr, number, sha, fork)
+
+    def comment(self, pr: RunResult, number: int, sha: str, fork: bool = False) -> RunResult:
+        """The comment workflow, started by the completion of the PR workflow's run ``pr``."""
         finished = {
             "workflow_run": {
                 "id": pr.run_id,
@@ -159,7 +163,7 @@ class Scenarios:
             token=self.api.token,
             source=pr.workflow,
         )
-        return pr, self._run("mxperf-comment.yml", event)
+        return self._run("mxperf-comment.yml", event)
 
     def push_main(self, before: str, workflow: str = "mxperf-main.yml") -> RunResult:
         """The work clone's HEAD pushed to main after ``before``."""
