@@ -8,11 +8,12 @@
 ``render`` writes the comment's Markdown from a JSON report (``--mxperf-json``). ``post`` puts it
 on pull request N, updating the comment that carries the marker (``<!-- pytest-mxperf ... -->``)
 or creating one: never two. The repository, token and API address come from
-``GITHUB_REPOSITORY``, ``GITHUB_TOKEN`` and ``GITHUB_API_URL`` (default api.github.com). An API or
-network failure is a warning with exit status 0: a comment that could not be posted never fails
-the job. A bad PR number, a missing token or an unreadable file is exit 2. With ``--head-sha``
-(the commit that was measured) the comment is posted only while it is the PR's head: a number
-that names another PR, or a run overtaken by a newer push, posts nothing.
+``GITHUB_REPOSITORY``, ``GITHUB_TOKEN`` and ``GITHUB_API_URL`` (default api.github.com); only a
+comment by ``--author`` (default github-actions[bot]) is updated. An API or network failure is a
+warning with exit status 0: a comment that could not be posted never fails the job. A bad PR
+number, a missing token or an unreadable file is exit 2. With ``--head-sha`` (the commit that was
+measured) the comment is posted only while it is the PR's head: a number that names another PR,
+or a run overtaken by a newer push, posts nothing.
 """
 
 from __future__ import annotations
@@ -46,6 +47,12 @@ def add_parser(sub: Any) -> None:
     post.add_argument("--pr", required=True, help="pull request number")
     post.add_argument(
         "--head-sha", help="the commit measured: post only while it is the PR's head commit"
+    )
+    post.add_argument(
+        "--author",
+        default=github.ACTIONS_BOT,
+        help=f"login whose comment is updated (default {github.ACTIONS_BOT}, the workflow "
+        "token's; '' for any: a personal token)",
     )
 
 
@@ -112,7 +119,7 @@ def cmd_post(args: argparse.Namespace, env: Any) -> int:
     try:
         if args.head_sha and not _is_head(gh, pr, args.head_sha.strip()):
             return 0
-        github.upsert(gh, pr, body, comment.MARKER)
+        github.upsert(gh, pr, body, comment.MARKER, args.author)
     except github.GitHubError as exc:
         print(f"mxperf: warning: the comment was not posted: {exc}", file=sys.stderr)
     return 0

@@ -108,10 +108,28 @@ def _message(raw: bytes) -> str:
     return f": {text}" if text else ""
 
 
-def upsert(gh: GitHub, pr: int, body: str, marker: str, say: Callable[[str], None] = print) -> str:
-    """Update the PR's comment that starts with ``marker`` (the oldest, if several), else create
-    one: ``"updated"``, ``"unchanged"`` or ``"created"``. Raises `GitHubError`."""
-    ours = [c for c in gh.comments(pr) if str(c.get("body") or "").startswith(marker)]
+#: Who posts with a workflow's own token.
+ACTIONS_BOT = "github-actions[bot]"
+
+
+def upsert(
+    gh: GitHub,
+    pr: int,
+    body: str,
+    marker: str,
+    author: str = ACTIONS_BOT,
+    say: Callable[[str], None] = print,
+) -> str:
+    """Update the PR's comment by ``author`` (any author: ``""``) that starts with ``marker``
+    (the oldest, if several), else create one: ``"updated"``, ``"unchanged"`` or
+    ``"created"``. Raises `GitHubError`. Someone else's comment that quotes the marker is never
+    edited."""
+    ours = [
+        c
+        for c in gh.comments(pr)
+        if str(c.get("body") or "").startswith(marker)
+        and (not author or (c.get("user") or {}).get("login") == author)
+    ]
     if ours:
         first = min(ours, key=lambda c: int(c.get("id") or 0))
         if first.get("body") == body:

@@ -56,7 +56,7 @@ def test_created_once_then_updated(api: FakeGitHub, body: Path) -> None:
 def test_the_marker_is_found_on_a_later_page(api: FakeGitHub, body: Path) -> None:
     for i in range(150):
         api.add_comment(7, f"comment {i}")
-    old = api.add_comment(7, f"{MARKER}\nold verdict")
+    old = api.add_comment(7, f"{MARKER}\nold verdict", "github-actions[bot]")
     assert post(body) == 0
     assert [c.method for c in api.calls] == ["GET", "GET", "PATCH"]
     assert api.calls[-1].path == f"/repos/{REPO}/issues/comments/{old}"
@@ -147,3 +147,13 @@ def test_posted_only_while_the_measured_commit_is_the_head(
     assert len(api.comments[7]) == 1
     assert cli.main([*args[:5], "8", *args[6:]]) == 0  # no PR 8 (404): a warning
     assert "HTTP 404" in capsys.readouterr().err and 8 not in api.comments
+
+
+def test_someone_elses_comment_with_the_marker_is_left_alone(api: FakeGitHub, body: Path) -> None:
+    quoted = api.add_comment(7, f"{MARKER}\nI copied your marker", "mallory")
+    assert post(body) == 0
+    assert [c.method for c in api.calls] == ["GET", "POST"]
+    assert api.comments[7][0]["body"] == f"{MARKER}\nI copied your marker"
+    any_author = ["comment", "post", "--body", str(body), "--pr", "7", "--author", ""]
+    assert cli.main(any_author) == 0  # a personal token's comments: any author's
+    assert api.calls[-1].method == "PATCH" and api.calls[-1].path.endswith(f"/{quoted}")
