@@ -150,6 +150,10 @@ class Scenarios:
                 "event": "pull_request",
                 "conclusion": pr.conclusion,
                 "head_sha": sha,
+                "head_branch": "feature",
+                "head_repository": {
+                    "full_name": "someone/user-project" if fork else REPO,
+                },
                 # GitHub lists no pull requests here for a fork's run.
                 "pull_requests": [] if fork else [{"number": number}],
             }
