@@ -87,7 +87,7 @@ def headline(report: Mapping[str, Any], results: Sequence[CaseResult]) -> str:
 
 def _against(report: Mapping[str, Any]) -> str:
     paired = report.get("paired")
-    head = _short((report.get("run") or {}).get("commit", {}).get("sha"))
+    head = _short(((report.get("run") or {}).get("commit") or {}).get("sha"))
     at = f" at `{head}`" if head else ""
     if isinstance(paired, Mapping) and paired.get("rev"):
         rev = f"`{paired['rev']}`"

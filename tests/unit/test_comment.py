@@ -94,7 +94,11 @@ def test_errors_and_failures_of_other_kinds() -> None:
     body = comment.render(report(error, paired=False))
     assert "**mxperf: failed**" in body and "against the stored baselines" in body
     assert "- `bad/inference/float32/bs8/cpu`: error" in body and "  ValueError: no such" in body
-    run_error = comment.render(report(errors=["the baseline file x is unreadable\nmore"]))
+    no_commit = {
+        **report(errors=["the baseline file x is unreadable\nmore"]),
+        "run": {"commit": None},
+    }
+    run_error = comment.render(no_commit)
     assert ":warning: **mxperf: error** (0 cases)" in run_error
     assert "- the baseline file x is unreadable" in run_error and "more" not in run_error
 
