@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import signal
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -261,19 +262,11 @@ class Runner:
             script = home / "script.sh"
             script.write_text(workflows.substitute(str(step["run"]), evaluator))
             cwd = ws / str(step.get("working-directory", "."))
-            done = subprocess.run(
-                ["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
-                cwd=cwd,
-                env=step_env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                timeout=self.timeout,
-            )
+            code, text = run_script(script, cwd, step_env, self.timeout)
         except StandIn as exc:
             return StepResult(name, "failure", str(exc), step_env), {}
-        outcome = "success" if done.returncode == 0 else "failure"
-        return StepResult(name, outcome, done.stdout, step_env), read_outputs(output_file)
+        outcome = "success" if code == 0 else "failure"
+        return StepResult(name, outcome, text, step_env), read_outputs(output_file)
 
     def _uses(
         self, action: str, inputs: Mapping[str, str], env: dict[str, str], ws: Path, run_id: int
@@ -296,3 +289,24 @@ class Runner:
         if name == "actions/download-artifact":
             return download(self.root / "artifacts", ws, inputs, run_id), {}
         raise WorkflowError(f"the harness has no stand-in for {action}")
+
+
+def run_script(script: Path, cwd: Path, env: Mapping[str, str], timeout: float) -> tuple[int, str]:
+    """A ``run:`` script as GitHub runs it: ``(exit status, output)``. In a session of its own:
+    on timeout every process it started (a pytest run and its sides) is ended with it."""
+    proc = subprocess.Popen(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
+        cwd=cwd,
+        env=dict(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        return -1, f"{out}\nharness: the step ran over {timeout:.0f} s and was ended"
+    return proc.returncode, out

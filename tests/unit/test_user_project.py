@@ -4,7 +4,9 @@ them is tests/plugin/test_workflow_recipe.py."""
 
 from __future__ import annotations
 
+import os
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,7 @@ import pytest
 
 from pytest_mxperf.testing import workflows
 from pytest_mxperf.testing.workflow_actions import read_outputs
+from pytest_mxperf.testing.workflow_steps import Event, Runner, run_script
 from pytest_mxperf.testing.workflows import Evaluator, Status, WorkflowError
 
 PROJECT = Path(__file__).resolve().parents[2] / "examples" / "user-project"
@@ -135,3 +138,78 @@ def test_triggers() -> None:
     comment = flow("mxperf-comment.yml")
     assert workflows.triggered(comment, "workflow_run", "refs/heads/main", "mxperf-pr")
     assert not workflows.triggered(comment, "workflow_run", "refs/heads/main", "other")
+
+
+HARNESS_FLOW = """
+name: probe
+on: [push]
+jobs:
+  one:
+    runs-on: ubuntu-24.04
+    env:
+      WHO: ${{ github.event_name }}
+    steps:
+      - id: a
+        run: |
+          echo "x=from-a" >> "$GITHUB_OUTPUT"
+          echo "LATER=set-by-a" >> "$GITHUB_ENV"
+          mkdir -p tools && printf '#!/bin/sh\\necho tool-ran\\n' > tools/tool && chmod +x tools/tool
+          echo "$PWD/tools" >> "$GITHUB_PATH"
+      - name: b
+        env:
+          X: ${{ steps.a.outputs.x }}
+        run: echo "$WHO $X $LATER $(tool)"
+      - name: failing
+        run: false | cat
+      - name: skipped after a failure
+        run: echo never
+      - name: always
+        if: always()
+        run: echo "$GITHUB_EVENT_NAME $GITHUB_REF"
+"""
+
+
+def test_the_harness_carries_outputs_env_and_path_between_steps(tmp_path: Path) -> None:
+    path = tmp_path / "probe.yml"
+    path.write_text(HARNESS_FLOW)
+    runner = Runner(tmp_path / "no-origin", tmp_path / "runner", "o/p", "http://127.0.0.1:9")
+    job = runner.run(path, Event("push", "0" * 40, "refs/heads/main")).jobs["one"]
+    assert job.step("b").output == "push from-a set-by-a tool-ran\n"
+    assert job.step("failing").outcome == "failure"  # pipefail: false | cat fails
+    assert job.step("skipped after a failure").outcome == "skipped"
+    assert job.step("always").output == "push refs/heads/main\n"
+    assert job.outcome == "failure"
+
+
+def test_the_harness_refuses_what_it_cannot_run(tmp_path: Path) -> None:
+    path = tmp_path / "probe.yml"
+    runner = Runner(tmp_path / "no-origin", tmp_path / "runner", "o/p", "http://127.0.0.1:9")
+    push = Event("push", "0" * 40, "refs/heads/main")
+    path.write_text(HARNESS_FLOW.replace("${{ github.event_name }}", "${{ matrix.os }}"))
+    with pytest.raises(WorkflowError, match="context 'matrix'"):
+        runner.run(path, push)
+    path.write_text(HARNESS_FLOW.replace("- id: a\n", "- id: a\n        uses: someone/action@v1\n"))
+    with pytest.raises(WorkflowError, match="no stand-in for someone/action@v1"):
+        runner.run(path, push)
+    with pytest.raises(WorkflowError, match="does not run on pull_request"):
+        runner.run(path, Event("pull_request", "0" * 40, "refs/pull/1/merge"))
+
+
+def test_a_step_over_its_time_is_ended_with_its_children(tmp_path: Path) -> None:
+    script = tmp_path / "slow.sh"
+    script.write_text(f"sleep 30 &\necho $! > {tmp_path}/child\nwait\n")
+    code, out = run_script(script, tmp_path, {"PATH": "/usr/bin:/bin"}, timeout=1.0)
+    assert code == -1 and "ran over 1 s" in out
+    child = int((tmp_path / "child").read_text())
+    assert not alive(child)
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` still runs (a killed child is reaped by init: allow it a moment)."""
+    for _ in range(50):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        time.sleep(0.1)
+    return True
