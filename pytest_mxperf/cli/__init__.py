@@ -1,7 +1,9 @@
-"""``mxperf``: look at stored baselines without running pytest (``list``, ``show``, ``report``).
+"""``mxperf``: look at stored baselines without running pytest (``list``, ``show``, ``report``),
+and put a run's verdict on its pull request (``comment``).
 
 - ``commands``: the command line and the ``list``/``show``/``compare`` commands.
 - ``report``: ``mxperf report``, the history page and its Markdown summary.
+- ``comment``: ``mxperf comment render|post``; ``github``: the REST calls ``post`` makes.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@
     mxperf show [REV]                 one baseline as a table (default: the newest)
     mxperf compare OLD NEW            what changed from OLD to NEW; exit 1 if NEW regressed
     mxperf report [--out FILE]        one HTML page of images/sec over the commits
+    mxperf comment render|post        the pull-request comment of a run (`cli.comment`)
     mxperf --version                  the installed pytest-mxperf version
 
 Exit status: 0 fine, 1 a regression in ``compare``, 2 bad input (unknown revision, unreadable
@@ -24,6 +25,7 @@ from tabulate import tabulate
 
 from pytest_mxperf import __version__
 from pytest_mxperf.baselines import store as baselines
+from pytest_mxperf.cli import comment as comment_command
 from pytest_mxperf.cli import report as report_command
 from pytest_mxperf.judging.verdict import Policy, compare_rates, stored_noise
 from pytest_mxperf.measuring.records import Outcome
@@ -245,13 +247,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     report_command.add_cost_arguments(compare, epoch=False)
     report_command.add_parser(sub, parents=[common])
+    comment_command.add_parser(sub)
     args = parser.parse_args(argv)
     root = Path(args.dir)
     commands = {"list": cmd_list, "show": cmd_show, "compare": cmd_compare}
     commands["report"] = report_command.run
+    commands["comment"] = comment_command.run
     try:
         return commands[args.command](root, args)
-    except (CliError, baselines.BaselineError, report_command.ReportCommandError) as exc:
+    except (
+        CliError,
+        baselines.BaselineError,
+        report_command.ReportCommandError,
+        comment_command.CommentCommandError,
+    ) as exc:
         print(f"mxperf: error: {exc}", file=sys.stderr)
         return 2
 
