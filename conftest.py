@@ -18,6 +18,9 @@ import pytest_mxperf
 from pytest_mxperf.paired.forkserver import PRELOAD_ENV
 from pytest_mxperf.testing.repos import git
 
+#: A user's project that scripts/wheel_check.sh runs with the installed wheel: not this suite's.
+collect_ignore = ["tests/data"]
+
 # pytester's in-process runs drop the modules they imported; a later run's ``from wing import
 # module`` then finds the earlier run's module still set on the wing's package, and two copies
 # of one exception class meet (an ``except`` misses it). Importing every module here, once,

@@ -34,10 +34,17 @@ class BaselineRecord:
     #: A sweep point's curve summary (None: not a sweep point).
     sweep: dict[str, Any] | None = None
     scaling: Scaling | None = None
+    #: The pytest-mxperf version that measured it (None: not recorded).
+    plugin_version: str | None = None
 
     @classmethod
     def of(
-        cls, result: CaseResult, *, dirty: bool, machine_id: str | None = None
+        cls,
+        result: CaseResult,
+        *,
+        dirty: bool,
+        machine_id: str | None = None,
+        plugin_version: str | None = None,
     ) -> BaselineRecord:
         return cls(
             key=result.key,
@@ -51,6 +58,7 @@ class BaselineRecord:
             machine_id=machine_id,
             sweep=result.sweep or None,
             scaling=result.scaling,
+            plugin_version=plugin_version,
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -76,6 +84,7 @@ class BaselineRecord:
             "environment": self.environment,
             "dirty": self.dirty,
             "machine_id": self.machine_id,
+            "pytest_mxperf_version": self.plugin_version,
         }
         if self.sweep:
             data["sweep"] = self.sweep

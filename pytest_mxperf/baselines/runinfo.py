@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_mxperf import __version__
 from pytest_mxperf.baselines.resolution import (
     BaselineRef,
     CompareError,
@@ -40,6 +41,9 @@ class RunInfo:
     lock_dir: str
     #: Anonymous id of this machine (`fingerprint.machine_id`), stored with every run.
     machine_id: str | None = None
+    #: The version of pytest-mxperf that runs (`pytest_mxperf.__version__`), recorded in the
+    #: JSON report and with every case a baseline file stores.
+    plugin_version: str = __version__
 
     def as_dict(self) -> dict[str, Any]:
         data = {k: getattr(self, k) for k in self.__dataclass_fields__}

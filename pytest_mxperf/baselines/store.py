@@ -55,6 +55,12 @@ def _nums(value: Any, where: str) -> tuple[float, ...]:
     return tuple(float(_num(v, where, positive=True)) for v in value)
 
 
+def _text(value: Any, where: str) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise BaselineError(f"{where}: 'pytest_mxperf_version' must be a string, got {value!r}")
+
+
 def _ids(value: Any, where: str) -> tuple[str | None, ...]:
     if not isinstance(value, list) or not all(v is None or isinstance(v, str) for v in value):
         raise BaselineError(f"{where}: 'machine_ids' must be a list of strings, got {value!r}")
@@ -91,6 +97,9 @@ class StoredCase:
     #: The peaks of the kept runs (as ``runs`` keeps img/s; empty in older files): one process's
     #: peak moves by about 10% between identical runs, so a run is judged against their range.
     peak_memory_runs: tuple[float, ...] = ()
+    #: The pytest-mxperf version that stored the case's last run (None in files written
+    #: before it was recorded, by 0.1.0).
+    plugin_version: str | None = None
 
     def memory_reference(self, now: float | None) -> float | None:
         """The stored peak a run's peak ``now`` is judged against: the nearest of the stored
@@ -149,6 +158,7 @@ class StoredCase:
             peak_memory_runs=_nums(
                 data.get("peak_memory_runs", []), f"{where}: 'peak_memory_runs'"
             ),
+            plugin_version=_text(data.get("pytest_mxperf_version"), where),
         )
 
     def as_dict(self) -> dict[str, Any]:

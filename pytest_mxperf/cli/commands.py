@@ -9,6 +9,8 @@
     mxperf history add|base|anchor|show   paired ratios over the commits (``cli.history``)
     mxperf bisect GOOD BAD [-k EXPR]  the first commit whose paired run against GOOD moved
     mxperf merge REPORT.json...       shard reports as one; exit 1 if a shard is missing/failed
+    mxperf comment render|post        the pull-request comment of a run (`cli.comment`)
+    mxperf --version                  the installed pytest-mxperf version
 
 Exit status: 0 fine, 1 a regression in ``compare`` (in ``bisect``: skipped steps leave several
 commits; in ``merge``: a shard missing, unreadable or failed), 2 bad input (unknown revision,
@@ -25,8 +27,10 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from pytest_mxperf import __version__
 from pytest_mxperf.baselines import store as baselines
 from pytest_mxperf.cli import bisect as bisect_command
+from pytest_mxperf.cli import comment as comment_command
 from pytest_mxperf.cli import history as history_command
 from pytest_mxperf.cli import merge as merge_command
 from pytest_mxperf.cli import report as report_command
@@ -223,6 +227,7 @@ def _cost_change(old_rate: float | None, rate: float | None, price: float) -> st
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mxperf", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument(
         "--dir", default="baselines", help="baseline directory (default: baselines)"
     )
@@ -252,6 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     history_command.add_parsers(sub)
     bisect_command.add_parser(sub)
     merge_command.add_parser(sub)
+    comment_command.add_parser(sub)
     args = parser.parse_args(argv)
     root = Path(args.dir)
     commands = {"list": cmd_list, "show": cmd_show, "compare": cmd_compare}
@@ -259,6 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands["history"] = history_command.run
     commands["bisect"] = bisect_command.run
     commands["merge"] = merge_command.run
+    commands["comment"] = comment_command.run
     try:
         return commands[args.command](root, args)
     except (
@@ -266,6 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         baselines.BaselineError,
         report_command.ReportCommandError,
         *history_command.ERRORS,
+        comment_command.CommentCommandError,
     ) as exc:
         print(f"mxperf: error: {exc}", file=sys.stderr)
         return 2

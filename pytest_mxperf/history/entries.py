@@ -186,7 +186,7 @@ def from_report(report: dict[str, Any], where: str = "report") -> list[Entry]:
     commit = str((run.get("commit") or {}).get("sha") or "")
     if not commit:
         raise EntryError(f"{where} names no commit for HEAD (run.commit.sha)")
-    plugin = run.get("plugin_version")
+    plugin = run.get("pytest_mxperf_version")  # recorded since 0.2.0
     found = []
     for case in report["cases"]:
         verdict = case.get("verdict") or {}

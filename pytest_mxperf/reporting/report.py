@@ -57,6 +57,7 @@ def to_json(
             "gpus": run.gpus,
             "started": run.started,
             "baseline_root": run.baseline_root,
+            "pytest_mxperf_version": run.plugin_version,
         },
         "settings": dict(settings),
         "cases": cases,

@@ -227,6 +227,7 @@ class MxperfSession:
                 self.run.commit,
                 Path(self.run.baseline_root),
                 self.run.machine_id,
+                self.run.plugin_version,
             )
             self.errors += self.stored.errors
         if s.json or s.history or self.stored.write_failed:

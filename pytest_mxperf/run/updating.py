@@ -36,9 +36,14 @@ def why_not_stored(result: CaseResult) -> str | None:
 
 
 def store_results(
-    results: Sequence[CaseResult], commit: CommitInfo, root: Path, machine_id: str | None = None
+    results: Sequence[CaseResult],
+    commit: CommitInfo,
+    root: Path,
+    machine_id: str | None = None,
+    plugin_version: str | None = None,
 ) -> StoreReport:
-    """Store every storable result as the baseline of ``commit``, one file per hardware key."""
+    """Store every storable result as the baseline of ``commit``, one file per hardware key;
+    each case records the machine's anonymous id and the plugin version that measured it."""
     report = StoreReport()
     by_hw: dict[str, dict[str, dict[str, Any]]] = {}
     for r in results:
@@ -46,7 +51,9 @@ def store_results(
         if why is not None:
             report.skipped.append(f"{r.key} ({why})")
             continue
-        record = BaselineRecord.of(r, dirty=bool(commit.dirty), machine_id=machine_id)
+        record = BaselineRecord.of(
+            r, dirty=bool(commit.dirty), machine_id=machine_id, plugin_version=plugin_version
+        )
         by_hw.setdefault(r.hardware, {})[str(r.key)] = record.as_dict()
     for hardware, cases in sorted(by_hw.items()):
         probes = [r.calibration for r in results if r.hardware == hardware and r.calibration]

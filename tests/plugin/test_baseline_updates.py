@@ -9,6 +9,7 @@ from typing import Callable
 
 import pytest
 
+import pytest_mxperf
 from pytest_mxperf.testing.repos import (
     SPEEDS_SUITE,
     git,
@@ -32,6 +33,8 @@ def test_update_then_identical_rerun_passes(suite: pytest.Pytester) -> None:
         "beta/inference/float32/bs8/cpu",
     ]
     assert data["cases"]["alpha/inference/float32/bs8/cpu"]["images_per_sec"] == pytest.approx(400)
+    versions = {case["pytest_mxperf_version"] for case in data["cases"].values()}
+    assert versions == {pytest_mxperf.__version__}
     text = files[0].read_text()
     assert text == json.dumps(data, indent=2, sort_keys=True) + "\n"
     result.stdout.fnmatch_lines(["*mxperf: baseline written: *baselines/cpu-*.json (2 case(s))*"])

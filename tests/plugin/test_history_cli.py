@@ -8,6 +8,7 @@ from typing import Callable
 
 import pytest
 
+import pytest_mxperf
 from pytest_mxperf.cli import main
 from pytest_mxperf.testing.repos import SPEEDS_SUITE, git, write_speeds
 
@@ -44,6 +45,7 @@ def test_a_paired_report_becomes_entries_on_the_branch_and_the_next_base(
     assert (alpha["commit"], alpha["base"]) == (second, first)
     assert alpha["ratio"] == pytest.approx(0.9) and alpha["level"] == 0.99
     assert alpha["subject"] == "alpha 10% slower" and alpha["software"]["mxnet"] == "fake-1.9.1"
+    assert alpha["plugin_version"] == pytest_mxperf.__version__
     assert git(fake_pytester.path, "status", "--porcelain") == ""  # report.json is ignored
     # The next commit pairs with the last one that has an entry, skipping one that has none.
     commit("no job ran here")

@@ -106,7 +106,10 @@ def test_the_baseline_writer_and_reader_round_trip_a_typed_record(tmp_path: Path
     )
     dp_key = CaseKey("toy", "training", "float32", 32, "cpu", "device", world_size=2)
     results = {str(KEY): _result(), str(dp_key): _result(key=dp_key, scaling=scaling)}
-    records = {k: BaselineRecord.of(r, dirty=False, machine_id="m1") for k, r in results.items()}
+    records = {
+        k: BaselineRecord.of(r, dirty=False, machine_id="m1", plugin_version="9.8.7")
+        for k, r in results.items()
+    }
     store(tmp_path, HW, {"sha": "a" * 40}, {k: r.as_dict() for k, r in records.items()})
     cases = load(tmp_path / HW / f"{'a' * 40}.json").cases
     for key, result in results.items():
@@ -123,5 +126,6 @@ def test_the_baseline_writer_and_reader_round_trip_a_typed_record(tmp_path: Path
             result.environment,
         )
         assert case.machine_ids == ("m1",) and not case.dirty
+        assert case.plugin_version == "9.8.7"
     assert cases[str(dp_key)].efficiency == 0.83 and cases[str(KEY)].efficiency is None
     assert cases[str(dp_key)].comm_share == 0.1

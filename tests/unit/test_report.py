@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+import pytest_mxperf
 from pytest_mxperf.baselines.record import BaselineRecord
 from pytest_mxperf.baselines.resolution import Resolution
 from pytest_mxperf.baselines.runinfo import RunInfo
@@ -223,6 +224,7 @@ def test_to_json_contains_every_case() -> None:
         "gpus": [],
         "started": "2024-01-01T00:00:00+00:00",
         "baseline_root": "baselines",
+        "pytest_mxperf_version": pytest_mxperf.__version__,
     }
     assert data["settings"] == {"tolerance": 0.15}
     assert data["warnings"] == ["w"]
@@ -260,6 +262,7 @@ def test_baseline_record() -> None:
         "environment": {"OMP_NUM_THREADS": "1"},
         "dirty": True,
         "machine_id": None,
+        "pytest_mxperf_version": None,
     }
 
 

@@ -1,0 +1,77 @@
+"""The example user project's workflows run here, scenario by scenario, printing each rendered
+PR comment (to paste into a review note) and the wall time of the real-MXNet scenario.
+
+The same harness as tests/plugin/test_workflow_recipe.py (`pytest_mxperf.testing.
+workflow_scenarios`): a scratch repository made from examples/user-project, a fake GitHub API on
+127.0.0.1, the plugin as installed in this environment (the install step is stood in for). The
+fake back end measures the scenarios that need a change of speed; the identical PR also runs
+with real MXNet on one tiny case. Measure the wall time on an otherwise idle machine.
+
+    python scripts/workflow_demo.py            # all scenarios
+    python scripts/workflow_demo.py --no-real  # the fake-back-end ones only
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from pytest_mxperf.testing import workflow_scenarios as ws
+from pytest_mxperf.testing.workflow_steps import RunResult
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "user-project"
+
+
+def show(title: str, runs: list[RunResult], comment: str | None) -> None:
+    print(f"\n=== {title}")
+    for run in runs:
+        for name, job in run.jobs.items():
+            print(f"    {run.workflow} / {name}: {job.outcome}")
+    if comment is not None:
+        print("\n" + comment)
+
+
+def fake_scenarios(root: Path) -> None:
+    with ws.scenarios(EXAMPLE, root / "fake") as s:
+        s.project.set_speeds(MLP=7200.0)
+        slower = s.project.commit("mynets: a slower MLP")
+        runs = list(s.pull_request(1, slower, fork=True))
+        show("fork PR, one case 10% slower", runs, ws.comment_of(s, 1))
+        s.project.set_speeds(MLP=8000.0)
+        fixed = s.project.commit("mynets: the MLP as fast as before")
+        runs = list(s.pull_request(1, fixed, fork=True))
+        show("second push to the same PR (fixed): the comment updated", runs, ws.comment_of(s, 1))
+        print(f"    comments on the PR: {len(s.api.comments[1])}")
+        before = s.project.main_sha()
+        s.project.commit("merge")
+        show("push to main, paired with the commit before", [s.push_main(before)], None)
+
+
+def real_scenario(root: Path) -> float:
+    started = time.monotonic()
+    with ws.scenarios(EXAMPLE, root / "real", fake=False, env=ws.QUICK_REAL) as s:
+        (s.project.work / "README.md").write_text("Only the words change.\n")
+        sha = s.project.commit("docs")
+        runs = list(s.pull_request(2, sha))
+        wall = time.monotonic() - started
+        show("identical PR, real MXNet (one tiny case)", runs, ws.comment_of(s, 2))
+    return wall
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--no-real", action="store_true", help="skip the real-MXNet scenario")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="mxperf-workflow-demo-") as tmp:
+        fake_scenarios(Path(tmp))
+        if not args.no_real:
+            wall = real_scenario(Path(tmp))
+            print(f"\nreal-MXNet identical PR: {wall:.1f} s wall (PR job and comment job)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""The recipe executed: examples/user-project's workflows run here, step by step
+(`pytest_mxperf.testing.workflow_steps`), in a scratch repository made from the project, with a
+fake GitHub API on 127.0.0.1 that records every call.
+
+The install step is stood in for: ``python -m pip install -r requirements-perf.txt`` checks that
+the file pins pytest-mxperf and installs nothing, because the plugin is importable in this test
+environment already (the real install of the same project, from the wheel, is ``.ci/run``'s
+wheel check). Most scenarios measure with the fake back end (a conftest.py the harness adds to
+the copy; a change of speed is a change of ``fake_speeds.json``), so they take seconds; the
+identical pull request is also run with real MXNet on one tiny case. Each rendered comment is
+printed (``-s`` shows them; ``scripts/workflow_demo.py`` prints them too).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pytest_mxperf.testing import workflow_scenarios as ws
+from pytest_mxperf.testing.repos import git
+from pytest_mxperf.testing.workflow_steps import JobResult
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "user-project"
+SLOWER = "mlp/inference/float32/bs32/cpu"
+
+
+@pytest.fixture
+def fake(tmp_path: Path) -> Iterator[ws.Scenarios]:
+    with ws.scenarios(EXAMPLE, tmp_path / "scenario") as scenarios:
+        yield scenarios
+
+
+def ok(job: JobResult) -> JobResult:
+    assert job.outcome == "success", job.log
+    return job
+
+
+def no_token_in(job: JobResult) -> bool:
+    return all("GITHUB_TOKEN" not in s.env for s in job.steps)
+
+
+def test_fork_pr_ten_percent_slower_then_fixed(fake: ws.Scenarios) -> None:
+    """A fork's PR makes one case 10% slower: its job fails, with no token and no API call;
+    the workflow_run job posts the comment. A second push fixes it: the comment is updated."""
+    base = fake.project.main_sha()
+    fake.project.set_speeds(MLP=7200.0)
+    slower = fake.project.commit("mynets: a slower MLP")
+    pr, comment = fake.pull_request(7, slower, fork=True)
+    job = pr.jobs["benchmarks"]
+    assert job.outcome == "failure"
+    assert job.step("Benchmarks paired with the base branch").outcome == "failure"
+    assert job.step("Render the PR comment").outcome == "success"
+    assert no_token_in(job) and fake.calls[pr.run_id] == []
+    assert f"`{SLOWER}`" in job.summary and "**regressed**" in job.summary
+    ok(comment.jobs["comment"])
+    assert [c.method for c in fake.calls[comment.run_id]] == ["GET", "GET", "POST"]
+    assert all(c.token == fake.api.token for c in fake.calls[comment.run_id])
+    first = ws.comment_of(fake, 7)
+    print(f"\n--- fork PR, one case 10% slower (job failed):\n{first}")
+    assert ":x: **mxperf: regressed** (4 cases: 3 pass, 1 regressed)" in first
+    assert f"- `{SLOWER}`: regressed, -10.0% against `{base[:10]}`" in first
+    assert "HEAD vs origin/main: -10.0%" in first
+    # The API failing: a warning, and the comment job still succeeds.
+    fake.api.fail_with = 502
+    again = fake.comment(pr, 7, slower, fork=True)
+    post = ok(again.jobs["comment"]).step("Post or update the comment")
+    assert (
+        "mxperf: warning: the comment was not posted" in post.output and "HTTP 502" in post.output
+    )
+    fake.api.fail_with = None
+
+    fake.project.set_speeds(MLP=8000.0)
+    fixed = fake.project.commit("mynets: the MLP as fast as before")
+    pr, comment = fake.pull_request(7, fixed, fork=True)
+    ok(pr.jobs["benchmarks"])
+    ok(comment.jobs["comment"])
+    assert [c.method for c in fake.calls[comment.run_id]] == ["GET", "GET", "PATCH"]
+    second = ws.comment_of(fake, 7)  # one comment: updated, not posted again
+    print(f"\n--- second push to the same PR (fixed):\n{second}")
+    assert ":white_check_mark: **mxperf: pass** (4 cases: 4 pass)" in second
+    assert f"at `{fixed[:10]}`, paired with `origin/main` (`{base[:10]}`)" in second
+    assert len(fake.api.comments[7]) == 1
+
+
+def test_push_to_main_pairs_with_the_commit_before(fake: ws.Scenarios) -> None:
+    before = fake.project.main_sha()
+    (fake.project.work / "README.md").write_text("A change that moves no speed.\n")
+    after = fake.project.commit("docs")
+    run = fake.push_main(before)
+    job = ok(run.jobs["benchmarks"])
+    assert job.step("The commit before this push").outcome == "success"
+    assert (
+        "mxperf verdicts: 4 pass" in job.step("Benchmarks paired with the previous commit").output
+    )
+    artifact = fake.runner.root / "artifacts" / str(run.run_id) / f"mxperf-main-{after}"
+    report = json.loads((artifact / "mxperf.json").read_text())
+    assert report["paired"]["rev_sha"] == before
+    assert {c["verdict"]["status"] for c in report["cases"]} == {"pass"}
+    assert fake.calls[run.run_id] == []
+
+
+def test_self_hosted_refresh_then_push(fake: ws.Scenarios) -> None:
+    """The manual refresh stores baselines on their branch; the next push to main compares
+    with them (no pair)."""
+    refresh = fake.dispatch("mxperf-self-hosted.yml")
+    assert refresh.jobs["benchmarks"].outcome == "skipped"
+    ok(refresh.jobs["refresh"])
+    stored = git(fake.project.origin, "ls-tree", "-r", "--name-only", "mxperf-baselines")
+    refreshed = fake.project.main_sha()
+    assert stored.splitlines() == [f"baselines/mxperf-bench-cpu/{refreshed}.json"]
+    before = refreshed
+    (fake.project.work / "README.md").write_text("Nothing measured changes.\n")
+    fake.project.commit("docs")
+    push = fake.push_main(before, "mxperf-self-hosted.yml")
+    assert push.jobs["refresh"].outcome == "skipped"
+    job = ok(push.jobs["benchmarks"])
+    report = json.loads((job.workspace / "mxperf.json").read_text())  # type: ignore[operator]
+    assert "paired" not in report
+    verdicts = {c["verdict"]["status"] for c in report["cases"]}
+    assert verdicts == {"pass"}, job.log
+    assert {c["verdict"]["baseline_commit"] for c in report["cases"]} == {refreshed}
+
+
+def test_identical_pr_with_real_mxnet(tmp_path: Path) -> None:
+    """An identical PR (a README change) from the repository itself, measured with real MXNet
+    on one tiny case: the job passes and the comment says so."""
+    pytest.importorskip("mxnet")
+    with ws.scenarios(EXAMPLE, tmp_path / "real", fake=False, env=ws.QUICK_REAL) as real:
+        (real.project.work / "README.md").write_text("Only the words change.\n")
+        sha = real.project.commit("docs")
+        pr, comment = real.pull_request(3, sha)
+        ok(pr.jobs["benchmarks"])
+        ok(comment.jobs["comment"])
+        body = ws.comment_of(real, 3)
+        print(f"\n--- identical PR, real MXNet:\n{body}")
+        # The job passed; on a loaded machine the rounds may not decide the case (inconclusive,
+        # which passes): the counts say which.
+        assert re.search(
+            r":white_check_mark: \*\*mxperf: pass\*\* \(1 case: 1 (pass|inconclusive)\)", body
+        )
+        assert "`tiny_cnn/inference/float32/bs16/cpu`" in body
