@@ -18,6 +18,7 @@ it in this list (``tests/unit/test_wings.py`` checks it):
 ``judging``     verdicts from numbers, paired statistics, the messages written from them
 ``paired``      paired runs: sides, rounds, lock-step turns, fork servers, worktrees, envs
 ``reporting``   terminal tables, JSON, CI summaries, the history page
+``history``     paired ratios over the commits: entries, their store, the index fit, bisect
 ``run``         the run's state while pytest runs (`MxperfSession`), updating baselines
 ``case``        the ``mxperf`` fixture and the case path all its methods go through
 ``plugin``      the pytest entry point ``mxperf``: hooks, configuration, hook specs

@@ -10,6 +10,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_mxperf.cli.history import history_page
 from pytest_mxperf.config import floors, parsers
 from pytest_mxperf.config.options import DEFAULTS
 from pytest_mxperf.reporting import history, htmlchart, htmlreport, summary
@@ -47,6 +48,12 @@ def add_parser(sub: Any, parents: Sequence[argparse.ArgumentParser] = ()) -> Non
         f"the stored noise (default {DEFAULTS['unconfirmed_tolerance']:.2f})",
     )
     report.add_argument("--markdown", type=Path, help="also write the summary table as Markdown")
+    report.add_argument(
+        "--history",
+        metavar="STORE",
+        help="also plot the index of paired ratios from this history store (a directory, or "
+        "git:BRANCH of the repository here, e.g. git:mxperf-history)",
+    )
     add_cost_arguments(report)
 
 
@@ -124,9 +131,14 @@ def run(root: Path, args: argparse.Namespace) -> int:
                     f"no baselines for hardware {args.hardware!r} (stored: {stored})"
                 )
             hist = dataclasses.replace(hist, hardware=kept)
+        index = history_page(args.history) if args.history else ""
         with _writing("--out", out):
             htmlreport.write_report(
-                hist, out, price_per_hour=args.price_per_hour, epoch_images=args.epoch_images
+                hist,
+                out,
+                price_per_hour=args.price_per_hour,
+                epoch_images=args.epoch_images,
+                index_html=index,
             )
     except (floors.FloorError, htmlchart.ReportError) as exc:
         raise ReportCommandError(str(exc)) from None

@@ -117,6 +117,15 @@ SPECS: tuple[Spec, ...] = (
         "REV",
     ),
     Spec(
+        "history",
+        parsers.any_text,
+        None,
+        "Paired mode: at the end of the run, add one history entry per case (its ratio, "
+        "interval and runner) to this store: a directory, or git:BRANCH of this repository "
+        "(pushed to origin when it exists); see mxperf history.",
+        "STORE",
+    ),
+    Spec(
         "rounds",
         parsers.rounds,
         2,

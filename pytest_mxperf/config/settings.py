@@ -37,6 +37,7 @@ class Settings:
     machine: str | None = DEFAULTS["machine"]
     compare: str | None = DEFAULTS["compare"]
     ab: str | None = DEFAULTS["ab"]
+    history: str | None = DEFAULTS["history"]
     rounds: int = DEFAULTS["rounds"]
     max_rounds: int = DEFAULTS["max_rounds"]
     pair_budget: float | None = DEFAULTS["pair_budget"]

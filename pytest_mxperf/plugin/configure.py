@@ -52,6 +52,7 @@ def settings_from(config: pytest.Config, orders: SideOrders | None = None) -> Se
             markdown=None,
             benchmark_action=None,
             ab=None,
+            history=None,
             arbitrate=False,
             # Traces only where the controller asked on the command line (HEAD's first round).
             profile=config.getoption(dest("profile")),
@@ -85,6 +86,11 @@ def detect_run(config: pytest.Config, settings: Settings) -> RunInfo:
         check_update_allowed(settings, run)
     if settings.ab:
         check_ab_allowed(config, settings, run)
+    elif settings.history:
+        raise pytest.UsageError(
+            "--mxperf-history keeps paired ratios: give the revision to pair with, "
+            '--mxperf-ab REV (e.g. "$(mxperf history base)")'
+        )
     refusal = gpuarch.check(settings.ctx, run.gpus)
     if refusal is not None:
         raise pytest.UsageError(refusal.message)

@@ -142,9 +142,11 @@ def render_html(
     *,
     price_per_hour: float | None = None,
     epoch_images: int | None = None,
+    index_html: str = "",
 ) -> str:
     """The whole page as a string (plotly's JavaScript inlined); with a price per hour and/or
-    an epoch size, the summary table shows what the latest figures cost."""
+    an epoch size, the summary table shows what the latest figures cost; ``index_html``: the
+    section of paired ratios (`pytest_mxperf.history.page`), after the summary."""
     _, offline = load_plotly()
     git = history.git
     # A page meant to be published as a CI artifact: names, never this machine's paths.
@@ -201,7 +203,7 @@ def render_html(
         f'<script type="text/javascript">{offline.get_plotlyjs()}</script></head><body>'
         f'<h1>{_e(title)}</h1><p class="meta">{" · ".join(meta)}</p>{notes_html}'
         f'<div id="filters">{filters}</div>'
-        f"<h2>Summary</h2>{_summary_table(history, price_per_hour, epoch_images)}"
+        f"<h2>Summary</h2>{_summary_table(history, price_per_hour, epoch_images)}{index_html}"
         f'<p class="key">Markers: {key}; hollow: not in the first-parent history; '
         "bars: range of the stored runs (IQR of the blocks for a single run).</p>"
         f"{''.join(sections)}<script>{_FILTER_JS}</script></body></html>\n"
@@ -214,8 +216,11 @@ def write_report(
     *,
     price_per_hour: float | None = None,
     epoch_images: int | None = None,
+    index_html: str = "",
 ) -> Path:
     """Write the page to ``out`` atomically (readers never see half a page)."""
-    text = render_html(history, price_per_hour=price_per_hour, epoch_images=epoch_images)
+    text = render_html(
+        history, price_per_hour=price_per_hour, epoch_images=epoch_images, index_html=index_html
+    )
     files.write_text_atomic(out, text)  # a failed write leaves no temporary (megabytes)
     return out

@@ -15,6 +15,7 @@ import pytest
 from pytest_mxperf.baselines.runinfo import RunInfo
 from pytest_mxperf.config.settings import Settings
 from pytest_mxperf.config.side import SideOrders
+from pytest_mxperf.history import fromrun
 from pytest_mxperf.judging.verdict import stored_threshold
 from pytest_mxperf.measuring.protocol import Backend
 from pytest_mxperf.measuring.records import CaseResult
@@ -74,6 +75,8 @@ class MxperfSession:
         self.report_path: Path | None = None
         #: The CI summaries written (``--mxperf-markdown``, ``--mxperf-benchmark-action``).
         self.summaries: list[str] = []
+        #: What ``--mxperf-history`` added to its store ('' when nothing).
+        self.history_added = ""
         #: ``(node id, last lines of the error)`` of files or tests that could not be collected.
         self.collect_errors: list[tuple[str, str]] = []
         #: The rounds of ``--mxperf-ab``, run once the tests are collected.
@@ -227,7 +230,7 @@ class MxperfSession:
                 self.run.plugin_version,
             )
             self.errors += self.stored.errors
-        if s.json or self.stored.write_failed:
+        if s.json or s.history or self.stored.write_failed:
             # A file that could not be written never loses the measured results: the report
             # then goes to a temporary file, named in the errors.
             extra: dict[str, Any] = {
@@ -244,10 +247,15 @@ class MxperfSession:
             if self.preflight.data is not None:
                 extra["joint_pair"] = pairjson.as_dict(self.preflight.data)
             data = report.to_json(self.collected.results, self.run, s.as_dict(), extra)
-            wanted = Path(s.json) if s.json else None
-            self.report_path, problem = outputs.write_report(wanted, data, self.run.run_id)
-            if problem:
-                self.errors.append(problem)
+            if s.json or self.stored.write_failed:
+                wanted = Path(s.json) if s.json else None
+                self.report_path, problem = outputs.write_report(wanted, data, self.run.run_id)
+                if problem:
+                    self.errors.append(problem)
+            if s.history and not interrupted:
+                repo = self.run.commit.repo_root
+                self.history_added, problem = fromrun.add_from_run(data, s.history, repo)
+                self.errors += [problem] if problem else []
         self.summaries, problems = self.write_summaries(os.environ.get("GITHUB_STEP_SUMMARY"))
         self.errors += problems
         return bool(self.errors)
@@ -311,4 +319,6 @@ class MxperfSession:
         if self.settings.json and self.report_path == Path(self.settings.json):
             out.append(("line", f"mxperf: JSON report written to {self.settings.json}", {}))
         out += [("line", f"mxperf: summary written to {w}", {}) for w in self.summaries]
+        if self.history_added:
+            out.append(("line", f"mxperf: {self.history_added}", {}))
         return out + alerts

@@ -1,0 +1,159 @@
+"""The index: per case, a least-squares fit of every measured pair over the commit graph.
+
+Each pair (base -> commit) measures ``x[commit] - x[base] = log(ratio)`` with the standard
+error its interval gives (`Entry.log_se`). The fit weighs each by ``1 / se**2`` and fixes
+``x = 0`` at the first commit of each connected part of the graph, so the index
+``exp(x)`` is 1.0 there. The covariance ``(A^T W A)^-1`` gives each commit's interval and each
+step's (a step: one commit's index over the previous commit's). A chain of N pairs adds up N
+errors; an anchor pair (a commit paired with one much older) closes a loop and the fit spreads
+the error over it, so the interval at the end of a long chain stays bounded.
+
+Commits that no pair connects to the first commit form another part, with its own 1.0: the
+result says so (`Fit.parts`) and never compares across parts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from pytest_mxperf.history.entries import z_of
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One measured pair: ``commit`` over ``base`` is ``exp(log_ratio)``."""
+
+    base: str
+    commit: str
+    log_ratio: float
+    se: float
+
+
+@dataclass(frozen=True)
+class Step:
+    """One commit's index over the previous commit's in the same part (its measured effect)."""
+
+    commit: str
+    previous: str
+    ratio: float
+    low: float
+    high: float
+
+    @property
+    def changed(self) -> bool:
+        """The interval excludes "no change"."""
+        return self.high < 1.0 or self.low > 1.0
+
+
+@dataclass(frozen=True)
+class Point:
+    commit: str
+    index: float
+    low: float
+    high: float
+    part: int  # which connected part (0: the one holding the first commit)
+
+
+@dataclass(frozen=True)
+class Fit:
+    points: tuple[Point, ...]  # in commit order
+    steps: tuple[Step, ...]
+    parts: tuple[tuple[str, ...], ...]  # the commits of each connected part
+    level: float  # of the points' intervals
+    step_level: float  # of the steps' intervals
+
+    def point(self, commit: str) -> Point:
+        return next(p for p in self.points if p.commit == commit)
+
+    @property
+    def note(self) -> str:
+        """Says when the graph falls in several parts ('' when it is one)."""
+        if len(self.parts) < 2:
+            return ""
+        heads = ", ".join(part[0][:10] for part in self.parts[1:])
+        return (
+            f"{len(self.parts)} parts that no pair connects: each part's index is 1.0 at its "
+            f"own first commit ({heads}), not comparable with the first part's"
+        )
+
+
+def _parts(order: Sequence[str], pairs: Sequence[Pair]) -> list[list[str]]:
+    parent = {c: c for c in order}
+
+    def find(c: str) -> str:
+        while parent[c] != c:
+            parent[c] = parent[parent[c]]
+            c = parent[c]
+        return c
+
+    for p in pairs:
+        parent[find(p.commit)] = find(p.base)
+    groups: dict[str, list[str]] = {}
+    for c in order:
+        groups.setdefault(find(c), []).append(c)
+    return sorted(groups.values(), key=lambda g: order.index(g[0]))
+
+
+def _solve(
+    part: list[str], pairs: Sequence[Pair]
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """x and its covariance for the commits of one part, x[0] fixed at 0."""
+    col = {c: i - 1 for i, c in enumerate(part)}  # part[0] is fixed: column -1 means none
+    mine = [p for p in pairs if p.commit in col and p.base in col]
+    n = len(part) - 1
+    x, cov = np.zeros(len(part)), np.zeros((len(part), len(part)))
+    if n == 0:
+        return x, cov
+    a = np.zeros((len(mine), n))
+    for row, p in enumerate(mine):
+        if col[p.commit] >= 0:
+            a[row, col[p.commit]] += 1.0
+        if col[p.base] >= 0:
+            a[row, col[p.base]] -= 1.0
+    w = np.array([1.0 / p.se**2 for p in mine])
+    y = np.array([p.log_ratio for p in mine])
+    normal = a.T @ (a * w[:, None])
+    inverse = np.linalg.inv(normal)
+    x[1:] = inverse @ (a.T @ (w * y))
+    cov[1:, 1:] = inverse
+    return x, cov
+
+
+def fit(
+    order: Sequence[str], pairs: Sequence[Pair], level: float = 0.95, step_level: float = 0.99
+) -> Fit:
+    """The index over the commits ``order`` (oldest first; commits of ``pairs`` missing from
+    it are placed after it in their first-seen order) from ``pairs``."""
+    commits = list(dict.fromkeys([*order, *(c for p in pairs for c in (p.base, p.commit))]))
+    used = {c for p in pairs for c in (p.base, p.commit)}
+    commits = [c for c in commits if c in used]
+    z, z_step = z_of(level), z_of(step_level)
+    points: list[Point] = []
+    steps: list[Step] = []
+    parts = _parts(commits, [p for p in pairs if p.base != p.commit])
+    for number, part in enumerate(parts):
+        x, cov = _solve(part, pairs)
+        for i, c in enumerate(part):
+            se = math.sqrt(max(cov[i, i], 0.0))
+            points.append(
+                Point(c, math.exp(x[i]), math.exp(x[i] - z * se), math.exp(x[i] + z * se), number)
+            )
+            if i:
+                d = x[i] - x[i - 1]
+                sd = math.sqrt(max(cov[i, i] + cov[i - 1, i - 1] - 2 * cov[i, i - 1], 0.0))
+                steps.append(
+                    Step(
+                        c,
+                        part[i - 1],
+                        math.exp(d),
+                        math.exp(d - z_step * sd),
+                        math.exp(d + z_step * sd),
+                    )
+                )
+    points.sort(key=lambda p: commits.index(p.commit))
+    return Fit(tuple(points), tuple(steps), tuple(tuple(p) for p in parts), level, step_level)

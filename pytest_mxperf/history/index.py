@@ -1,0 +1,60 @@
+"""Entries to per-case index fits: the commits in order (git's first-parent history when the
+repository is at hand), each case's pairs, the fit with or without anchor pairs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from pytest_mxperf.history.entries import Entry
+from pytest_mxperf.history.fit import Fit, Pair, fit
+from pytest_mxperf.paired.gitcmd import git
+
+
+def first_parent(repo: Path | None, rev: str = "HEAD") -> list[str]:
+    """The first-parent history of ``rev``, newest first ([] without a repository)."""
+    if repo is None:
+        return []
+    done = git(repo, "rev-list", "--first-parent", rev, check=False)
+    return done.stdout.split() if done.returncode == 0 else []
+
+
+def commit_order(entries: Sequence[Entry], line: Sequence[str] = ()) -> list[str]:
+    """Every commit the entries name, oldest first: those on ``line`` (first-parent history,
+    newest first) in its order, then the others by the date their entries give, bases first."""
+    named = {c for e in entries for c in e.pair}
+    on_line = [c for c in reversed(line) if c in named]
+    rest: list[str] = []
+    for e in sorted(entries, key=lambda e: e.date):
+        rest += [c for c in e.pair if c not in on_line and c not in rest]
+    return on_line + rest
+
+
+def is_anchor(pair: tuple[str, str], order: Sequence[str]) -> bool:
+    """A pair that spans more than one step of ``order`` (HEAD paired with an older anchor)."""
+    base, commit = pair
+    return order.index(commit) - order.index(base) != 1
+
+
+def pairs(entries: Sequence[Entry], case: str) -> list[Pair]:
+    return [Pair(e.base, e.commit, e.log_ratio, e.log_se) for e in entries if e.case == case]
+
+
+def case_fits(
+    entries: Sequence[Entry],
+    order: Sequence[str],
+    *,
+    anchors: bool = True,
+    level: float = 0.95,
+    step_level: float = 0.99,
+) -> dict[str, Fit]:
+    """The fit of every case; ``anchors=False`` keeps only the chain (pairs of neighbours in
+    the case's own commit order), to show what the anchors bought."""
+    fits = {}
+    for case in sorted({e.case for e in entries}):
+        mine = [e for e in entries if e.case == case]
+        own = [c for c in order if any(c in e.pair for e in mine)]
+        if not anchors:
+            mine = [e for e in mine if not is_anchor(e.pair, own)]
+        fits[case] = fit(own, pairs(mine, case), level=level, step_level=step_level)
+    return fits

@@ -1,0 +1,30 @@
+"""scripts/history_emulation.py at a tiny scale on the fake back end: two jobs on fresh clones,
+one anchored, the steps named at their commits and the anchors' narrower interval printed."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "history_emulation.py"
+
+
+def test_the_emulation_finds_both_steps_at_their_commits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = importlib.util.spec_from_file_location("history_emulation", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    argv = ["--fake", "--commits", "2", "--every", "2", "--slow-at", "1", "--fast-at", "2"]
+    assert module.main([*argv, "--keep", str(tmp_path / "emulation")]) == 0
+    out = capsys.readouterr().out
+    alpha, beta, gamma = out.split("/inference/float32/bs8/cpu: index at each commit")[1:4]
+    assert "marked steps (99% interval excludes no change): commits [1]" in alpha
+    assert "marked steps (99% interval excludes no change): commits [2]" in beta
+    assert "marked steps (99% interval excludes no change): commits none" in gamma
+    assert "commit 2: job" in out and "(anchored)" in out
+    # The jobs pushed their entries to origin; their clones are gone.
+    assert not list((tmp_path / "emulation").glob("job-*"))
