@@ -40,7 +40,7 @@ from pytest_mxperf.plugin.hooks import (
 )
 from pytest_mxperf.plugin.sidehooks import SideHooks
 from pytest_mxperf.run.session import MxperfSession
-from pytest_mxperf.system import fingerprint, scratch
+from pytest_mxperf.system import fingerprint, mxnet_env, scratch
 
 if TYPE_CHECKING:
     from pytest_mxperf.case.fixture import MxPerf
@@ -121,12 +121,8 @@ def pytest_configure(config: pytest.Config) -> None:
                 if getattr(settings, flag):
                     raise pytest.UsageError(f"--mxperf-{flag.replace('_', '-')} needs --mxperf")
             return
+        _refuse_bad_mxnet_env(settings)
         run = configure.detect_run(config, settings)
-    if settings.threads is None and workerinput is None:
-        # Refused here, before MXNet loads: it would abort the whole session (exit 134).
-        problem = fingerprint.thread_env_problem(os.environ)
-        if problem is not None:
-            raise pytest.UsageError(f"mxperf: {problem}")
     if settings.threads is not None:
         if "mxnet" in sys.modules and os.environ.get("OMP_NUM_THREADS") != str(settings.threads):
             config.issue_config_time_warning(
@@ -145,6 +141,17 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(SideHooks(state, orders), "mxperf-side")
     elif workerinput is None and config.get_verbosity() >= 1 and not settings.ab:
         config.pluginmanager.register(ProgressHooks(config), "mxperf-progress")
+
+
+def _refuse_bad_mxnet_env(settings: Settings) -> None:
+    """Refused here, before MXNet loads (in a paired side too, with the environment it was
+    given): MXNet would abort the whole session on it (exit 134, no table)."""
+    env = dict(os.environ)
+    if settings.threads is not None:
+        fingerprint.apply_threads(env, settings.threads)
+    problem = mxnet_env.env_problem(env)
+    if problem is not None:
+        raise pytest.UsageError(f"mxperf: {problem}")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -16,7 +16,7 @@ from pytest_mxperf.baselines.resolution import resolve
 from pytest_mxperf.config import options, parsers
 from pytest_mxperf.pipelines import imagedata
 from pytest_mxperf.reporting import historygit
-from pytest_mxperf.system import fingerprint
+from pytest_mxperf.system import mxnet_env
 from pytest_mxperf.testing.repos import git
 
 
@@ -34,9 +34,9 @@ from pytest_mxperf.testing.repos import git
     ],
 )
 def test_a_thread_variable_mxnet_cannot_read_is_named(env: dict[str, str], named: str) -> None:
-    problem = fingerprint.thread_env_problem(env)
+    problem = mxnet_env.env_problem(env)
     assert problem is not None and named in problem
-    assert "positive integer" in problem
+    assert "whole number in [1, 4096]" in problem
 
 
 @pytest.mark.parametrize(
@@ -50,7 +50,7 @@ def test_a_thread_variable_mxnet_cannot_read_is_named(env: dict[str, str], named
     ],
 )
 def test_thread_variables_mxnet_reads_pass(env: dict[str, str]) -> None:
-    assert fingerprint.thread_env_problem(env) is None
+    assert mxnet_env.env_problem(env) is None
 
 
 # Item 15: --mxperf-pipeline-timeout inf was accepted, then every pipeline case failed with
