@@ -311,4 +311,7 @@ class MxperfSession:
         if self.settings.json and self.report_path == Path(self.settings.json):
             out.append(("line", f"mxperf: JSON report written to {self.settings.json}", {}))
         out += [("line", f"mxperf: summary written to {w}", {}) for w in self.summaries]
+        # Which baselines were passed over is in the header too, which -q hides: repeat it.
+        yellow = {"yellow": True}
+        out += [("line", f"mxperf: warning: {w}", yellow) for w in self.run.baselines.warnings]
         return out + alerts

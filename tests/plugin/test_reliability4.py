@@ -4,7 +4,12 @@ checked only in benchmark runs, and refusals made at configure rather than after
 
 from __future__ import annotations
 
+import fnmatch
+from typing import Callable
+
 import pytest
+
+from pytest_mxperf.testing.repos import git, read_report, stored_files
 
 TOY = (
     "from pytest_mxperf.testing import FakeModel\n"
@@ -48,3 +53,36 @@ def test_an_absurd_thread_count_is_a_usage_error(fake_pytester: pytest.Pytester)
     result = fake_pytester.runpytest("--mxperf", "--mxperf-threads", "99999999")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*99999999*--mxperf-threads*thread count in [[]1, 4096]*"])
+
+
+# Item 5: store at A and B, rebase B away (B's file kept): the run compared with A, said nothing.
+def test_a_newest_baseline_off_the_history_is_said_even_under_q(
+    fake_pytester: pytest.Pytester,
+    commit: Callable[[str], str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake_pytester.makepyfile(TOY)
+    with (fake_pytester.path / ".gitignore").open("a") as ignore:
+        ignore.write("baselines/\n")  # the stored files stay when history is rewritten
+    monkeypatch.setenv("GIT_COMMITTER_DATE", "2026-01-01T10:00:00+00:00")
+    a = commit("A")
+    fake_pytester.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=1)
+    monkeypatch.setenv("GIT_COMMITTER_DATE", "2026-01-02T10:00:00+00:00")
+    b = commit("B")
+    fake_pytester.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=1)
+    git(fake_pytester.path, "reset", "-q", "--hard", a)  # B rebased away; its file is untracked
+    monkeypatch.setenv("GIT_COMMITTER_DATE", "2026-01-03T10:00:00+00:00")
+    commit("C")
+    assert len(stored_files(fake_pytester.path)) == 2
+    result = fake_pytester.runpytest("--mxperf", "-q", "--mxperf-json", "report.json")
+    result.assert_outcomes(passed=1)
+    said = (
+        f"mxperf: warning: the newest stored baseline for cpu-*, {b[:10]} (2026-01-02), is not "
+        "an ancestor of HEAD (history rewritten, or stored on another branch): cases are "
+        f"compared with the nearest ancestor's, {a[:10]} (2026-01-01); *--mxperf-compare SHA"
+    )
+    result.stdout.fnmatch_lines([said])
+    report = read_report(fake_pytester.path)
+    assert any(fnmatch.fnmatch(f"mxperf: warning: {w}", said) for w in report["baseline_warnings"])
+    (case,) = report["cases"]
+    assert case["verdict"]["baseline_commit"] == a

@@ -234,8 +234,14 @@ def test_stored_baselines_that_are_no_ancestor_are_named(tmp_path: Path) -> None
         "(2025-03-04), cccccccccc (2025-03-03), bbbbbbbbbb (2025-03-02) and 1 more; compare "
         "with one by --mxperf-compare SHA"
     ]
-    # An ancestor holding any case, or hardware keys of other machines: nothing to say.
-    assert resolve(tmp_path, {"a" * 40: 3}, this_machine=[hw]).warnings == []
+    # Issue 49 item 5: an older ancestor holding the case is used, and the newer files it
+    # passes over are said; the newest an ancestor, or other machines' keys: nothing to say.
+    assert resolve(tmp_path, {"a" * 40: 3}, this_machine=[hw]).warnings == [
+        f"the newest stored baseline for {hw}, dddddddddd (2025-03-04), is not an ancestor of "
+        "HEAD (history rewritten, or stored on another branch): cases are compared with the "
+        "nearest ancestor's, aaaaaaaaaa (2025-03-01); compare with another by --mxperf-compare SHA"
+    ]
+    assert resolve(tmp_path, {"d" * 40: 0, "a" * 40: 3}, this_machine=[hw]).warnings == []
     assert resolve(tmp_path, {"f" * 40: 0}, this_machine=["gpu-not-stored-x1"]).warnings == []
 
 
