@@ -167,20 +167,21 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     enabled = STATE_KEY in config.stash
-    skip = pytest.mark.skip(reason=SKIP_REASON)
     for item in items:
-        specs = []
-        for mark in item.iter_markers("mxperf"):
-            try:
-                specs.append(parse_marker(mark.args, mark.kwargs))
-            except MarkerError as exc:
-                raise pytest.UsageError(f"{item.nodeid}: bad @pytest.mark.mxperf: {exc}") from None
         try:
-            item.stash[MARKER_KEY] = merge(specs)
-        except MarkerError as exc:  # markers that disagree (the scaling kind)
-            raise pytest.UsageError(f"{item.nodeid}: bad @pytest.mark.mxperf: {exc}") from None
+            item.stash[MARKER_KEY] = merge(
+                [parse_marker(mark.args, mark.kwargs) for mark in item.iter_markers("mxperf")]
+            )
+            bad = None
+        except MarkerError as exc:  # also markers that disagree (the scaling kind)
+            bad = f"{item.nodeid}: bad @pytest.mark.mxperf: {exc}"
+        if enabled and bad is not None:
+            raise pytest.UsageError(bad)
         if not enabled and is_benchmark(item):
-            item.add_marker(skip)
+            # A plain run skips benchmarks: a bad marker is said in the reason (-rs), and
+            # blocks only the benchmark runs it would break.
+            reason = SKIP_REASON if bad is None else f"{SKIP_REASON} ({bad})"
+            item.add_marker(pytest.mark.skip(reason=reason))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
