@@ -86,3 +86,60 @@ def test_a_newest_baseline_off_the_history_is_said_even_under_q(
     assert any(fnmatch.fnmatch(f"mxperf: warning: {w}", said) for w in report["baseline_warnings"])
     (case,) = report["cases"]
     assert case["verdict"]["baseline_commit"] == a
+
+
+# Item 8: a '/' failed with a traceback from inside the plugin, an int model with TypeError,
+# "x2" read back as a world size, and a newline broke the table.
+NAMES = """
+import pytest
+from pytest_mxperf.testing import FakeModel
+
+@pytest.mark.parametrize(
+    "model,name",
+    [("a/b", None), ("ok", "c/d"), (3, None), ("ok", "x2"), ("a\\nb", None), ("good", None)],
+    ids=["slash", "name-slash", "int", "world", "newline", "good"],
+)
+def test_n(mxperf, model, name):
+    mxperf.inference(FakeModel(400.0), batch_size=8, model=model, name=name)
+"""
+
+
+def test_names_no_case_key_can_hold_fail_their_test_naming_them(
+    fake_pytester: pytest.Pytester,
+) -> None:
+    fake_pytester.makepyfile(test_names=NAMES)
+    result = fake_pytester.runpytest("--mxperf", "--mxperf-json", "report.json")
+    result.assert_outcomes(passed=1, failed=5)
+    out = result.stdout.str()
+    assert "Traceback" not in out and "casekey.py" not in out and "TypeError" not in out
+    result.stdout.fnmatch_lines(
+        [
+            "mxperf: test_names.py::test_n[[]slash]: a model label must hold no '/' *: 'a/b'",
+            "mxperf: test_names.py::test_n[[]name-slash]: a case name must hold no '/' *: 'c/d'",
+            "mxperf: test_names.py::test_n[[]int]: a model label must be a string, got 3 (int)",
+            "mxperf: test_names.py::test_n[[]world]: a case name must not look like a world "
+            "size (x<N>): 'x2'",
+            "mxperf: test_names.py::test_n[[]newline]: a model label must hold no newline*",
+        ]
+    )
+    # The table has one row, whole.
+    assert [c["key"] for c in read_report(fake_pytester.path)["cases"]] == [
+        "good/inference/float32/bs8/cpu"
+    ]
+
+
+def test_a_marker_model_no_case_key_can_hold_is_a_usage_error(
+    fake_pytester: pytest.Pytester,
+) -> None:
+    fake_pytester.makepyfile(
+        "import pytest\n"
+        "from pytest_mxperf.testing import FakeModel\n"
+        "@pytest.mark.mxperf(model='resnet/50')\n"
+        "def test_toy(mxperf):\n"
+        "    mxperf.inference(FakeModel(400.0), batch_size=8)\n"
+    )
+    result = fake_pytester.runpytest("--mxperf")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*::test_toy: bad @pytest.mark.mxperf: model: a model label must hold no '/'*"]
+    )
