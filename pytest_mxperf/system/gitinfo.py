@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import re
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -42,6 +43,24 @@ class CommitInfo:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CommitInfo:
         return cls(**{k: data.get(k) for k in cls.__dataclass_fields__})  # type: ignore[arg-type]
+
+
+#: A commit sha as baseline files are named by it (abbreviated or full, SHA-1 or SHA-256).
+SHA = re.compile(r"[0-9a-f]{7,64}")
+
+
+def env_commit_problem(commit: CommitInfo) -> str | None:
+    """Why the commit a CI variable named (``PYTEST_MXPERF_COMMIT``, ``GITHUB_SHA``, ...) cannot
+    be this run's, or None: neither a sha nor a revision git resolved here. Said before anything
+    is measured; baselines are stored under, and found by, the commit's sha."""
+    if not commit.source.startswith("env:") or not commit.sha or SHA.fullmatch(commit.sha):
+        return None
+    name = commit.source[len("env:") :]
+    return (
+        f"mxperf: {name}={commit.sha!r} names no commit: it is not a sha (7 to 64 lowercase hex "
+        "digits) nor a revision of this repository; baselines are stored and found by the "
+        f"commit's sha: set {name} to one, or unset it to take the commit from git"
+    )
 
 
 def _repo(path: str | Path) -> Any:

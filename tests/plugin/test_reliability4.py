@@ -143,3 +143,27 @@ def test_a_marker_model_no_case_key_can_hold_is_a_usage_error(
     result.stderr.fnmatch_lines(
         ["*::test_toy: bad @pytest.mark.mxperf: model: a model label must hold no '/'*"]
     )
+
+
+# Item 8: a bad PYTEST_MXPERF_COMMIT was refused only after measuring (storing the baseline).
+@pytest.mark.parametrize("update", [[], ["--mxperf-update"]])
+def test_a_commit_variable_that_names_no_commit_is_refused_before_measuring(
+    fake_pytester: pytest.Pytester,
+    commit: Callable[[str], str],
+    monkeypatch: pytest.MonkeyPatch,
+    update: list[str],
+) -> None:
+    fake_pytester.makepyfile(TOY)
+    sha = commit("suite")
+    monkeypatch.setenv("PYTEST_MXPERF_COMMIT", "release candidate 2")
+    result = fake_pytester.runpytest("--mxperf", *update)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*mxperf: PYTEST_MXPERF_COMMIT='release candidate 2' names no commit: it is not a sha*"]
+    )
+    assert "throughput" not in result.stdout.str()  # nothing measured
+    assert stored_files(fake_pytester.path) == []
+    # A revision git resolves here, or a sha (one this clone may lack), is taken.
+    for name in ("main", sha[:12]):
+        monkeypatch.setenv("PYTEST_MXPERF_COMMIT", name)
+        fake_pytester.runpytest("--mxperf", *update).assert_outcomes(passed=1)
