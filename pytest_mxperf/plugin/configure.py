@@ -128,9 +128,15 @@ def check_ab_allowed(config: pytest.Config, settings: Settings, run: RunInfo) ->
             "(pytest picks it from the paths on the command line, option values included: "
             "write options as --mxperf-json=PATH, or give --rootdir)"
         )
-    if gitinfo.rev_parse(run.commit.repo_root, str(settings.ab)) is None:
+    root = run.commit.repo_root
+    if gitinfo.rev_parse(root, str(settings.ab)) is None:
+        if gitinfo.is_shallow(root):
+            raise pytest.UsageError(
+                f"--mxperf-ab: revision {settings.ab!r} is not in {root}, a shallow clone (its "
+                f"history is cut short); {gitinfo.DEEPEN}"
+            )
         raise pytest.UsageError(
-            f"--mxperf-ab: unknown revision {settings.ab!r} in {run.commit.repo_root} "
+            f"--mxperf-ab: unknown revision {settings.ab!r} in {root} "
             "(fetch it first, e.g. git fetch origin main)"
         )
 

@@ -142,7 +142,10 @@ class MxperfSession:
         if not self.run.commit.repo_root:
             return "no git repository here"
         if gitinfo.rev_parse(self.run.commit.repo_root, sha) is None:
-            return f"the baseline commit {sha[:10]} is not in this clone (shallow clone?)"
+            if gitinfo.is_shallow(self.run.commit.repo_root):
+                why = f"the baseline commit {sha[:10]} is not in this shallow clone"
+                return f"{why}: {gitinfo.DEEPEN}"
+            return f"the baseline commit {sha[:10]} is not in this clone"
         return None
 
     def clears(self, hardware: str) -> Clears:

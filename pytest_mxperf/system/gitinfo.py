@@ -169,14 +169,38 @@ def ancestry(repo_root: str | None, sha: str | None, limit: int = 100_000) -> di
 
 
 def rev_parse(repo_root: str | None, rev: str) -> str | None:
-    """Full sha of ``rev`` in the repository, or None when it cannot be resolved."""
+    """Full sha of ``rev`` in the repository, or None when it cannot be resolved or its commit
+    is not in this clone (a shallow clone names its oldest commits' parents, ``HEAD~1`` at
+    depth 1, without holding them: `git worktree add` then fails with "invalid reference")."""
     repo = _repo(repo_root) if repo_root else None
     if repo is None:
         return None
     try:
-        return str(repo.commit(rev).hexsha)
+        sha = str(repo.commit(rev).hexsha)
+        repo.git.cat_file("-e", f"{sha}^{{commit}}")
+        return sha
     except Exception:
         return None
+    finally:
+        repo.close()
+
+
+#: What to do when a revision is missing from a shallow clone.
+DEEPEN = (
+    "deepen the clone: git fetch --deepen N (N more commits of history), or fetch all of it "
+    "(git fetch --unshallow; in GitHub Actions, actions/checkout with fetch-depth: 0)"
+)
+
+
+def is_shallow(repo_root: str | None) -> bool:
+    """Whether the repository is a shallow clone (``git rev-parse --is-shallow-repository``)."""
+    repo = _repo(repo_root) if repo_root else None
+    if repo is None:
+        return False
+    try:
+        return bool(repo.git.rev_parse("--is-shallow-repository").strip() == "true")
+    except Exception:
+        return False
     finally:
         repo.close()
 

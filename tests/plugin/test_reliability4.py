@@ -167,3 +167,30 @@ def test_a_commit_variable_that_names_no_commit_is_refused_before_measuring(
     for name in ("main", sha[:12]):
         monkeypatch.setenv("PYTEST_MXPERF_COMMIT", name)
         fake_pytester.runpytest("--mxperf", *update).assert_outcomes(passed=1)
+
+
+# Item 8: in a shallow clone, --mxperf-ab HEAD~1 got `git worktree add`'s "invalid reference".
+def test_a_revision_a_shallow_clone_lacks_says_how_to_deepen_it(
+    fake_pytester: pytest.Pytester,
+    commit: Callable[[str], str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake_pytester.makepyfile(TOY)
+    commit("one")
+    commit("two")
+    shallow = fake_pytester.path / "shallow"
+    git(
+        fake_pytester.path, "clone", "-q", "--depth", "1", f"file://{fake_pytester.path}", "shallow"
+    )
+    monkeypatch.chdir(shallow)
+    result = fake_pytester.runpytest("--mxperf", "--mxperf-ab", "HEAD~1")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "*--mxperf-ab: revision 'HEAD~1' is not in *shallow, a shallow clone (its history "
+            "is cut short); deepen the clone: git fetch --deepen N *fetch-depth: 0)"
+        ]
+    )
+    assert "worktree" not in result.stderr.str()
+    git(shallow, "fetch", "-q", "--deepen", "1")
+    fake_pytester.runpytest("--mxperf", "--mxperf-ab", "HEAD~1").assert_outcomes(passed=1)
