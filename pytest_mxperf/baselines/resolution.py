@@ -125,7 +125,9 @@ def resolve(
     - without history (no repository), or for cases no ancestor holds in a shallow clone: the
       newest file by commit date holding the case, with a warning.
     - a hardware key of ``this_machine`` whose stored commits are none of them an ancestor (a
-      rewritten history): a warning naming them, as its cases are judged as new.
+      rewritten history): a warning naming them, as its cases are judged as new; one whose
+      newest stored commit is not an ancestor while older ones are: a warning naming it and
+      the ancestor used instead.
     """
     res = Resolution()
     for hardware in hardware_keys(root):
@@ -150,9 +152,15 @@ def resolve(
                 (f for f in files if f.sha in ancestors),
                 key=lambda f: (ancestors[f.sha], _neg_date(f.date), topo[f.sha]),
             )
+            used: list[BaselineFile] = []
             for f in ranked:
-                for key, case in f.cases.items():
-                    refs.setdefault(key, _ref(f, root, case, "nearest ancestor", ancestors[f.sha]))
+                fresh = [key for key in f.cases if key not in refs]
+                for key in fresh:
+                    refs[key] = _ref(f, root, f.cases[key], "nearest ancestor", ancestors[f.sha])
+                used += [f] if fresh else []
+            if used and not shallow and hardware in this_machine:
+                passed_over = _newest_passed_over(hardware, files, ancestors, used)
+                res.warnings += [passed_over] if passed_over else []
         if ancestors is None or shallow:
             for f in sorted(files, key=lambda f: _neg_date(f.date)):
                 for key, case in f.cases.items():
@@ -184,6 +192,31 @@ def _none_an_ancestor(hardware: str, files: Sequence[BaselineFile]) -> str:
         f"{len(files)} stored baseline(s) for {hardware}, but none is an ancestor of HEAD "
         "(history rewritten, or stored on another branch): its cases are judged as new; "
         f"newest: {named}{f' and {more} more' if more > 0 else ''}; compare with one by "
+        "--mxperf-compare SHA"
+    )
+
+
+def _newest_passed_over(
+    hardware: str,
+    files: Sequence[BaselineFile],
+    ancestors: Mapping[str, int],
+    used: Sequence[BaselineFile],
+) -> str | None:
+    """A warning when the newest stored commit is not an ancestor of HEAD (a rewritten history,
+    or a baseline stored on another branch) while older ones are: which one is used instead."""
+    others = [f for f in files if f.sha not in ancestors]
+    if not others:
+        return None
+    newest = min(others, key=lambda f: _neg_date(f.date))
+    if any(_neg_date(f.date) <= _neg_date(newest.date) for f in files if f.sha in ancestors):
+        return None  # an ancestor is as new: nothing newer was passed over
+    more = len(used) - 1
+    return (
+        f"the newest stored baseline for {hardware}, {newest.sha[:10]} "
+        f"({str(newest.date)[:10]}), is not an ancestor of HEAD (history rewritten, or stored "
+        f"on another branch): cases are compared with the nearest ancestor's, "
+        f"{used[0].sha[:10]} ({str(used[0].date)[:10]})"
+        f"{f' and {more} older' if more > 0 else ''}; compare with another by "
         "--mxperf-compare SHA"
     )
 

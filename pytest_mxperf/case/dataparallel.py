@@ -14,7 +14,6 @@ import pytest
 
 from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.case.path import CaseBench, check_positive
-from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.scaling_kind import STRONG, resolve_kind
 from pytest_mxperf.judging.explain_scaling import judge_scaling
 from pytest_mxperf.judging.verdict import worth_another_attempt
@@ -99,8 +98,8 @@ def data_parallel(
     n = spec.world_size
     gpus = n * len(spec.worker_contexts) if spec.distributed else n
     label = f"{kvstore}-{STRONG}" if spec.scaling == STRONG else kvstore  # keys apart
-    key = CaseKey(
-        bench.label(model),
+    key = bench.key(
+        model,
         "training",
         "float32",
         batch_size,

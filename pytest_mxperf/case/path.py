@@ -21,7 +21,7 @@ from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.case import evidence as fixture_evidence
 from pytest_mxperf.case import pairs as fixture_pair
 from pytest_mxperf.case import preflight, stored
-from pytest_mxperf.config.casekey import CaseKey
+from pytest_mxperf.config.casekey import CaseKey, CaseKeyError
 from pytest_mxperf.config.expectation import Expectation
 from pytest_mxperf.config.markers import MarkerSpec
 from pytest_mxperf.judging.verdict import Policy, suspected
@@ -116,7 +116,7 @@ class CaseBench:
         why_not = self.unsupported(dtype, kind, mode)
         if why_not:
             pytest.skip(why_not)
-        key = CaseKey(self.label(model), mode, dtype, batch_size, kind, name)
+        key = self.key(model, mode, dtype, batch_size, kind, name)
         self.claim(key)
         result = CaseResult(
             key=key,
@@ -240,6 +240,23 @@ class CaseBench:
         pending, self._pending_warnings = self._pending_warnings, []
         for text in pending:
             warnings.warn(f"mxperf: {result.key}: {text}", pytest.PytestWarning, stacklevel=5)
+
+    def key(
+        self,
+        model: str | None,
+        mode: str,
+        dtype: str,
+        batch_size: int,
+        kind: str,
+        name: str | None = None,
+        world_size: int | None = None,
+    ) -> CaseKey:
+        """The key of a case of this test; a model label or name no key can hold fails the
+        test with what is wrong, naming the test (not a traceback from inside the plugin)."""
+        try:
+            return CaseKey(self.label(model), mode, dtype, batch_size, kind, name, world_size)
+        except CaseKeyError as exc:
+            pytest.fail(f"mxperf: {self.item.nodeid}: {exc}", pytrace=False)
 
     def claim(self, key: CaseKey) -> None:
         """Two cases with one key in one run are an error."""

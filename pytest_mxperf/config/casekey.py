@@ -3,6 +3,7 @@ and dtypes a case may name."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 MODES = ("inference", "training", "forward_backward", "pipeline")
@@ -11,6 +12,32 @@ MODES = ("inference", "training", "forward_backward", "pipeline")
 DTYPES = ("float32", "float16", "amp", "bfloat16")
 #: The dtypes that run through mxnet.contrib.amp, and the low precision each targets.
 AMP_TARGETS = {"amp": "float16", "bfloat16": "bfloat16"}
+
+
+class CaseKeyError(ValueError):
+    """A model label or case name that cannot be part of a case key (the message names it)."""
+
+
+_WORLD_SIZE = re.compile(r"x[0-9]+")
+
+
+def label_problem(what: str, value: object) -> str | None:
+    """Why ``value`` cannot be a case key's ``what`` ("model label", "case name"), or None.
+
+    The key is one ``/``-joined line: in stored baselines, the JSON report, the table and the
+    paired run's files. A ``/`` would split it, a newline or other control character would break
+    the table, and a name like ``x2`` would read back as a data-parallel world size."""
+    if not isinstance(value, str):
+        return f"a {what} must be a string, got {value!r} ({type(value).__name__})"
+    if not value:
+        return f"a {what} must be non-empty"
+    if "/" in value:
+        return f"a {what} must hold no '/' (it separates the parts of a case key): {value!r}"
+    if not value.isprintable():
+        return f"a {what} must hold no newline, tab or other control character: {value!r}"
+    if what == "case name" and _WORLD_SIZE.fullmatch(value):
+        return f"a case name must not look like a world size (x<N>): {value!r}"
+    return None
 
 
 @dataclass(frozen=True, order=True)
@@ -29,10 +56,11 @@ class CaseKey:
     side: str | None = None
 
     def __post_init__(self) -> None:
-        if not self.model or "/" in self.model:
-            raise ValueError(f"a model label must be non-empty and hold no '/': {self.model!r}")
-        if self.name is not None and (not self.name or "/" in self.name):
-            raise ValueError(f"a case name must be non-empty and hold no '/': {self.name!r}")
+        problem = label_problem("model label", self.model)
+        if problem is None and self.name is not None:
+            problem = label_problem("case name", self.name)
+        if problem is not None:
+            raise CaseKeyError(problem)
 
     def __str__(self) -> str:
         parts = [self.model, self.mode, self.dtype, f"bs{self.batch_size}", self.device_kind]

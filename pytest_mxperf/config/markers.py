@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from pytest_mxperf.config.casekey import DTYPES, MODES
+from pytest_mxperf.config.casekey import DTYPES, MODES, label_problem
 from pytest_mxperf.config.expectation import EfficiencyFloor, Expectation
 from pytest_mxperf.config.parsers import parse_sweep
 from pytest_mxperf.config.scaling_kind import check_kind
@@ -132,8 +132,9 @@ def parse_marker(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> MarkerSpec
     ):
         raise MarkerError(f"tolerance must be a fraction in [0, 1), got {tolerance!r}")
     model = kwargs.get("model")
-    if model is not None and (not isinstance(model, str) or not model):
-        raise MarkerError(f"model must be a non-empty string, got {model!r}")
+    bad_model = None if model is None else label_problem("model label", model)
+    if bad_model is not None:
+        raise MarkerError(f"model: {bad_model}")
     mode = kwargs.get("mode")
     if mode is not None and mode not in MODES:
         raise MarkerError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")

@@ -34,9 +34,9 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         "threads",
-        parsers.positive_int,
+        parsers.thread_count,
         None,
-        "OpenMP threads for MXNet (sets OMP_NUM_THREADS and "
+        "OpenMP threads for MXNet, 1 to 4096 (sets OMP_NUM_THREADS and "
         "MXNET_OMP_MAX_THREADS before MXNet is imported).",
         "N",
     ),

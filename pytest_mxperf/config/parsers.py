@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_mxperf.system import fingerprint
+from pytest_mxperf.system import fingerprint, mxnet_env
 
 DEVICE_KINDS = ("cpu", "gpu")
 
@@ -82,6 +82,14 @@ def positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
         raise ValueError("must be >= 1")
+    return value
+
+
+def thread_count(text: str) -> int:
+    """A thread count for MXNet: 1..4096 (`pytest_mxperf.system.mxnet_env.MAX_THREADS`)."""
+    value = int(text)
+    if not 1 <= value <= mxnet_env.MAX_THREADS:
+        raise ValueError(f"must be a thread count in [1, {mxnet_env.MAX_THREADS}]")
     return value
 
 

@@ -22,6 +22,9 @@ class SideResult:
     cases: dict[str, CaseResult] = field(default_factory=dict)
     collect_errors: list[tuple[str, str]] = field(default_factory=list)
     error: str | None = None
+    #: Node id -> why that test failed at this side (setup or call), as ``ExceptionType:
+    #: message``: a test that raised before measuring a case leaves no case, only this.
+    test_errors: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -85,15 +88,20 @@ class PairedData:
         data-parallel case whose ranks measured nothing) it is missing in a round where the
         other side measured it. Each as ``(round number, status, why)``; [] when every round of
         this side that ran the case measured it. A case missing from every round of a side is
-        not broken (it does not exist there: `side_failures` says why)."""
+        not broken (it does not exist there: `side_failures` says why), unless its test failed
+        there (it raised before measuring the case: that side's error, said with its
+        exception)."""
         other = HEAD if side == REV else REV
         ever = any(key in r[side].cases for r in self.rounds)
         out: list[tuple[int, Status, str]] = []
         for index, r in enumerate(self.rounds, 1):
             mine, theirs = r[side].cases.get(key), r[other].cases.get(key)
             if mine is None:
-                if theirs is not None and (ever or r[side].error):
+                raised = None if theirs is None else r[side].test_errors.get(theirs.nodeid)
+                if theirs is not None and (ever or r[side].error or raised):
                     why = r[side].error or "the side process did not report the case"
+                    if raised:
+                        why = f"the test {theirs.nodeid} failed before measuring it: {raised}"
                     out.append((index, Status.ERROR, why))
             elif mine.status in (Status.ERROR, Status.NAN):
                 why = mine.error or ("NaN output" if mine.status == Status.NAN else "error")

@@ -37,6 +37,7 @@ def _round_dict(r: dict[str, SideResult]) -> dict[str, Any]:
         side: {
             "error": res.error,
             "collect_errors": [list(e) for e in res.collect_errors],
+            "test_errors": dict(res.test_errors),
             "images_per_sec": {k: c.images_per_sec for k, c in res.cases.items()},
             # Each block's img/s; "interleaved": timed in turns with the other side (lock-step),
             # block i of one side paired with block i of the other; "steps_per_block": the

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -142,14 +142,19 @@ def read_plan(path: Path) -> dict[str, int]:
 
 
 def write_side(
-    path: Path, cases: Sequence[CaseResult], collect_errors: Sequence[tuple[str, str]]
+    path: Path,
+    cases: Sequence[CaseResult],
+    collect_errors: Sequence[tuple[str, str]],
+    test_errors: Mapping[str, str] | None = None,
 ) -> None:
-    """A side's results, written at the end of its session for `read_side`: the measured cases
-    and ``(node id, error text)`` of what it could not collect."""
+    """A side's results, written at the end of its session for `read_side`: the measured cases,
+    ``(node id, error text)`` of what it could not collect, and why tests failed (node id ->
+    ``ExceptionType: message``)."""
     data = {
         "schema": 1,
         "cases": [c.as_dict() for c in cases],
         "collect_errors": [list(e) for e in collect_errors],
+        "test_errors": dict(test_errors or {}),
     }
     write_json_atomic(path, data)
 
@@ -159,6 +164,7 @@ def read_side(path: Path) -> SideResult:
         data = json.loads(path.read_text(encoding="utf-8"))
         cases = {str(c["key"]): CaseResult.from_dict(c) for c in data["cases"]}
         errors = [(str(n), str(t)) for n, t in data.get("collect_errors", [])]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raised = {str(n): str(t) for n, t in data.get("test_errors", {}).items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         return SideResult(error=f"no results from the side process ({exc})")
-    return SideResult(cases, errors)
+    return SideResult(cases, errors, test_errors=raised)

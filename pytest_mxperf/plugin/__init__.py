@@ -40,7 +40,7 @@ from pytest_mxperf.plugin.hooks import (
 )
 from pytest_mxperf.plugin.sidehooks import SideHooks
 from pytest_mxperf.run.session import MxperfSession
-from pytest_mxperf.system import fingerprint, scratch
+from pytest_mxperf.system import fingerprint, mxnet_env, scratch
 
 if TYPE_CHECKING:
     from pytest_mxperf.case.fixture import MxPerf
@@ -121,12 +121,8 @@ def pytest_configure(config: pytest.Config) -> None:
                 if getattr(settings, flag):
                     raise pytest.UsageError(f"--mxperf-{flag.replace('_', '-')} needs --mxperf")
             return
+        _refuse_bad_mxnet_env(settings)
         run = configure.detect_run(config, settings)
-    if settings.threads is None and workerinput is None:
-        # Refused here, before MXNet loads: it would abort the whole session (exit 134).
-        problem = fingerprint.thread_env_problem(os.environ)
-        if problem is not None:
-            raise pytest.UsageError(f"mxperf: {problem}")
     if settings.threads is not None:
         if "mxnet" in sys.modules and os.environ.get("OMP_NUM_THREADS") != str(settings.threads):
             config.issue_config_time_warning(
@@ -147,6 +143,17 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(ProgressHooks(config), "mxperf-progress")
 
 
+def _refuse_bad_mxnet_env(settings: Settings) -> None:
+    """Refused here, before MXNet loads (in a paired side too, with the environment it was
+    given): MXNet would abort the whole session on it (exit 134, no table)."""
+    env = dict(os.environ)
+    if settings.threads is not None:
+        fingerprint.apply_threads(env, settings.threads)
+    problem = mxnet_env.env_problem(env)
+    if problem is not None:
+        raise pytest.UsageError(f"mxperf: {problem}")
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     state = config.stash.get(STATE_KEY, None)
     if state is not None:
@@ -160,20 +167,21 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     enabled = STATE_KEY in config.stash
-    skip = pytest.mark.skip(reason=SKIP_REASON)
     for item in items:
-        specs = []
-        for mark in item.iter_markers("mxperf"):
-            try:
-                specs.append(parse_marker(mark.args, mark.kwargs))
-            except MarkerError as exc:
-                raise pytest.UsageError(f"{item.nodeid}: bad @pytest.mark.mxperf: {exc}") from None
         try:
-            item.stash[MARKER_KEY] = merge(specs)
-        except MarkerError as exc:  # markers that disagree (the scaling kind)
-            raise pytest.UsageError(f"{item.nodeid}: bad @pytest.mark.mxperf: {exc}") from None
+            item.stash[MARKER_KEY] = merge(
+                [parse_marker(mark.args, mark.kwargs) for mark in item.iter_markers("mxperf")]
+            )
+            bad = None
+        except MarkerError as exc:  # also markers that disagree (the scaling kind)
+            bad = f"{item.nodeid}: bad @pytest.mark.mxperf: {exc}"
+        if enabled and bad is not None:
+            raise pytest.UsageError(bad)
         if not enabled and is_benchmark(item):
-            item.add_marker(skip)
+            # A plain run skips benchmarks: a bad marker is said in the reason (-rs), and
+            # blocks only the benchmark runs it would break.
+            reason = SKIP_REASON if bad is None else f"{SKIP_REASON} ({bad})"
+            item.add_marker(pytest.mark.skip(reason=reason))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

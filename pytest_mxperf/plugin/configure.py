@@ -63,8 +63,9 @@ def settings_from(config: pytest.Config, orders: SideOrders | None = None) -> Se
 def detect_run(config: pytest.Config, settings: Settings) -> RunInfo:
     """The run facts on the controller (hardware key from the option or the
     ``pytest_mxperf_hardware_key`` hook), after the checks that refuse a run: a bad hardware key,
-    an unusable ``--mxperf-compare``, outputs that cannot be written, update/ab preconditions,
-    a visible GPU the installed MXNet build has no kernels for (when GPU cases would run)."""
+    an unusable ``--mxperf-compare``, a CI variable's commit that names none, outputs that
+    cannot be written, update/ab preconditions, a visible GPU the installed MXNet build has no
+    kernels for (when GPU cases would run)."""
     machine = settings.machine or config.hook.pytest_mxperf_hardware_key(
         config=config, detected=fingerprint.cpu_key()
     )
@@ -77,6 +78,9 @@ def detect_run(config: pytest.Config, settings: Settings) -> RunInfo:
         run = RunInfo.detect(settings, config.rootpath, os.environ, machine)
     except CompareError as exc:
         raise pytest.UsageError(str(exc)) from None
+    bad_commit = gitinfo.env_commit_problem(run.commit)
+    if bad_commit is not None:
+        raise pytest.UsageError(bad_commit)
     unwritable = outputs.check_outputs(
         settings.json, run.baseline_root if settings.update else None
     ) or outputs.check_summaries(settings.markdown, settings.benchmark_action)
@@ -130,9 +134,15 @@ def check_ab_allowed(config: pytest.Config, settings: Settings, run: RunInfo) ->
             "(pytest picks it from the paths on the command line, option values included: "
             "write options as --mxperf-json=PATH, or give --rootdir)"
         )
-    if gitinfo.rev_parse(run.commit.repo_root, str(settings.ab)) is None:
+    root = run.commit.repo_root
+    if gitinfo.rev_parse(root, str(settings.ab)) is None:
+        if gitinfo.is_shallow(root):
+            raise pytest.UsageError(
+                f"--mxperf-ab: revision {settings.ab!r} is not in {root}, a shallow clone (its "
+                f"history is cut short); {gitinfo.DEEPEN}"
+            )
         raise pytest.UsageError(
-            f"--mxperf-ab: unknown revision {settings.ab!r} in {run.commit.repo_root} "
+            f"--mxperf-ab: unknown revision {settings.ab!r} in {root} "
             "(fetch it first, e.g. git fetch origin main)"
         )
 

@@ -18,6 +18,8 @@ class SideHooks:
     def __init__(self, session: MxperfSession, orders: SideOrders) -> None:
         self.session = session
         self.orders = orders
+        #: Node id -> ``ExceptionType: message`` of each test that failed here.
+        self.test_errors: dict[str, str] = {}
 
     @pytest.hookimpl(trylast=True)  # after the plugin's own (markers parsed on every item)
     def pytest_collection_modifyitems(
@@ -34,9 +36,38 @@ class SideHooks:
             config.hook.pytest_deselected(items=dropped)
         items[:] = keep
 
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Keep why a test failed: one that raised before measuring its case leaves no case,
+        and the controller must say it is this side's error, not a case missing here."""
+        if report.failed and report.when in ("setup", "call"):
+            self.test_errors.setdefault(report.nodeid, raised(report))
+
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        """Write the measured cases and collection errors where the controller reads them."""
+        """Write the measured cases, collection errors and test failures where the controller
+        reads them."""
         if self.session.is_worker:
             return
-        write_side(self.orders.out, self.session.collected.results, self.session.collect_errors)
+        write_side(
+            self.orders.out,
+            self.session.collected.results,
+            self.session.collect_errors,
+            self.test_errors,
+        )
+
+
+#: The longest exception message a side passes on for one test.
+RAISED_CHARS = 1000
+
+
+def raised(report: pytest.TestReport) -> str:
+    """``ExceptionType: message`` of a failed test (its last line of output when pytest has
+    no crash line), clipped to `RAISED_CHARS`; "(in its set-up)" when a fixture failed."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if crash is not None:
+        text = str(crash.message)
+    else:
+        lines = report.longreprtext.strip().splitlines()
+        text = lines[-1] if lines else "failed"
+    text = text if len(text) <= RAISED_CHARS else text[: RAISED_CHARS - 3] + "..."
+    return f"{text} (in its set-up)" if report.when == "setup" else text

@@ -145,7 +145,10 @@ class MxperfSession:
         if not self.run.commit.repo_root:
             return "no git repository here"
         if gitinfo.rev_parse(self.run.commit.repo_root, sha) is None:
-            return f"the baseline commit {sha[:10]} is not in this clone (shallow clone?)"
+            if gitinfo.is_shallow(self.run.commit.repo_root):
+                why = f"the baseline commit {sha[:10]} is not in this shallow clone"
+                return f"{why}: {gitinfo.DEEPEN}"
+            return f"the baseline commit {sha[:10]} is not in this clone"
         return None
 
     def clears(self, hardware: str) -> Clears:
@@ -321,4 +324,7 @@ class MxperfSession:
         out += [("line", f"mxperf: summary written to {w}", {}) for w in self.summaries]
         if self.history_added:
             out.append(("line", f"mxperf: {self.history_added}", {}))
+        # Which baselines were passed over is in the header too, which -q hides: repeat it.
+        yellow = {"yellow": True}
+        out += [("line", f"mxperf: warning: {w}", yellow) for w in self.run.baselines.warnings]
         return out + alerts

@@ -14,5 +14,6 @@ Lowest wing: every other wing may import it; it imports none of them.
 - ``cudalibs`` / ``cuda``: where ``mxnet-cu112``'s CUDA libraries are, and loading them.
 - ``fatbin``: the GPU architectures a ``libmxnet.so`` has code for, read from its ELF.
 - ``gpuarch``: whether the visible GPUs can run that code; the refusal when they cannot.
+- ``mxnet_env``: MXNet's integer environment variables, checked before it is imported.
 - ``mxnet_import``: the one place that imports mxnet.
 """

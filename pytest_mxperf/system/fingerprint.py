@@ -220,28 +220,6 @@ def threads_in_force(
     return record
 
 
-#: The thread variables MXNet reads as an int when it loads (dmlc::GetEnv): any other value
-#: aborts the process (dmlc::ParamError, exit 134); OpenMP ignores one below 1.
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MXNET_OMP_MAX_THREADS")
-
-
-def thread_env_problem(env: Mapping[str, str]) -> str | None:
-    """What is wrong with the thread variables in ``env`` for MXNet, or None (unset or empty
-    is fine: MXNet then picks its default)."""
-    for name in THREAD_VARIABLES:
-        value = env.get(name, "")
-        if not value.strip():
-            continue
-        text = value.strip()
-        if not text.isdigit() or int(text) < 1:
-            return (
-                f"{name}={value!r} is not a positive integer: MXNet aborts the process when "
-                "it loads with it (or OpenMP ignores it); set it to a thread count such as "
-                "4, or unset it and pass --mxperf-threads N"
-            )
-    return None
-
-
 def apply_threads(env: Any, threads: int) -> None:
     """Set the thread count for MXNet; must run before ``import mxnet`` to take effect."""
     env["OMP_NUM_THREADS"] = str(threads)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import re
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -42,6 +43,24 @@ class CommitInfo:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CommitInfo:
         return cls(**{k: data.get(k) for k in cls.__dataclass_fields__})  # type: ignore[arg-type]
+
+
+#: A commit sha as baseline files are named by it (abbreviated or full, SHA-1 or SHA-256).
+SHA = re.compile(r"[0-9a-f]{7,64}")
+
+
+def env_commit_problem(commit: CommitInfo) -> str | None:
+    """Why the commit a CI variable named (``PYTEST_MXPERF_COMMIT``, ``GITHUB_SHA``, ...) cannot
+    be this run's, or None: neither a sha nor a revision git resolved here. Said before anything
+    is measured; baselines are stored under, and found by, the commit's sha."""
+    if not commit.source.startswith("env:") or not commit.sha or SHA.fullmatch(commit.sha):
+        return None
+    name = commit.source[len("env:") :]
+    return (
+        f"mxperf: {name}={commit.sha!r} names no commit: it is not a sha (7 to 64 lowercase hex "
+        "digits) nor a revision of this repository; baselines are stored and found by the "
+        f"commit's sha: set {name} to one, or unset it to take the commit from git"
+    )
 
 
 def _repo(path: str | Path) -> Any:
@@ -150,14 +169,38 @@ def ancestry(repo_root: str | None, sha: str | None, limit: int = 100_000) -> di
 
 
 def rev_parse(repo_root: str | None, rev: str) -> str | None:
-    """Full sha of ``rev`` in the repository, or None when it cannot be resolved."""
+    """Full sha of ``rev`` in the repository, or None when it cannot be resolved or its commit
+    is not in this clone (a shallow clone names its oldest commits' parents, ``HEAD~1`` at
+    depth 1, without holding them: `git worktree add` then fails with "invalid reference")."""
     repo = _repo(repo_root) if repo_root else None
     if repo is None:
         return None
     try:
-        return str(repo.commit(rev).hexsha)
+        sha = str(repo.commit(rev).hexsha)
+        repo.git.cat_file("-e", f"{sha}^{{commit}}")
+        return sha
     except Exception:
         return None
+    finally:
+        repo.close()
+
+
+#: What to do when a revision is missing from a shallow clone.
+DEEPEN = (
+    "deepen the clone: git fetch --deepen N (N more commits of history), or fetch all of it "
+    "(git fetch --unshallow; in GitHub Actions, actions/checkout with fetch-depth: 0)"
+)
+
+
+def is_shallow(repo_root: str | None) -> bool:
+    """Whether the repository is a shallow clone (``git rev-parse --is-shallow-repository``)."""
+    repo = _repo(repo_root) if repo_root else None
+    if repo is None:
+        return False
+    try:
+        return bool(repo.git.rev_parse("--is-shallow-repository").strip() == "true")
+    except Exception:
+        return False
     finally:
         repo.close()
 

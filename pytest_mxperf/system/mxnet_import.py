@@ -8,10 +8,11 @@ preloaded from where and whether MXNet imports.
 
 from __future__ import annotations
 
+import os
 import warnings
 from typing import Any
 
-from pytest_mxperf.system import cuda, cudalibs
+from pytest_mxperf.system import cuda, cudalibs, mxnet_env
 
 
 class MXNetUnavailable(RuntimeError):
@@ -19,7 +20,11 @@ class MXNetUnavailable(RuntimeError):
 
 
 def import_mxnet() -> Any:
-    """``import mxnet`` with one clear message instead of a ctypes traceback."""
+    """``import mxnet`` with one clear message instead of a ctypes traceback (or an abort on an
+    integer variable MXNet cannot read: `pytest_mxperf.system.mxnet_env`)."""
+    problem = mxnet_env.env_problem(os.environ)
+    if problem is not None:  # the plugin refuses it at configure; ranks and scripts come here
+        raise MXNetUnavailable(problem)
     if cudalibs.cuda_build():  # the CPU build pays one metadata lookup, nothing more
         cuda.preload()
     try:

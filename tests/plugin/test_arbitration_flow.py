@@ -206,8 +206,8 @@ def test_without_the_baseline_commit_the_wider_floor_applies(
     beyond.stdout.fnmatch_lines(
         [
             "*tolerance 20.0%*",
-            "*not confirmed by a paired run (the baseline commit ffffffffff is not in this clone "
-            "(shallow clone?)): judged against the stored figure*",
+            "*not confirmed by a paired run (the baseline commit ffffffffff is not in this "
+            "clone): judged against the stored figure*",
         ]
     )
 

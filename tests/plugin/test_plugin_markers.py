@@ -76,16 +76,26 @@ def test_bad_marker_is_a_usage_error_naming_the_test(
     )
 
 
-def test_bad_marker_fails_without_mxperf_too(fake_pytester: pytest.Pytester) -> None:
+def test_bad_marker_is_said_without_blocking_a_plain_run(fake_pytester: pytest.Pytester) -> None:
+    """Issue 49 item 8: a bad marker blocked plain ``pytest`` (no ``--mxperf``); it blocks only
+    benchmark runs, and a plain run says it in the benchmark's skip reason."""
     fake_pytester.makepyfile(
         """
         import pytest
         @pytest.mark.mxperf(expect="fast")
         def test_bad():
             pass
+
+        def test_unit():
+            pass
         """
     )
-    result = fake_pytester.runpytest()
+    result = fake_pytester.runpytest("-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(
+        ["SKIPPED*run `pytest --mxperf`*test_bad: bad @pytest.mark.mxperf: expect must be a*"]
+    )
+    result = fake_pytester.runpytest("--mxperf")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         ["*test_bad: bad @pytest.mark.mxperf: expect must be a non-empty dict*"]

@@ -95,7 +95,7 @@ def test_an_unreadable_omp_num_threads_is_a_usage_error(
     result = fake_pytester.runpytest("--mxperf")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
-        ["*OMP_NUM_THREADS='abc'*positive integer*MXNet aborts*--mxperf-threads*"]
+        ["*OMP_NUM_THREADS='abc'*whole number*MXNet*aborts*--mxperf-threads*"]
     )
     # --mxperf-threads sets the variable for MXNet: the run goes on.
     result = fake_pytester.runpytest("--mxperf", "--mxperf-threads", "1")

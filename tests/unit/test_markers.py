@@ -216,9 +216,9 @@ def test_bad_dtype() -> None:
     assert "'fp16'" in msg
 
 
-@pytest.mark.parametrize("model", ["", 5])
+@pytest.mark.parametrize("model", ["", 5, "resnet/50", "resnet\n50"])
 def test_bad_model(model: Any) -> None:
-    assert "model must be a non-empty string" in error(model=model)
+    assert "model: a model label must" in error(model=model)
 
 
 def test_mixed_keys() -> None:
