@@ -16,14 +16,14 @@ from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.case.path import CaseBench, check_positive
 from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.scaling_kind import STRONG, resolve_kind
+from pytest_mxperf.judging.decisions import worth_another_attempt
 from pytest_mxperf.judging.explain_scaling import judge_scaling
-from pytest_mxperf.judging.verdict import worth_another_attempt
 from pytest_mxperf.measuring.measure import MeasureConfig, Measurement
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Scaling, Status
 from pytest_mxperf.system import fingerprint
 
 if TYPE_CHECKING:
-    from pytest_mxperf.measuring.dataparallel import DataParallelSpec
+    from pytest_mxperf.measuring.dp_scaling import DataParallelSpec
 
 
 def data_parallel(
@@ -48,7 +48,7 @@ def data_parallel(
 ) -> CaseResult:
     """`MxPerf.data_parallel` (its docstring and defaults) with the object first."""
     from pytest_mxperf.distributed.train import context_name, object_ref
-    from pytest_mxperf.measuring.dataparallel import DataParallelSpec, is_symbol_file
+    from pytest_mxperf.measuring.dp_scaling import DataParallelSpec, is_symbol_file
 
     check_positive("batch_size", batch_size)
     kind_of_scaling = resolve_kind(scaling, bench.marker.scaling)
@@ -141,7 +141,7 @@ def check_factory(ref: str) -> None:
     with this process's ``sys.path``, so one that fails here would fail in every rank (each
     with its traceback, after the launch)."""
     from pytest_mxperf.distributed.train import load_object
-    from pytest_mxperf.measuring.dataparallel import DataParallelError
+    from pytest_mxperf.measuring.dp_scaling import DataParallelError
 
     problem = None
     try:
@@ -166,7 +166,7 @@ def _measure_data_parallel(
     """Measure (again while it looks regressed or its aggregate blocks spread too far to judge,
     up to ``--mxperf-confirm`` times), then judge the aggregate img/s and the scaling
     efficiency; returns the judged result and its stored baseline."""
-    from pytest_mxperf.measuring.dataparallel import DataParallelError
+    from pytest_mxperf.measuring.dp_scaling import DataParallelError
 
     settings, run = bench.settings, bench.run
     result, ref, expectations = bench.reference(result)
@@ -225,12 +225,12 @@ def _measure_data_parallel(
 
 
 def parse_ctx_kind(text: str) -> str:
-    from pytest_mxperf.measuring.dataparallel import parse_context
+    from pytest_mxperf.measuring.dp_scaling import parse_context
 
     return parse_context(text)[0]
 
 
 def _indices(contexts: Sequence[str]) -> str:
-    from pytest_mxperf.measuring.dataparallel import parse_context
+    from pytest_mxperf.measuring.dp_scaling import parse_context
 
     return ",".join(str(parse_context(c)[1]) for c in contexts)

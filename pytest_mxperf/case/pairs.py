@@ -9,6 +9,12 @@ from dataclasses import replace
 from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.case.evidence import CaseContext, data_parallel, take_profiles
 from pytest_mxperf.judging.changes import sides_line, what_changed
+from pytest_mxperf.judging.decisions import (
+    decide_arbitrated,
+    decide_arbitration_pair,
+    decide_paired,
+    decide_same_code,
+)
 from pytest_mxperf.judging.explain import (
     ELSEWHERE,
     explain_arbitrated,
@@ -17,12 +23,6 @@ from pytest_mxperf.judging.explain import (
 )
 from pytest_mxperf.judging.explain_scaling import explain_paired_scaling
 from pytest_mxperf.judging.pairstats import PairedEstimate
-from pytest_mxperf.judging.verdict import (
-    decide_arbitrated,
-    decide_arbitration_pair,
-    decide_paired,
-    decide_same_code,
-)
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Status, Verdict
 from pytest_mxperf.paired import pairdata, pairing
 

@@ -18,13 +18,11 @@ from typing import Any, Callable, Optional
 import pytest
 
 from pytest_mxperf.baselines.resolution import BaselineRef
-from pytest_mxperf.case import evidence as fixture_evidence
-from pytest_mxperf.case import pairs as fixture_pair
-from pytest_mxperf.case import preflight, stored
+from pytest_mxperf.case import evidence, jointpair, pairs, stored
 from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.expectation import Expectation
 from pytest_mxperf.config.markers import MarkerSpec
-from pytest_mxperf.judging.verdict import Policy, suspected
+from pytest_mxperf.judging.decisions import Policy, suspected
 from pytest_mxperf.measuring import dtype_support
 from pytest_mxperf.measuring.measure import MeasureConfig, Measurement
 from pytest_mxperf.measuring.protocol import Backend, PrepareSpec
@@ -51,7 +49,7 @@ def check_positive(name: str, value: object) -> None:
 
 class CaseBench:
     """One test's benchmark state and the path one case takes; `MxPerf` adds the methods a test
-    calls, `fixture_sweep`, `fixture_dp` and `fixture_pipeline` the bigger ones."""
+    calls, `sweeps`, `dataparallel` and `pipelines` (of this wing) the bigger ones."""
 
     def __init__(
         self,
@@ -129,12 +127,12 @@ class CaseBench:
         )
         lock = functools.partial(self.device_lock, key, kind, index)
         # A run's joint pair (decided before the lock: its controller takes every device's).
-        joint = None if self.settings.ab else preflight.joint_pair(self, result, ctx, lock)
+        joint = None if self.settings.ab else jointpair.joint_pair(self, result, ctx, lock)
 
         def measure(result: CaseResult) -> tuple[CaseResult, BaselineRef | None]:
             if self.settings.update:
-                result = preflight.for_update(self, result, ctx)
-            adopted = None if joint is None else fixture_pair.adopt_head(result, joint)
+                result = jointpair.for_update(self, result, ctx)
+            adopted = None if joint is None else pairs.adopt_head(result, joint)
             if adopted is not None:
                 return stored.judge_stored(self, adopted)  # its figure is HEAD's from the pair
             return stored.measure(self, result, net, spec, runner, alone=alone, wide=wide)
@@ -179,7 +177,7 @@ class CaseBench:
                 result, why_no_base = self.arbitrate(judged, ref)
                 sha = None if ref is None else ref.commit.get("sha")
                 again = functools.partial(self._arbitrate_again, judged, ref, after)
-                preflight.note_arbitrated(self, result, str(sha) if sha else None, again)
+                jointpair.note_arbitrated(self, result, str(sha) if sha else None, again)
             result = self._finish(result, ref, why_no_base)
         if after is not None:
             result = after(result)
@@ -277,8 +275,8 @@ class CaseBench:
             floor_tolerance=s.unconfirmed_tolerance,
         )
 
-    def _context(self) -> fixture_evidence.CaseContext:
-        return fixture_evidence.CaseContext(
+    def _context(self) -> evidence.CaseContext:
+        return evidence.CaseContext(
             session=self.session,
             nodeid=self.item.nodeid,
             path=str(self.item.path),
@@ -290,7 +288,7 @@ class CaseBench:
     def arbitrate(
         self, result: CaseResult, ref: BaselineRef | None
     ) -> tuple[CaseResult, str | None]:
-        return fixture_pair.arbitrate(self._context(), result, ref)
+        return pairs.arbitrate(self._context(), result, ref)
 
     def _arbitrate_again(
         self, judged: CaseResult, ref: BaselineRef | None, after: After | None
@@ -305,10 +303,10 @@ class CaseBench:
     def _finish(
         self, result: CaseResult, ref: BaselineRef | None, why_no_base: str | None
     ) -> CaseResult:
-        return fixture_evidence.finish_stored(self._context(), result, ref, why_no_base)
+        return evidence.finish_stored(self._context(), result, ref, why_no_base)
 
     def _finish_pair(self, result: CaseResult) -> CaseResult:
-        return fixture_evidence.finish_paired(self._context(), result)
+        return evidence.finish_paired(self._context(), result)
 
     def judge_pair(self, result: CaseResult) -> CaseResult:
-        return fixture_pair.judge_pair(self._context(), result)
+        return pairs.judge_pair(self._context(), result)

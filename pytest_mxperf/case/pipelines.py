@@ -1,6 +1,6 @@
 """``mxperf.pipeline`` and ``mxperf.training(data=...)``: data-source and end-to-end cases
 measured through the fixture's case path (the timing
-loops are in `pytest_mxperf.pipelines.pipeline`)."""
+loops are in `pytest_mxperf.pipelines.timing`)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ from pytest_mxperf.measuring.measure import MeasureConfig
 from pytest_mxperf.measuring.protocol import PrepareSpec
 from pytest_mxperf.measuring.records import CaseResult, Status
 from pytest_mxperf.measuring.runner import USAGE_ERRORS, CaseRun
-from pytest_mxperf.pipelines import input_bound
-from pytest_mxperf.pipelines import pipeline as pipelines
+from pytest_mxperf.pipelines import input_bound, timing
 from pytest_mxperf.pipelines import source as sources
 
 
@@ -38,7 +37,7 @@ def pipeline(
         raise TypeError(f"with sweep=, pass a factory taking {setting}=, not a source")
     results = [
         pipeline_case(
-            bench, source(**{setting: v}), batch_size, model, pipelines.point_name(setting, v, name)
+            bench, source(**{setting: v}), batch_size, model, timing.point_name(setting, v, name)
         )
         for v in values
     ]
@@ -91,7 +90,7 @@ def pipeline_case(
     timeout = bench.settings.pipeline_timeout
 
     def runner(spec: PrepareSpec, config: MeasureConfig, attempts: int, again: Any) -> CaseRun:
-        return pipelines.run_pipeline(
+        return timing.run_pipeline(
             bench.backend,
             source,
             config,
@@ -149,13 +148,13 @@ def end_to_end(
     model, name = options.pop("model", None), options.pop("name", None) or "e2e"
     points: list[tuple[str, float | None]] = []
     for value in plan[1] if plan is not None else ():
-        point = pipelines.point_name(plan[0], value)  # type: ignore[index]
+        point = timing.point_name(plan[0], value)  # type: ignore[index]
         swept = pipeline_case(bench, data(**{plan[0]: value}), shape[0], model, point)  # type: ignore[index]
         points.append((point, swept.images_per_sec))
     timeout = bench.settings.pipeline_timeout
 
     def runner(spec: PrepareSpec, config: MeasureConfig, attempts: int, again: Any) -> CaseRun:
-        return pipelines.run_end_to_end(
+        return timing.run_end_to_end(
             bench.backend,
             net,
             source,

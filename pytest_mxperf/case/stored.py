@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any, Optional
 import pytest
 
 from pytest_mxperf.baselines.resolution import BaselineRef
-from pytest_mxperf.case import pairs as fixture_pair
+from pytest_mxperf.case import pairs
 from pytest_mxperf.config.expectation import Expectation
 from pytest_mxperf.judging.changes import what_changed
+from pytest_mxperf.judging.decisions import Policy, decide, worth_another_attempt
 from pytest_mxperf.judging.explain import judge
-from pytest_mxperf.judging.verdict import Policy, decide, worth_another_attempt
 from pytest_mxperf.measuring import diagnosis
 from pytest_mxperf.measuring.measure import MeasureConfig, Measurement, for_side
 from pytest_mxperf.measuring.protocol import PrepareSpec, SpecError
@@ -152,7 +152,7 @@ def give_verdict(bench: CaseBench, result: CaseResult, judging: Judging) -> Case
     ref, expectations, why_not, policy = judging
     elsewhere = bench.run.baselines.elsewhere(result.hardware, str(result.key))
     verdict = judge(result, ref, expectations, policy, elsewhere)
-    other = fixture_pair.other_machine(bench.run.machine_id, ref)
+    other = pairs.other_machine(bench.run.machine_id, ref)
     if verdict.outcome == Outcome.IMPROVED and other:
         # No pair looks at a case that got faster: the stored figure's machine is all it knows.
         verdict = verdict.adding(
@@ -166,7 +166,7 @@ def give_verdict(bench: CaseBench, result: CaseResult, judging: Judging) -> Case
             if settings.update
             else judge(result, ref, expectations, bench.policy(settings.tolerance), elsewhere)
         )
-        verdict = fixture_pair.unconfirmed(
+        verdict = pairs.unconfirmed(
             verdict,
             tight,
             why_not,

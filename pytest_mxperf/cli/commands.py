@@ -23,7 +23,7 @@ from tabulate import tabulate
 
 from pytest_mxperf.baselines import store as baselines
 from pytest_mxperf.cli import report as report_command
-from pytest_mxperf.judging.verdict import Policy, compare_rates, stored_noise
+from pytest_mxperf.judging.decisions import Policy, compare_rates, stored_noise
 from pytest_mxperf.measuring.records import Outcome
 from pytest_mxperf.reporting import cost
 from pytest_mxperf.system import gitinfo

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 from pytest_mxperf.config.casekey import DTYPES, MODES
 
 if TYPE_CHECKING:
-    from pytest_mxperf.measuring.dataparallel import DataParallelSpec
     from pytest_mxperf.measuring.dp_result import DataParallelResult
+    from pytest_mxperf.measuring.dp_scaling import DataParallelSpec
 
 _OOM_PATTERNS = (
     "out of memory",

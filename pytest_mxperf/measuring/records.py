@@ -120,7 +120,7 @@ class CaseResult:
     peak_gflops: float | None = None
     #: The peak memory the case's steps needed (prepare, first step, warm-up and blocks).
     memory: MemoryRecord | None = None
-    #: MXNet operator profiles (`pytest_mxperf.measuring.profiling.OperatorProfile.as_dict`) of this
+    #: MXNet operator profiles (`pytest_mxperf.profiles.profiling.OperatorProfile.as_dict`) of this
     #: code and, for a regression, of the baseline's code; why a profile is missing.
     profile: dict[str, Any] | None = None
     baseline_profile: dict[str, Any] | None = None

@@ -7,8 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Callable, Optional
 
-from pytest_mxperf.judging import pairplan
-from pytest_mxperf.judging import pairstats as paired
+from pytest_mxperf.judging import pairplan, pairstats
 from pytest_mxperf.judging.roundeffect import RoundNoise, round_noise
 from pytest_mxperf.measuring.records import CaseResult, Status
 
@@ -46,7 +45,7 @@ class PairedData:
     #: fork servers for both sides: ``--mxperf-pair-confirm``); its estimate decides them.
     confirmation: PairedData | None = None
     #: Rounds of a case measured earlier in the run by a pair of its own with the same commit
-    #: (`pytest_mxperf.case.preflight`: a case that pair left inconclusive, measured again by
+    #: (`pytest_mxperf.case.jointpair`: a case that pair left inconclusive, measured again by
     #: the run's joint pair), ``(REV, HEAD)`` per round: counted as rounds of this pair for that
     #: case, before its own (the same comparison of the same code in this session), also
     #: against ``--mxperf-max-rounds``; not in the run's round effect (`round_noise`), which
@@ -137,7 +136,7 @@ class PairedData:
     def measured(self, side: str, key: str) -> bool:
         return any(key in r[side].cases for r in self.rounds)
 
-    def estimate(self, key: str, min_effect: float) -> paired.PairedEstimate | None:
+    def estimate(self, key: str, min_effect: float) -> pairstats.PairedEstimate | None:
         """The paired estimate of ``key``; None with fewer than two rounds measuring both. Its
         equivalence interval may take the round effect of all the run's cases
         (`roundeffect.round_noise`)."""
@@ -145,40 +144,42 @@ class PairedData:
 
     def estimates(
         self, keys: Sequence[str], min_effect: float
-    ) -> dict[str, paired.PairedEstimate | None]:
+    ) -> dict[str, pairstats.PairedEstimate | None]:
         """`estimate` of each of ``keys``, the run's round effect worked out once for all."""
         pooled = self.round_noise()
-        out: dict[str, paired.PairedEstimate | None] = {}
+        out: dict[str, pairstats.PairedEstimate | None] = {}
         for key in keys:
             rounds = self.paired_rounds(key)
             out[key] = (
-                paired.paired_estimate(rounds, min_effect=min_effect, pooled=pooled)
+                pairstats.paired_estimate(rounds, min_effect=min_effect, pooled=pooled)
                 if len(rounds) >= 2
                 else None
             )
         return self._confirmed(out, min_effect)
 
     def _confirmed(
-        self, first: dict[str, paired.PairedEstimate | None], min_effect: float
-    ) -> dict[str, paired.PairedEstimate | None]:
+        self, first: dict[str, pairstats.PairedEstimate | None], min_effect: float
+    ) -> dict[str, pairstats.PairedEstimate | None]:
         """``first`` with each regression the `confirmation` measured replaced by its estimate
         there (carrying the first as ``first``): a regression stands only if a second run, on
         fresh processes, finds it too. A case the second run could not pair keeps the first."""
         again = self.confirmation
         if again is None:
             return first
-        keys = [k for k, est in first.items() if est and est.decision == paired.Decision.REGRESSED]
+        keys = [
+            k for k, est in first.items() if est and est.decision == pairstats.Decision.REGRESSED
+        ]
         out = dict(first)
         for key, est in again.estimates(keys, min_effect).items():
             if est is not None:
                 out[key] = replace(est, first=first[key])
         return out
 
-    def paired_rounds(self, key: str, earlier: bool = True) -> list[paired.PairedRound]:
+    def paired_rounds(self, key: str, earlier: bool = True) -> list[pairstats.PairedRound]:
         """The rounds where both sides measured ``key``, as the statistics take them (without
         its `earlier` rounds when ``earlier`` is false)."""
         return [
-            paired.PairedRound(
+            pairstats.PairedRound(
                 rev=a.images_per_sec or 0.0,
                 head=b.images_per_sec or 0.0,
                 rev_blocks=tuple(a.measurement.block_rates) if a.measurement else (),
@@ -204,7 +205,7 @@ class PairedData:
             and b.scaling.efficiency > 0
         ]
 
-    def efficiency_estimate(self, key: str, min_effect: float) -> paired.PairedEstimate | None:
+    def efficiency_estimate(self, key: str, min_effect: float) -> pairstats.PairedEstimate | None:
         """The paired estimate of a data-parallel case's scaling efficiency (HEAD/REV), as
         `estimate` does for img/s; the within-round noise is the aggregate's block spread."""
         pairs = self.scaling_pairs(key)
@@ -214,14 +215,14 @@ class PairedData:
         for a, b in pairs:
             assert a.scaling is not None and b.scaling is not None
             rounds.append(
-                paired.PairedRound(
+                pairstats.PairedRound(
                     rev=a.scaling.efficiency,
                     head=b.scaling.efficiency,
                     rev_blocks=tuple(a.measurement.block_rates) if a.measurement else (),
                     head_blocks=tuple(b.measurement.block_rates) if b.measurement else (),
                 )
             )
-        return paired.paired_estimate(rounds, min_effect=min_effect)
+        return pairstats.paired_estimate(rounds, min_effect=min_effect)
 
 
 def block_pairs(rev: CaseResult, head: CaseResult) -> tuple[tuple[float, float], ...]:
@@ -238,7 +239,7 @@ def block_pairs(rev: CaseResult, head: CaseResult) -> tuple[tuple[float, float],
 
 def undecided(data: PairedData, keys: Sequence[str], min_effect: float) -> list[str]:
     """Keys whose paired estimate cannot decide yet (more rounds may settle them)."""
-    return _decided_as(data, keys, min_effect, paired.Decision.UNKNOWN)
+    return _decided_as(data, keys, min_effect, pairstats.Decision.UNKNOWN)
 
 
 #: Rounds before an undecided case that is not slower may be given up as inconclusive.
@@ -282,7 +283,7 @@ def worth_more_rounds(
     out: list[tuple[int, str]] = []
     for key, est in data.estimates(keys, min_effect).items():
         left = max_rounds - len(data.rounds) - len(data.earlier.get(key, ()))
-        if est is None or est.decision != paired.Decision.UNKNOWN or left < 1:
+        if est is None or est.decision != pairstats.Decision.UNKNOWN or left < 1:
             continue
         need = est.suggested_rounds or pairplan.MAX_SUGGESTED_ROUNDS
         effect = None if clears is None else clears(key)
@@ -298,7 +299,7 @@ def worth_more_rounds(
 
 
 def clear_rounds(
-    data: PairedData, key: str, effect: float, est: paired.PairedEstimate
+    data: PairedData, key: str, effect: float, est: pairstats.PairedEstimate
 ) -> int | None:
     """Rounds in all projected to rule out a loss of ``effect`` for ``key`` (``est``: its
     undecided estimate at the minimum effect); None when ``effect`` is no wider than the
@@ -306,13 +307,13 @@ def clear_rounds(
     if effect <= est.min_effect or est.rules_out_wider(effect):
         return None
     wide = data.estimate(key, effect)
-    if wide is None or wide.decision != paired.Decision.UNKNOWN:
+    if wide is None or wide.decision != pairstats.Decision.UNKNOWN:
         return None
     return wide.suggested_rounds or pairplan.MAX_SUGGESTED_ROUNDS
 
 
 def worth_another_round(
-    est: paired.PairedEstimate, left: int, max_rounds: int, strict: bool
+    est: pairstats.PairedEstimate, left: int, max_rounds: int, strict: bool
 ) -> bool:
     """`worth_more_rounds`' rule for one undecided estimate, ``left`` rounds still allowed."""
     need = est.suggested_rounds or pairplan.MAX_SUGGESTED_ROUNDS
@@ -322,11 +323,11 @@ def worth_another_round(
 
 def regressed(data: PairedData, keys: Sequence[str], min_effect: float) -> list[str]:
     """Keys whose paired estimate says HEAD is slower (worth an operator profile)."""
-    return _decided_as(data, keys, min_effect, paired.Decision.REGRESSED)
+    return _decided_as(data, keys, min_effect, pairstats.Decision.REGRESSED)
 
 
 def _decided_as(
-    data: PairedData, keys: Sequence[str], min_effect: float, decision: paired.Decision
+    data: PairedData, keys: Sequence[str], min_effect: float, decision: pairstats.Decision
 ) -> list[str]:
     estimates = data.estimates(keys, min_effect)
     return [key for key, est in estimates.items() if est is not None and est.decision == decision]

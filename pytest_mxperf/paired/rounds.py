@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from pytest_mxperf.config import side as side_flags
+from pytest_mxperf.config import sideorders
 from pytest_mxperf.config.settings import Settings
 from pytest_mxperf.paired.forkserver import ForkServer
 from pytest_mxperf.paired.pairdata import HEAD, REV, PairedData, SideResult, block_plan
@@ -69,7 +69,7 @@ def run_rounds(
             plan, with_plan, plan_path = block_plan(data), [], Path(tmp) / "plan.json"
             if plan:  # both sides time the same steps per block as in their first round
                 write_plan(plan_path, plan)
-                with_plan = [side_flags.PLAN, str(plan_path)]
+                with_plan = [sideorders.PLAN, str(plan_path)]
             order = [
                 (n, side, None if a is None else [*a, *with_plan], out) for n, side, a, out in order
             ]
@@ -102,7 +102,7 @@ def run_rounds(
                     progress(f"{what}, {data.side_label(name)}")
                     out.unlink(missing_ok=True)
                     if profile or traces:
-                        argv = [*argv, side_flags.PROFILE]
+                        argv = [*argv, sideorders.PROFILE]
                         if name == HEAD and settings.profile:
                             argv += ["--mxperf-profile", str(Path(settings.profile).resolve())]
                     done = run_side(side, argv, server(name), timeout)

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from pytest_mxperf.config import side as side_flags
+from pytest_mxperf.config import sideorders
 from pytest_mxperf.paired import turns
 from pytest_mxperf.paired.forkserver import ForkServer, ForkServerError
 from pytest_mxperf.paired.sides import SideSpec, side_command, side_env
@@ -99,9 +99,9 @@ def run_together(
 
     def body(name: str, side: SideSpec, argv: list[str]) -> None:
         try:
-            args = [*argv, side_flags.TURNS, str(side_flags.Turns(name, path))]
+            args = [*argv, sideorders.TURNS, str(sideorders.Turns(name, path))]
             if overlap and side.spread:
-                args += [side_flags.SPREAD, cpu_sets.describe(side.spread)]
+                args += [sideorders.SPREAD, cpu_sets.describe(side.spread)]
             finished[name] = run_side(side, args, servers[name], timeout, cancelled)
         except BaseException as exc:  # re-raised by the controller's thread
             errors.append(exc)

@@ -2,7 +2,7 @@
 line, its environment and the files it reads (the block plan) and writes (its results).
 
 The side processes run the same node ids with ``--mxperf-side-out`` (a side's options and
-their parsing are `pytest_mxperf.config.side`); they import this installed plugin (its package
+their parsing are `pytest_mxperf.config.sideorders`); they import this installed plugin (its package
 alone first on ``sys.path``: `pytest_mxperf.system.pluginpath`), not a copy from REV's tree, so
 both sides measure the same way and only the repository's code differs (or, with
 ``--mxperf-env-command``, also REV's environment).
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_mxperf.config import side as side_flags
+from pytest_mxperf.config import sideorders
 from pytest_mxperf.config.settings import Settings
 from pytest_mxperf.measuring.measure import Measurement
 from pytest_mxperf.measuring.records import CaseResult
@@ -93,9 +93,9 @@ def side_args(
         "addopts=",
         "-q",
         "--continue-on-collection-errors",
-        side_flags.OUT,
+        sideorders.OUT,
         str(out),
-        side_flags.SELECT,
+        sideorders.SELECT,
         str(select),
         "--mxperf-min-time",
         str(min_time),

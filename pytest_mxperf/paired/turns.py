@@ -47,7 +47,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_mxperf.config.side import Turns
+from pytest_mxperf.config.sideorders import Turns
 from pytest_mxperf.measuring.stats import paired_blocks
 from pytest_mxperf.system import cpus as cpu_sets
 

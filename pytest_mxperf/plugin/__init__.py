@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_mxperf.baselines.runinfo import RunInfo
-from pytest_mxperf.config import options, side
+from pytest_mxperf.config import options, sideorders
 from pytest_mxperf.config.markers import (
     MARKER_DOC,
     MarkerError,
@@ -98,11 +98,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         )
         parser.addini(spec.ini, spec.full_help, default="")
     # Internal: set by a paired run on the processes that measure one side (`config.side`).
-    for hidden, switch in side.FLAGS:
+    for hidden, switch in sideorders.FLAGS:
         if switch:
-            group.addoption(hidden, dest=side.dest(hidden), action="store_true", help=SUPPRESS)
+            group.addoption(
+                hidden, dest=sideorders.dest(hidden), action="store_true", help=SUPPRESS
+            )
         else:
-            group.addoption(hidden, dest=side.dest(hidden), default=None, help=SUPPRESS)
+            group.addoption(hidden, dest=sideorders.dest(hidden), default=None, help=SUPPRESS)
 
 
 def pytest_configure(config: pytest.Config) -> None:

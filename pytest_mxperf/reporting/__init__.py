@@ -2,7 +2,7 @@
 
 - ``report_sections`` / ``tables``: the header lines, the table and benchmark_score grids.
 - ``sweep_scaling``: the summary's grid of each sweep and the data-parallel scaling table.
-- ``report``: the JSON report; ``summary``: Markdown and github-action-benchmark output.
+- ``jsonreport``: the JSON report; ``summary``: Markdown and github-action-benchmark output.
 - ``history``, ``historygit``, ``historytypes``, ``htmlchart``, ``htmlreport``: the page of
   stored history (``mxperf report``).
 - ``progress``: elapsed and expected time lines; ``cost``: dollars per million images.

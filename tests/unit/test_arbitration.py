@@ -7,14 +7,14 @@ from dataclasses import replace
 
 import pytest
 
-from pytest_mxperf.judging.explain import explain_arbitrated, pair_summary
-from pytest_mxperf.judging.pairstats import PairedRound, paired_estimate
-from pytest_mxperf.judging.verdict import (
+from pytest_mxperf.judging.decisions import (
     Policy,
     decide_arbitrated,
     decide_arbitration_pair,
     decide_paired,
 )
+from pytest_mxperf.judging.explain import explain_arbitrated, pair_summary
+from pytest_mxperf.judging.pairstats import PairedRound, paired_estimate
 from pytest_mxperf.measuring.records import Outcome, Verdict
 
 STORED = Verdict(

@@ -213,23 +213,23 @@ def test_end_to_end_takes_the_block_plan_for_its_training_only(
 ) -> None:
     # A paired side's later rounds time the steps per block of the case's first round (the
     # training's): a model alone 4x faster would time blocks a quarter as long with them.
-    from pytest_mxperf.pipelines import pipeline
+    from pytest_mxperf.pipelines import timing
 
     plans: list[int | None] = []
     for name, at in (("run_case", 3), ("run_pipeline", 2)):  # where each takes its config
-        real = getattr(pipeline, name)
+        real = getattr(timing, name)
 
         def spy(*args: Any, _real: Any = real, _at: int = at, **kw: Any) -> Any:
             plans.append(args[_at].steps_per_block)
             return _real(*args, **kw)
 
-        monkeypatch.setattr(pipeline, name, spy)
+        monkeypatch.setattr(timing, name, spy)
     net = mx.gluon.nn.HybridSequential()
     net.add(mx.gluon.nn.Dense(4))
     net.initialize()
     batches = [(mx.nd.ones((2, 3, 8, 8)), mx.nd.zeros((2,))) for _ in range(4)]
     spec = PrepareSpec(mode="training", batch_size=2, ctx=mx.cpu(), input_shape=(3, 8, 8))
-    run = pipeline.run_end_to_end(
+    run = timing.run_end_to_end(
         backend, net, batches, spec, replace(QUICK, steps_per_block=7), timeout=30.0
     )
     assert run.status == Status.OK, run.error

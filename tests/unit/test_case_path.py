@@ -13,7 +13,7 @@ import pytest
 
 from pytest_mxperf.baselines.resolution import Resolution, resolve
 from pytest_mxperf.baselines.runinfo import RunInfo
-from pytest_mxperf.case import dataparallel as fixture_dp
+from pytest_mxperf.case import dataparallel
 from pytest_mxperf.case.path import CaseBench
 from pytest_mxperf.config.markers import MarkerSpec
 from pytest_mxperf.config.settings import Settings
@@ -261,7 +261,7 @@ DP_KEY = "toy/training/float32/bs8/cpu/x2/local"
 
 def _data_parallel(bench: CaseBench, speed: float) -> CaseResult:
     """A data-parallel case of two CPU contexts in this process (the fake back end's figures)."""
-    return fixture_dp.data_parallel(
+    return dataparallel.data_parallel(
         bench,
         FakeModel(speed, scaling=0.9),
         batch_size=8,

@@ -21,7 +21,8 @@ from pytest_mxperf.distributed.train import (
     measure_with_timeline,
     object_ref,
 )
-from pytest_mxperf.measuring.dataparallel import (
+from pytest_mxperf.measuring.dp_result import DataParallelResult
+from pytest_mxperf.measuring.dp_scaling import (
     DataParallelError,
     DataParallelSpec,
     ScalingCase,
@@ -33,7 +34,6 @@ from pytest_mxperf.measuring.dataparallel import (
     items_in_window,
     parse_context,
 )
-from pytest_mxperf.measuring.dp_result import DataParallelResult
 from pytest_mxperf.measuring.measure import MeasureConfig, Measurement
 from pytest_mxperf.measuring.records import Scaling
 
@@ -71,7 +71,7 @@ def worker(
 
 def test_wait_share_splits_the_exchange_into_waiting_for_the_slowest_and_push_pull() -> None:
     from pytest_mxperf.judging.explain_scaling import step_split
-    from pytest_mxperf.measuring.dataparallel import ScalingCase, wait_share
+    from pytest_mxperf.measuring.dp_scaling import ScalingCase, wait_share
 
     # Both take 1.0 s a step; alone, worker 0 computes in 0.4 s, worker 1 (the slowest) in 0.7 s.
     fast = worker(0, [0.0, 1.0, 2.0], 1.0, compute=0.4)

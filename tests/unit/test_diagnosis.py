@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from pytest_mxperf.config.casekey import CaseKey
-from pytest_mxperf.measuring import diagnosis, evidence_lines
+from pytest_mxperf.judging import evidence_lines
+from pytest_mxperf.measuring import diagnosis
 from pytest_mxperf.measuring.diagnosis import DiagnoseSpec
 from pytest_mxperf.measuring.measure import MeasureConfig, Measurement
 from pytest_mxperf.measuring.memory import MemoryMethod, MemoryRecord

@@ -1,5 +1,5 @@
 """A case judged again once the run's joint pair has measured it after its own pair left it
-inconclusive (`pytest_mxperf.case.preflight._judge_again`), without processes: the collected
+inconclusive (`pytest_mxperf.case.jointpair._judge_again`), without processes: the collected
 result takes the new verdict, a regression found that way is a run error naming the test, and a
 failure to judge again keeps the first verdict."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Callable, cast
 
-from pytest_mxperf.case import preflight
+from pytest_mxperf.case import jointpair
 from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Verdict
 from pytest_mxperf.paired import pairdata
@@ -53,7 +53,7 @@ def run(again: Callable[[], CaseResult]) -> tuple[SimpleNamespace, list[str]]:
     bench = cast("CaseBench", SimpleNamespace(session=session, tell=told.append))
     data, rounds = joint(3, 4)
     case = Undecided("a" * 40, NODEID, KEY, rounds, again)
-    preflight._judge_again(bench, case, data)
+    jointpair._judge_again(bench, case, data)
     return session, told
 
 

@@ -14,7 +14,7 @@ from pytest_mxperf.config import parsers
 from pytest_mxperf.config.markers import MarkerError, parse_marker
 from pytest_mxperf.measuring.measure import MeasureConfig
 from pytest_mxperf.measuring.records import Outcome, Status, Verdict
-from pytest_mxperf.pipelines import input_bound, pipeline
+from pytest_mxperf.pipelines import input_bound, timing
 from pytest_mxperf.pipelines import source as pipeline_source
 from pytest_mxperf.testing import FakeBackend, measurement_of
 
@@ -59,7 +59,7 @@ class Source:
 
 
 def run(source: Any, backend: FakeBackend, **kw: Any) -> Any:
-    return pipeline.run_pipeline(backend, source, kw.pop("config", CONFIG), timeout=5.0, **kw)
+    return timing.run_pipeline(backend, source, kw.pop("config", CONFIG), timeout=5.0, **kw)
 
 
 def test_images_per_second_and_epoch_resets_not_counted() -> None:
@@ -153,7 +153,7 @@ def test_a_generator_cannot_be_restarted() -> None:
 def test_a_source_that_never_delivers_times_out() -> None:
     backend = FakeBackend()
     never = threading.Event()
-    result = pipeline.run_pipeline(backend, Source(backend, block=never), CONFIG, timeout=0.05)
+    result = timing.run_pipeline(backend, Source(backend, block=never), CONFIG, timeout=0.05)
     never.set()  # let the stuck fetch thread finish
     assert result.status == Status.ERROR
     assert "no batch within 0.05 s (--mxperf-pipeline-timeout)" in (result.error or "")
@@ -167,7 +167,7 @@ def test_a_source_slower_than_max_time_is_measured_over_one_batch_and_flagged() 
     m = result.measurement
     assert m.block_seconds == (3.0,) and m.items_per_sec == pytest.approx(4 / 3.0)
     assert src.served == 2
-    assert result.warnings == [pipeline.slow_warning(3.0, CONFIG.max_time)]
+    assert result.warnings == [timing.slow_warning(3.0, CONFIG.max_time)]
 
 
 class Turns:
@@ -190,7 +190,7 @@ def test_a_source_in_turns_keeps_its_blocks_marked_as_timed_in_turns() -> None:
     backend = FakeBackend()
     turns = Turns(4)
     config = replace(CONFIG, interleave=turns)
-    result = pipeline.run_pipeline(backend, Source(backend, batches=50), config, timeout=5.0)
+    result = timing.run_pipeline(backend, Source(backend, batches=50), config, timeout=5.0)
     m = result.measurement
     assert m is not None
     assert m.extra["interleaved"] is True and m.extra["form"] == "pipeline"
@@ -202,13 +202,13 @@ def test_a_slow_source_in_turns_times_one_batch_a_turn() -> None:
     src = Source(backend, batch=4, batches=9, seconds=3.0)
     turns = Turns(3)
     config = replace(CONFIG, interleave=turns)
-    result = pipeline.run_pipeline(backend, src, config, timeout=5.0)
+    result = timing.run_pipeline(backend, src, config, timeout=5.0)
     m = result.measurement
     assert m is not None
     assert m.block_seconds == (3.0, 3.0, 3.0) and m.extra["interleaved"] is True
     assert turns.rates == [pytest.approx(4 / 3.0)] * 3
     assert src.served == 5  # the first two (start-up, too slow) untimed in turns
-    assert result.warnings == [pipeline.slow_warning(3.0, CONFIG.max_time, 3)]
+    assert result.warnings == [timing.slow_warning(3.0, CONFIG.max_time, 3)]
     assert "one batch at a time (3 batches)" in result.warnings[0]
 
 
@@ -277,7 +277,7 @@ def test_input_bound_verdict_keeps_failures_and_never_fails_by_itself() -> None:
 
 def test_sweeps_parse_strictly() -> None:
     assert parsers.parse_sweep({"num_workers": [0, 2]}) == ("num_workers", (0, 2))
-    assert pipeline.point_name("preprocess_threads", 4) == "preprocess_threads=4"
+    assert timing.point_name("preprocess_threads", 4) == "preprocess_threads=4"
     bad: object
     for bad in ({}, {"a": []}, {"a": 1}, {"a": [1, 1]}, {"1x": [1]}, {"a": [1], "b": [2]}):
         with pytest.raises(ValueError):

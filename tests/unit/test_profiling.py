@@ -9,16 +9,16 @@ from typing import Any
 
 import pytest
 
-from pytest_mxperf.measuring.profile_diff import diff_profiles, operator_label
-from pytest_mxperf.measuring.profile_record import (
+from pytest_mxperf.profiles.profile_diff import diff_profiles, operator_label
+from pytest_mxperf.profiles.profile_record import (
     OperatorProfile,
     OperatorStat,
     ProfileUnavailable,
     parse_aggregate_json,
 )
-from pytest_mxperf.measuring.profile_render import render_diff
-from pytest_mxperf.measuring.profile_trace import read_trace_events, table_path_for
-from pytest_mxperf.measuring.profiling import profile_step, safe_case_name
+from pytest_mxperf.profiles.profile_render import render_diff
+from pytest_mxperf.profiles.profile_trace import read_trace_events, table_path_for
+from pytest_mxperf.profiles.profiling import profile_step, safe_case_name
 
 
 def prof(ops: dict[str, tuple[int, float]], steps: int = 10, items: int = 4) -> OperatorProfile:

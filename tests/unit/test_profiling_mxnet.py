@@ -11,10 +11,10 @@ import pytest
 
 mx = pytest.importorskip("mxnet")
 
-from pytest_mxperf.measuring.profile_diff import constituents, diff_profiles  # noqa: E402
-from pytest_mxperf.measuring.profile_record import OperatorProfile, ProfileUnavailable  # noqa: E402
-from pytest_mxperf.measuring.profile_render import render_diff  # noqa: E402
-from pytest_mxperf.measuring.profiling import profile_step, write_case_trace  # noqa: E402
+from pytest_mxperf.profiles.profile_diff import constituents, diff_profiles  # noqa: E402
+from pytest_mxperf.profiles.profile_record import OperatorProfile, ProfileUnavailable  # noqa: E402
+from pytest_mxperf.profiles.profile_render import render_diff  # noqa: E402
+from pytest_mxperf.profiles.profiling import profile_step, write_case_trace  # noqa: E402
 
 STEPS = 5
 BATCH = 4

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mxperf.baselines.record import BaselineRecord
+from pytest_mxperf.baselines.entry import BaselineRecord
 from pytest_mxperf.baselines.store import load, store
 from pytest_mxperf.case.pairs import unconfirmed
 from pytest_mxperf.config.casekey import CaseKey

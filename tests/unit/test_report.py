@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from pytest_mxperf.baselines.record import BaselineRecord
+from pytest_mxperf.baselines.entry import BaselineRecord
 from pytest_mxperf.baselines.resolution import Resolution
 from pytest_mxperf.baselines.runinfo import RunInfo
 from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Status, Verdict
-from pytest_mxperf.reporting.report import REPORT_SCHEMA, to_json
+from pytest_mxperf.reporting.jsonreport import REPORT_SCHEMA, to_json
 from pytest_mxperf.reporting.report_sections import verdict_counts
 from pytest_mxperf.reporting.tables import render_grids, render_table
 from pytest_mxperf.system.gitinfo import CommitInfo

@@ -12,7 +12,7 @@ from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.settings import Settings
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Verdict
 from pytest_mxperf.reporting import cost, summary
-from pytest_mxperf.reporting.report import case_cost, peaks, summary_row
+from pytest_mxperf.reporting.jsonreport import case_cost, peaks, summary_row
 from pytest_mxperf.reporting.tables import render_table
 from pytest_mxperf.run import outputs
 from pytest_mxperf.run.session import MxperfSession

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_mxperf.judging.decisions import decide_same_code
 from pytest_mxperf.judging.explain import explain_same_code
-from pytest_mxperf.judging.verdict import decide_same_code
 from pytest_mxperf.measuring.records import Outcome, Verdict
 
 STORED = Verdict(

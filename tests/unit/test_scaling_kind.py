@@ -9,7 +9,7 @@ import pytest
 from pytest_mxperf.config.markers import MarkerError, merge, parse_marker
 from pytest_mxperf.config.scaling_kind import check_kind, resolve_kind, split_batch
 from pytest_mxperf.judging.explain_scaling import scaling_summary
-from pytest_mxperf.measuring.dataparallel import DataParallelSpec
+from pytest_mxperf.measuring.dp_scaling import DataParallelSpec
 from pytest_mxperf.measuring.records import Scaling
 from pytest_mxperf.testing import FakeModel, fake_data_parallel
 
@@ -111,7 +111,7 @@ def test_weak_result_keeps_its_reference() -> None:
 def test_the_efficiency_arithmetic_of_each_kind() -> None:
     """The SSD study's Titan X run, 2 GPUs at 16 each: 99.5% against one GPU at 16 (weak),
     88.1% against one GPU at the whole 32 (strong, a speed-up of 1.76)."""
-    from pytest_mxperf.measuring.dataparallel import efficiency
+    from pytest_mxperf.measuring.dp_scaling import efficiency
 
     assert efficiency(35.57, 70.8, 2) == pytest.approx(0.9952, abs=1e-4)
     assert efficiency(40.2, 70.8, 2) == pytest.approx(0.8806, abs=1e-4)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_mxperf.distributed.local import run_in_process
-from pytest_mxperf.measuring.dataparallel import DataParallelSpec
+from pytest_mxperf.measuring.dp_scaling import DataParallelSpec
 from pytest_mxperf.measuring.measure import MeasureConfig
 
 pytest.importorskip("mxnet")

@@ -8,12 +8,12 @@ import json
 
 import pytest
 
-from pytest_mxperf.baselines.record import BaselineRecord
+from pytest_mxperf.baselines.entry import BaselineRecord
 from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.baselines.store import StoredCase
 from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.markers import MarkerError, merge, parse_marker
-from pytest_mxperf.judging.verdict import Policy, decide, decide_scaling
+from pytest_mxperf.judging.decisions import Policy, decide, decide_scaling
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Scaling
 from pytest_mxperf.testing import fake_blocks
 

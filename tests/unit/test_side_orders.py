@@ -9,14 +9,16 @@ from typing import Any
 
 import pytest
 
-from pytest_mxperf.config import side
+from pytest_mxperf.config import sideorders
 from pytest_mxperf.config.settings import OptionError, Settings
-from pytest_mxperf.config.side import SideOrders, Turns, parse_turns, side_orders
+from pytest_mxperf.config.sideorders import SideOrders, Turns, parse_turns, side_orders
 from pytest_mxperf.paired import sides
 
 
 def _orders(**given: Any) -> SideOrders | None:
-    values = {side.dest(flag): given.get(side.dest(flag)) for flag, _ in side.FLAGS}
+    values = {
+        sideorders.dest(flag): given.get(sideorders.dest(flag)) for flag, _ in sideorders.FLAGS
+    }
     return side_orders(values.__getitem__)
 
 
@@ -90,14 +92,14 @@ def test_the_side_command_line_parses_into_the_orders_it_was_given(tmp_path: Pat
     argv = sides.side_args(
         spec, Settings(), ["t.py"], tmp_path / "rev.json", tmp_path / "select.txt"
     )
-    argv += [side.PLAN, str(tmp_path / "plan.json"), side.PROFILE]
-    argv += [side.TURNS, str(Turns("rev", tmp_path / "turns.sock")), side.SPREAD, "0-1"]
+    argv += [sideorders.PLAN, str(tmp_path / "plan.json"), sideorders.PROFILE]
+    argv += [sideorders.TURNS, str(Turns("rev", tmp_path / "turns.sock")), sideorders.SPREAD, "0-1"]
     parser = argparse.ArgumentParser(add_help=False)
-    for flag, switch in side.FLAGS:
+    for flag, switch in sideorders.FLAGS:
         if switch:
-            parser.add_argument(flag, dest=side.dest(flag), action="store_true")
+            parser.add_argument(flag, dest=sideorders.dest(flag), action="store_true")
         else:
-            parser.add_argument(flag, dest=side.dest(flag), default=None)
+            parser.add_argument(flag, dest=sideorders.dest(flag), default=None)
     known, _ = parser.parse_known_args(argv)
     assert side_orders(lambda name: getattr(known, name)) == SideOrders(
         out=tmp_path / "rev.json",

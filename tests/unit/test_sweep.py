@@ -7,9 +7,9 @@ from collections.abc import Callable
 import pytest
 
 from pytest_mxperf.config import parsers
-from pytest_mxperf.measuring import dtype_support, sweep, sweep_memory
-from pytest_mxperf.measuring.sweep import Curve, Plan, Point, run_curve
+from pytest_mxperf.measuring import dtype_support, sweep_memory, sweep_search
 from pytest_mxperf.measuring.sweep_memory import MemoryBudget
+from pytest_mxperf.measuring.sweep_search import Curve, Plan, Point, run_curve
 
 MIB = 2**20
 
@@ -51,7 +51,7 @@ def test_no_bisection_after_a_real_oom_where_a_second_may_crash() -> None:
     curve = run_curve("float32", Plan(None), measure, bisect_after_oom=False)
     assert asked == [1, 2, 4, 8, 16, 32, 64, 128]
     assert curve.limit == "oom" and curve.largest_fit == 64
-    assert curve.notes == [sweep.NO_BISECT_AFTER_OOM.format(last_fit=64, first_fail=128)]
+    assert curve.notes == [sweep_search.NO_BISECT_AFTER_OOM.format(last_fit=64, first_fail=128)]
     # A memory budget's refusals run nothing: they still bisect.
     measure, asked = fake_points(saturating, mib_per_item=1)
     budget = MemoryBudget(300 * MIB, start=100 * MIB)
@@ -72,7 +72,7 @@ def test_auto_stops_at_max_batch() -> None:
 
 
 def test_explicit_sizes_run_powers_of_two_first() -> None:
-    assert sweep.shape_first([48, 1, 8, 24, 2, 8, 64]) == [1, 2, 8, 64, 24, 48]
+    assert sweep_search.shape_first([48, 1, 8, 24, 2, 8, 64]) == [1, 2, 8, 64, 24, 48]
     measure, asked = fake_points(saturating)
     run_curve("float32", Plan((3, 1, 4, 2)), measure)
     assert asked == [1, 2, 4, 3]
@@ -162,13 +162,13 @@ def test_parse_size_rejects(text: str) -> None:
 
 
 def test_make_plan_checks_its_arguments() -> None:
-    assert sweep.make_plan("auto", 1, 64).batch_sizes is None
-    assert sweep.make_plan([8, 1], 1, 64).batch_sizes == (8, 1)
+    assert sweep_search.make_plan("auto", 1, 64).batch_sizes is None
+    assert sweep_search.make_plan([8, 1], 1, 64).batch_sizes == (8, 1)
     for bad in ("all", [], [0], [2.0]):
         with pytest.raises(ValueError, match="batch_sizes"):
-            sweep.make_plan(bad, 1, 64)  # type: ignore[arg-type]
+            sweep_search.make_plan(bad, 1, 64)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="larger than max_batch"):
-        sweep.make_plan("auto", 128, 64)
+        sweep_search.make_plan("auto", 128, 64)
 
 
 BF16 = frozenset({"avx512f", "avx512_bf16"})
@@ -200,12 +200,12 @@ def test_unsupported_dtypes_have_reasons(
 
 
 def test_largest_fit_drop() -> None:
-    assert sweep.largest_fit_drop(32, {"largest_fit": 64, "limit": "oom"}) == (
+    assert sweep_search.largest_fit_drop(32, {"largest_fit": 64, "limit": "oom"}) == (
         "the largest batch that fits dropped from 64 to 32 (stopped by oom before): the model "
         "now needs more memory per batch"
     )
-    assert sweep.largest_fit_drop(64, {"largest_fit": 64}) is None
-    assert sweep.largest_fit_drop(32, None) is None
+    assert sweep_search.largest_fit_drop(64, {"largest_fit": 64}) is None
+    assert sweep_search.largest_fit_drop(32, None) is None
 
 
 def test_peak_meter_reads_a_peak() -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mxperf.config.side import Turns
+from pytest_mxperf.config.sideorders import Turns
 from pytest_mxperf.paired.turns import BLOCK, END, GO, SOLO, Baton, BatonLost, Conductor
 
 IDS = ["t.py::a", "t.py::b", "t.py::c"]
@@ -191,7 +191,7 @@ TWO_CPUS = pytest.mark.skipif(
 
 _PLACES = """
 import json, os, sys, threading
-from pytest_mxperf.config.side import parse_turns
+from pytest_mxperf.config.sideorders import parse_turns
 from pytest_mxperf.paired.turns import Baton
 os.sched_setaffinity(0, {timing})
 seen = {{}}

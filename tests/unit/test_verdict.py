@@ -11,14 +11,14 @@ from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.expectation import Expectation
 from pytest_mxperf.judging.changes import diff_stack, sides_line
-from pytest_mxperf.judging.explain import judge
-from pytest_mxperf.judging.verdict import (
+from pytest_mxperf.judging.decisions import (
     Policy,
     compare_rates,
     noise_of,
     stored_threshold,
     suspected,
 )
+from pytest_mxperf.judging.explain import judge
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Status, Verdict
 from pytest_mxperf.testing import measurement_of
 

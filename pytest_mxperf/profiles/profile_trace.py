@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_mxperf.measuring.profile_record import ProfileUnavailable
+from pytest_mxperf.profiles.profile_record import ProfileUnavailable
 from pytest_mxperf.system.files import write_text_atomic
 
 

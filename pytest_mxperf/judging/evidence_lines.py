@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_mxperf.measuring.profile_diff import diff_profiles, operator_label
-from pytest_mxperf.measuring.profile_record import OPERATOR_CATEGORIES, OperatorProfile
-from pytest_mxperf.measuring.profile_render import render_diff
 from pytest_mxperf.measuring.records import CaseResult
+from pytest_mxperf.profiles.profile_diff import diff_profiles, operator_label
+from pytest_mxperf.profiles.profile_record import OPERATOR_CATEGORIES, OperatorProfile
+from pytest_mxperf.profiles.profile_render import render_diff
 from pytest_mxperf.system import gitinfo
 
 #: Lines of ``git log`` a message shows at most.

@@ -6,7 +6,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from pytest_mxperf.measuring.profile_record import OPERATOR_CATEGORIES, OperatorProfile
+from pytest_mxperf.profiles.profile_record import OPERATOR_CATEGORIES, OperatorProfile
 
 # Engine bookkeeping in the operator category: how many arrays were freed follows the Python
 # code, not the model, so its run count says nothing about what the model computes.

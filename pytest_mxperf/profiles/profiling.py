@@ -28,12 +28,12 @@ from hashlib import sha1
 from pathlib import Path
 from typing import Any, Callable
 
-from pytest_mxperf.measuring.profile_record import (
+from pytest_mxperf.profiles.profile_record import (
     OperatorProfile,
     ProfileUnavailable,
     parse_aggregate_json,
 )
-from pytest_mxperf.measuring.profile_trace import (
+from pytest_mxperf.profiles.profile_trace import (
     TraceFiles,
     read_trace_events,
     table_path_for,

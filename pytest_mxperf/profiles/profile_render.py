@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_mxperf.measuring.profile_diff import OperatorChange, ProfileDiff
+from pytest_mxperf.profiles.profile_diff import OperatorChange, ProfileDiff
 
 
 def render_diff(diff: ProfileDiff, top: int = 5, min_share: float = 0.02) -> list[str]:
