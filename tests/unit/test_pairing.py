@@ -18,8 +18,8 @@ from pytest_mxperf.config.settings import Settings
 from pytest_mxperf.judging.pairstats import Decision
 from pytest_mxperf.measuring.records import CaseResult
 from pytest_mxperf.paired import pairdata, pairing, sides
-from pytest_mxperf.paired.pairing import sigterm_as_interrupt
 from pytest_mxperf.system import cpus
+from pytest_mxperf.system.sigterm import sigterm_as_interrupt
 from pytest_mxperf.testing import measurement_of
 
 KEY = "m/inference/float32/bs8/cpu"
