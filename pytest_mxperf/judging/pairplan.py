@@ -55,7 +55,7 @@ def projected_df(df: int, n: int, m: int) -> int:
 def could_still_regress(estimate: PairedEstimate, more_rounds: int) -> bool:
     """Could up to ``more_rounds`` more rounds still decide REGRESSED for an UNKNOWN estimate?
 
-    Futility, for :func:`pytest_mxperf.paired.pairdata.worth_more_rounds`: the interval at ``m``
+    Futility, for :func:`pytest_mxperf.paired.more_rounds.worth_more_rounds`: the interval at ``m``
     rounds is projected with the per-round SD measured so far and the estimate moved one
     standard error further down (in favour of a regression, so that a real loss that was only
     unlucky in its first rounds keeps its rounds). False when no ``m`` up to

@@ -13,15 +13,14 @@ from pytest_mxperf.config.settings import Settings
 from pytest_mxperf.measuring.records import CaseResult
 from pytest_mxperf.paired import envs, forkserver, gitcmd, worktree
 from pytest_mxperf.paired.forkserver import ForkServer, ForkServerError
+from pytest_mxperf.paired.more_rounds import Clears, worth_more_rounds
 from pytest_mxperf.paired.pairdata import (
     HEAD,
     REV,
-    Clears,
     PairedData,
     case_keys,
     nodeids_of,
     regressed,
-    worth_more_rounds,
 )
 from pytest_mxperf.paired.rounds import run_rounds
 from pytest_mxperf.paired.sides import (
@@ -207,7 +206,7 @@ class Pairer:
     ) -> PairedData:
         """Paired rounds of ``nodeids``: at least ``--mxperf-rounds``, more (up to
         ``--mxperf-max-rounds``) for the undecided cases more rounds could fail
-        (`pairdata.worth_more_rounds`; with ``clears``, also those an arbitration would clear
+        (`more_rounds.worth_more_rounds`; with ``clears``, also those an arbitration would clear
         at their own stored threshold), then a profile of the slower ones. ``earlier``: rounds
         of some of the cases measured by earlier pairs of ``sha`` in this session, counted as
         theirs (`PairedData.earlier`). Cached per revision and ids."""
@@ -284,7 +283,7 @@ class Pairer:
         budgeted: bool,
     ) -> Callable[..., None]:
         """Rounds of ``nodeids`` into ``data``: ``--mxperf-rounds``, then one at a time for the
-        cases `pairdata.worth_more_rounds` names, up to ``--mxperf-max-rounds``. ``budgeted``:
+        cases `more_rounds.worth_more_rounds` names, up to ``--mxperf-max-rounds``. ``budgeted``:
         the first rounds' seconds are the session's `first_seconds` and the extra rounds stop
         once ``--mxperf-pair-budget`` is spent (``data.budget_spent``); else every second counts
         as extra and only the rounds' limit stops them. Returns the round runner of ``data``."""

@@ -19,7 +19,8 @@ from pytest_mxperf.judging.decisions import stored_threshold
 from pytest_mxperf.measuring.protocol import Backend
 from pytest_mxperf.measuring.records import CaseResult
 from pytest_mxperf.paired import pairjson
-from pytest_mxperf.paired.pairdata import Clears, PairedData
+from pytest_mxperf.paired.more_rounds import Clears
+from pytest_mxperf.paired.pairdata import PairedData
 from pytest_mxperf.paired.pairing import Pairer
 from pytest_mxperf.paired.sides import read_plan
 from pytest_mxperf.paired.turns import Baton

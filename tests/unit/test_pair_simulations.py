@@ -23,7 +23,7 @@ from pytest_mxperf.judging.pairstats import (
     need_more_rounds,
     paired_estimate,
 )
-from pytest_mxperf.paired.pairdata import worth_another_round
+from pytest_mxperf.paired.more_rounds import worth_another_round
 
 CASES = 1000
 
@@ -42,7 +42,7 @@ def simulate(
     seeded stream (so two rules see the same rounds). With max_rounds: adaptive, more rounds
     for every undecided case, for those measured slower, for those slower that more rounds could
     still fail ("plugin"), or by the plugin's whole rule ("worth": also a case whose projected
-    rounds to a decision fit, `pairdata.worth_another_round`)."""
+    rounds to a decision fit, `more_rounds.worth_another_round`)."""
 
     def more(est: PairedEstimate, done: int) -> bool:
         if max_rounds is None or not need_more_rounds(est, done, max_rounds):

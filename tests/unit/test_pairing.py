@@ -17,7 +17,7 @@ from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.settings import Settings
 from pytest_mxperf.judging.pairstats import Decision
 from pytest_mxperf.measuring.records import CaseResult
-from pytest_mxperf.paired import pairdata, pairing, sides
+from pytest_mxperf.paired import more_rounds, pairdata, pairing, sides
 from pytest_mxperf.system import cpus
 from pytest_mxperf.system.sigterm import sigterm_as_interrupt
 from pytest_mxperf.testing import measurement_of
@@ -94,34 +94,40 @@ def test_more_rounds_go_where_they_can_decide_or_fail_a_case_closest_first() -> 
     slower = data((100.0, 99.0), (100.0, 90.0))
     not_slower = data((100.0, 101.0), (100.0, 110.0))
     assert pairdata.undecided(not_slower, [KEY], 0.05) == [KEY]
-    assert pairdata.worth_more_rounds(slower, [KEY], 0.05, strict=False, max_rounds=10) == [KEY]
+    assert more_rounds.worth_more_rounds(slower, [KEY], 0.05, strict=False, max_rounds=10) == [KEY]
     # Not slower, and 10 rounds of a spread like that would not decide it: a third round all the
     # same (two rounds' spread is too unsure to give up on) ...
-    assert pairdata.worth_more_rounds(not_slower, [KEY], 0.05, strict=False, max_rounds=10) == [KEY]
+    assert more_rounds.worth_more_rounds(not_slower, [KEY], 0.05, strict=False, max_rounds=10) == [
+        KEY
+    ]
     # ... and no more after it, unless an undecided case fails the run (rounds 16% apart: about
     # 26 would rule out a 5% loss).
     not_slower_3 = data((100.0, 101.0), (100.0, 118.0), (100.0, 85.0))
-    assert pairdata.worth_more_rounds(not_slower_3, [KEY], 0.05, strict=False, max_rounds=10) == []
-    assert pairdata.worth_more_rounds(not_slower_3, [KEY], 0.05, strict=True, max_rounds=10) == [
+    assert (
+        more_rounds.worth_more_rounds(not_slower_3, [KEY], 0.05, strict=False, max_rounds=10) == []
+    )
+    assert more_rounds.worth_more_rounds(not_slower_3, [KEY], 0.05, strict=True, max_rounds=10) == [
         KEY
     ]
     decided = data(*[(100.0, 100.0)] * 4)
-    assert pairdata.worth_more_rounds(decided, [KEY], 0.05, strict=True, max_rounds=10) == []
+    assert more_rounds.worth_more_rounds(decided, [KEY], 0.05, strict=True, max_rounds=10) == []
     # About -1% with rounds 7% apart: it could never fail in 10 rounds, but 10 would decide it
     # (the same, within 5%), so it gets them; with rounds 19% apart neither, so it stops at 3
     # (inconclusive) unless an undecided case fails the run.
     swinging = data((100.0, 92.0), (100.0, 105.0), (100.0, 100.0))
-    assert pairdata.worth_more_rounds(swinging, [KEY], 0.05, strict=False, max_rounds=10) == [KEY]
-    assert pairdata.worth_more_rounds(swinging, [KEY], 0.05, strict=False, max_rounds=6) == []
+    assert more_rounds.worth_more_rounds(swinging, [KEY], 0.05, strict=False, max_rounds=10) == [
+        KEY
+    ]
+    assert more_rounds.worth_more_rounds(swinging, [KEY], 0.05, strict=False, max_rounds=6) == []
     wild = data((100.0, 80.0), (100.0, 118.0), (100.0, 100.0))
-    assert pairdata.worth_more_rounds(wild, [KEY], 0.05, strict=False, max_rounds=10) == []
-    assert pairdata.worth_more_rounds(wild, [KEY], 0.05, strict=True, max_rounds=10) == [KEY]
+    assert more_rounds.worth_more_rounds(wild, [KEY], 0.05, strict=False, max_rounds=10) == []
+    assert more_rounds.worth_more_rounds(wild, [KEY], 0.05, strict=True, max_rounds=10) == [KEY]
     # Rounds that were run count against the limit, those a side failed in too.
-    assert pairdata.worth_more_rounds(slower, [KEY], 0.05, strict=False, max_rounds=2) == []
-    assert pairdata.worth_more_rounds(slower, [KEY], 0.05, strict=True, max_rounds=2) == []
+    assert more_rounds.worth_more_rounds(slower, [KEY], 0.05, strict=False, max_rounds=2) == []
+    assert more_rounds.worth_more_rounds(slower, [KEY], 0.05, strict=True, max_rounds=2) == []
 
 
-def fixed(threshold: float | None) -> pairdata.Clears:
+def fixed(threshold: float | None) -> more_rounds.Clears:
     """Every case's stored threshold is ``threshold``."""
     return lambda _: threshold
 
@@ -132,14 +138,14 @@ def test_a_case_arbitrated_at_a_wider_stored_threshold_gets_the_rounds_that_woul
     # Rounds 16% apart, no slower on average: about 26 rounds would rule out a 5% loss, so the
     # rounds stop at 3 ...
     swings = data((100.0, 101.0), (100.0, 118.0), (100.0, 85.0))
-    assert pairdata.worth_more_rounds(swings, [KEY], 0.05, strict=False, max_rounds=10) == []
+    assert more_rounds.worth_more_rounds(swings, [KEY], 0.05, strict=False, max_rounds=10) == []
     # ... but its arbitration clears it once a loss of its stored threshold is ruled out: 18%
     # takes about 4 rounds, 10% about 9; both fit in 10.
     for threshold, rounds in ((0.18, 4), (0.10, 9)):
         est = swings.estimate(KEY, 0.05)
         assert est is not None
-        assert pairdata.clear_rounds(swings, KEY, threshold, est) == rounds
-        got = pairdata.worth_more_rounds(
+        assert more_rounds.clear_rounds(swings, KEY, threshold, est) == rounds
+        got = more_rounds.worth_more_rounds(
             swings, [KEY], 0.05, strict=False, max_rounds=10, clears=fixed(threshold)
         )
         assert got == [KEY]
@@ -147,13 +153,13 @@ def test_a_case_arbitrated_at_a_wider_stored_threshold_gets_the_rounds_that_woul
     # threshold is the minimum effect, or when the case has no stored threshold.
     none: list[tuple[int, float | None]] = [(6, 0.10), (10, 0.25), (10, 0.05), (10, None)]
     for limit, wide in none:
-        got = pairdata.worth_more_rounds(
+        got = more_rounds.worth_more_rounds(
             swings, [KEY], 0.05, strict=False, max_rounds=limit, clears=fixed(wide)
         )
         assert got == [], (limit, wide)
     # It only adds rounds: a slower case the minimum effect keeps stays.
     slower = data((100.0, 99.0), (100.0, 90.0))
-    assert pairdata.worth_more_rounds(
+    assert more_rounds.worth_more_rounds(
         slower, [KEY], 0.05, strict=False, max_rounds=10, clears=fixed(0.30)
     ) == [KEY]
 
@@ -164,15 +170,15 @@ def test_a_case_measured_again_after_its_own_pair_keeps_its_rounds_up_to_the_cap
     # it up to the cap, its own rounds counted.
     rounds = ((100.0, 101.0), (100.0, 118.0), (100.0, 85.0))
     swings = data(*rounds)
-    assert pairdata.worth_more_rounds(swings, [KEY], 0.05, strict=False, max_rounds=10) == []
+    assert more_rounds.worth_more_rounds(swings, [KEY], 0.05, strict=False, max_rounds=10) == []
     again = data(*rounds[2:])
     again.earlier = {KEY: swings.pairs(KEY)[:2]}
     assert again.pairs(KEY) == swings.pairs(KEY)
-    assert pairdata.worth_more_rounds(again, [KEY], 0.05, strict=False, max_rounds=10) == [KEY]
-    assert pairdata.worth_more_rounds(again, [KEY], 0.05, strict=False, max_rounds=3) == []
+    assert more_rounds.worth_more_rounds(again, [KEY], 0.05, strict=False, max_rounds=10) == [KEY]
+    assert more_rounds.worth_more_rounds(again, [KEY], 0.05, strict=False, max_rounds=3) == []
     # Not once its arbitration clears it (a 25% stored threshold is ruled out already).
     assert (
-        pairdata.worth_more_rounds(
+        more_rounds.worth_more_rounds(
             again, [KEY], 0.05, strict=False, max_rounds=10, clears=fixed(0.25)
         )
         == []
@@ -189,7 +195,7 @@ def test_the_case_closest_to_a_decision_comes_first() -> None:
     assert near is not None and far is not None
     assert near.suggested_rounds is not None and far.suggested_rounds is not None
     assert near.suggested_rounds < far.suggested_rounds <= 10
-    got = pairdata.worth_more_rounds(d, [KEY, other], 0.05, strict=False, max_rounds=10)
+    got = more_rounds.worth_more_rounds(d, [KEY, other], 0.05, strict=False, max_rounds=10)
     assert got == [other, KEY]
 
 
