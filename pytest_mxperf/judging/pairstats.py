@@ -30,7 +30,8 @@ Decision, with ``e = min_effect``, in this order:
   noisy machine no longer needs the rounds to pin its upper end down;
 - UNKNOWN otherwise: more rounds may decide (:func:`need_more_rounds`); after the last round
   the caller reports the case as inconclusive, with :attr:`PairedEstimate.suggested_rounds`.
-  Rounds stop early for a case that they could no longer fail (`pairplan.could_still_regress`).
+  Rounds stop early for a case that they could no longer fail
+  (`pytest_mxperf.paired.more_rounds.could_still_regress`).
 
 A case whose rounds disagree more than their block pairs predict takes, for its equivalence
 interval, the run's *round effect* (`roundeffect`: the spread between rounds that block noise

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Callable, Optional
 
@@ -30,7 +31,7 @@ def worth_more_rounds(
     projected rounds to a decision (`PairedEstimate.suggested_rounds`, from the estimate and
     spread so far) fit within ``max_rounds`` in all (``data.rounds`` counts those run, a failed
     side's too); those HEAD measured slower so far that rounds up to ``max_rounds`` could still
-    fail (`pairplan.could_still_regress`); with ``strict`` every undecided one (an undecided case
+    fail (`could_still_regress`); with ``strict`` every undecided one (an undecided case
     fails there); and any undecided case with fewer than :data:`FUTILITY_FROM` rounds (the
     spread of two rounds is one figure from two numbers, too unsure to call a case hopeless).
     A case whose rounds disagree too much to decide in time, and that could not fail, ends
@@ -85,4 +86,29 @@ def worth_another_round(
     """`worth_more_rounds`' rule for one undecided estimate, ``left`` rounds still allowed."""
     need = est.suggested_rounds or pairplan.MAX_SUGGESTED_ROUNDS
     near = need <= max_rounds or est.n_rounds < FUTILITY_FROM
-    return strict or near or (est.ratio < 1.0 and pairplan.could_still_regress(est, left))
+    return strict or near or (est.ratio < 1.0 and could_still_regress(est, left))
+
+
+def could_still_regress(estimate: pairstats.PairedEstimate, more_rounds: int) -> bool:
+    """Could up to ``more_rounds`` more rounds still decide REGRESSED for an UNKNOWN estimate?
+
+    Futility, for :func:`worth_more_rounds`: the interval at ``m``
+    rounds is projected with the per-round SD measured so far and the estimate moved one
+    standard error further down (in favour of a regression, so that a real loss that was only
+    unlucky in its first rounds keeps its rounds). False when no ``m`` up to
+    ``n_rounds + more_rounds`` would put the whole interval below 1 with its lower end at
+    ``1 - min_effect`` or lower: then more rounds would cost time and could not fail the case.
+    A batch-1 case whose rounds swing by 7% around -1% is such a case; a 5% loss at 1-2% per
+    round is not.
+    """
+    n = estimate.n_rounds
+    sd = estimate.sd
+    mean = math.log(estimate.ratio) - sd / math.sqrt(n)
+    floor = math.log(1.0 - estimate.min_effect)
+    for m in range(n + 1, n + more_rounds + 1):
+        half = pairplan.half_width(
+            estimate.confidence, sd, m, pairplan.projected_df(estimate.df, n, m)
+        )
+        if mean + half < 0.0 and mean - half <= floor:
+            return True
+    return False

@@ -14,7 +14,6 @@ from typing import Literal
 import pytest
 from paired_data import rounds_from
 
-from pytest_mxperf.judging.pairplan import could_still_regress
 from pytest_mxperf.judging.pairstats import (
     UNPOOLED_SAME_CONFIDENCE,
     Decision,
@@ -23,7 +22,7 @@ from pytest_mxperf.judging.pairstats import (
     need_more_rounds,
     paired_estimate,
 )
-from pytest_mxperf.paired.more_rounds import worth_another_round
+from pytest_mxperf.paired.more_rounds import could_still_regress, worth_another_round
 
 CASES = 1000
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from paired_data import pairs_of, rounds_from
 
-from pytest_mxperf.judging.pairplan import MAX_SUGGESTED_ROUNDS, could_still_regress
+from pytest_mxperf.judging.pairplan import MAX_SUGGESTED_ROUNDS
 from pytest_mxperf.judging.pairstats import (
     Decision,
     PairedEstimate,
@@ -20,6 +20,7 @@ from pytest_mxperf.judging.pairstats import (
     paired_estimate,
 )
 from pytest_mxperf.measuring.stats import median_noise
+from pytest_mxperf.paired.more_rounds import could_still_regress
 
 
 def test_could_still_regress_projects_the_interval_to_the_rounds_left() -> None:
