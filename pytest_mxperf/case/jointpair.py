@@ -19,18 +19,16 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from pytest_mxperf.baselines.resolution import BaselineRef
+from pytest_mxperf.case.bench import Bench
 from pytest_mxperf.config.markers import is_benchmark
 from pytest_mxperf.measuring.calibrate import calibrate
 from pytest_mxperf.measuring.records import CaseResult, Outcome
 from pytest_mxperf.paired.pairdata import PairedData
 from pytest_mxperf.paired.pairing import PairSetupError
 from pytest_mxperf.run.preflight import THRESHOLD, Undecided
-
-if TYPE_CHECKING:
-    from pytest_mxperf.case.path import CaseBench
 
 #: Cases that their own pairs found off their stored figures through the machine (not slower
 #: code) before the rest of a run is measured in one joint pair: one could be a case the
@@ -40,7 +38,7 @@ if TYPE_CHECKING:
 EVIDENCE = 2
 
 
-def for_update(bench: CaseBench, result: CaseResult, ctx: Any) -> CaseResult:
+def for_update(bench: Bench, result: CaseResult, ctx: Any) -> CaseResult:
     """``--mxperf-update``: ``result`` with the probe measured beside the first case of each
     hardware key in this process (inside the device lock), for the stored file's calibration."""
     pf = bench.session.preflight
@@ -53,7 +51,7 @@ def for_update(bench: CaseBench, result: CaseResult, ctx: Any) -> CaseResult:
 Lock = Callable[[], contextlib.AbstractContextManager[None]]
 
 
-def joint_pair(bench: CaseBench, result: CaseResult, ctx: Any, lock: Lock) -> PairedData | None:
+def joint_pair(bench: Bench, result: CaseResult, ctx: Any, lock: Lock) -> PairedData | None:
     """The joint pair that covers this case, deciding once per run whether to run it (at the
     first case with a stored baseline: the probe inside ``lock``, the device's; the pair
     outside it, as its controller takes every device's lock for its rounds)."""
@@ -70,7 +68,7 @@ def joint_pair(bench: CaseBench, result: CaseResult, ctx: Any, lock: Lock) -> Pa
 
 
 def note_arbitrated(
-    bench: CaseBench, result: CaseResult, sha: str | None, again: Callable[[], CaseResult]
+    bench: Bench, result: CaseResult, sha: str | None, again: Callable[[], CaseResult]
 ) -> None:
     """After a suspected case's own pair with commit ``sha``: count it as evidence that the
     stored figures do not hold here when it measured below its stored figure and the pair found
@@ -104,7 +102,7 @@ def note_arbitrated(
 
 
 def _keep_undecided(
-    bench: CaseBench, result: CaseResult, sha: str, again: Callable[[], CaseResult]
+    bench: Bench, result: CaseResult, sha: str, again: Callable[[], CaseResult]
 ) -> None:
     """Keep a case its own pair left inconclusive for the run's joint pair, if one may still
     start (not under ``--mxperf-strict``: there the case has failed, and stays failed)."""
@@ -117,19 +115,19 @@ def _keep_undecided(
         pf.undecided.append(Undecided(sha, bench.item.nodeid, str(result.key), rounds, again))
 
 
-def _may_decide(bench: CaseBench) -> bool:
+def _may_decide(bench: Bench) -> bool:
     s = bench.session
     return not (s.settings.ab or s.settings.update or s.side is not None or s.is_worker)
 
 
-def _probe(bench: CaseBench, ctx: Any) -> float | None:
+def _probe(bench: Bench, ctx: Any) -> float | None:
     try:
         return calibrate(bench.backend, ctx)
     except Exception:
         return None  # no calibration rather than a lost case
 
 
-def _decide(bench: CaseBench, ref: BaselineRef, ctx: Any, lock: Lock, hardware: str) -> None:
+def _decide(bench: Bench, ref: BaselineRef, ctx: Any, lock: Lock, hardware: str) -> None:
     pf, session = bench.session.preflight, bench.session
     pf.stored = ref.calibration
     if pf.stored is None:
@@ -158,14 +156,14 @@ def _decide(bench: CaseBench, ref: BaselineRef, ctx: Any, lock: Lock, hardware: 
     _pair_rest(bench, sha, lead, hardware)
 
 
-def _remaining(bench: CaseBench) -> tuple[str, ...]:
+def _remaining(bench: Bench) -> tuple[str, ...]:
     """The node ids of this case's test and every benchmark after it in the run."""
     items = bench.item.session.items
     start = items.index(bench.item) if bench.item in items else 0
     return tuple(i.nodeid for i in items[start:] if is_benchmark(i))
 
 
-def _pair_on_evidence(bench: CaseBench, sha: str, hardware: str) -> None:
+def _pair_on_evidence(bench: Bench, sha: str, hardware: str) -> None:
     """The joint pair started by the run's own cases (`note_arbitrated`)."""
     pf = bench.session.preflight
     tests = {*_remaining(bench), *(u.nodeid for u in _undecided(bench, sha))}
@@ -180,7 +178,7 @@ def _pair_on_evidence(bench: CaseBench, sha: str, hardware: str) -> None:
     _pair_rest(bench, sha, lead, hardware)
 
 
-def _pair_rest(bench: CaseBench, sha: str, lead: str, hardware: str) -> None:
+def _pair_rest(bench: Bench, sha: str, lead: str, hardware: str) -> None:
     """One paired run of ``sha`` and HEAD over this case's test and every benchmark after it,
     and the earlier tests whose cases their own pairs of ``sha`` left inconclusive (their
     rounds counted as its first), said on the terminal with ``lead`` first (``hardware``: the
@@ -216,7 +214,7 @@ def _pair_rest(bench: CaseBench, sha: str, lead: str, hardware: str) -> None:
         _judge_again(bench, case, pf.data)
 
 
-def _undecided(bench: CaseBench, sha: str) -> list[Undecided]:
+def _undecided(bench: Bench, sha: str) -> list[Undecided]:
     """The cases of earlier tests their own pairs of ``sha`` left inconclusive (one of this
     test, whose results are not kept yet, is not judged again: its own pair measured every case
     of the test, and the joint pair of this test alone would be that pair again)."""
@@ -227,7 +225,7 @@ def _undecided(bench: CaseBench, sha: str) -> list[Undecided]:
     ]
 
 
-def _judge_again(bench: CaseBench, case: Undecided, data: PairedData) -> None:
+def _judge_again(bench: Bench, case: Undecided, data: PairedData) -> None:
     """Judge an earlier case again once the joint pair ``data`` measured it: its result (as
     the run's table, JSON and summary show it) takes the new verdict, said on the terminal. Its
     test has passed (inconclusive); a regression found now fails the run at its end, as an

@@ -9,7 +9,8 @@ from typing import Any, NoReturn
 
 import pytest
 
-from pytest_mxperf.case.path import CaseBench, Runner
+from pytest_mxperf.case.bench import Runner
+from pytest_mxperf.case.path import CaseBench
 from pytest_mxperf.config import parsers
 from pytest_mxperf.measuring.measure import MeasureConfig
 from pytest_mxperf.measuring.protocol import PrepareSpec

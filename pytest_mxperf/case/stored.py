@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 import pytest
 
 from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.case import pairs
+from pytest_mxperf.case.bench import Bench, Runner
 from pytest_mxperf.config.expectation import Expectation
 from pytest_mxperf.judging.changes import what_changed
 from pytest_mxperf.judging.decisions import Policy, decide, worth_another_attempt
@@ -25,9 +26,6 @@ from pytest_mxperf.measuring.runner import run_case
 from pytest_mxperf.paired.sides import disturbed
 from pytest_mxperf.paired.turns import CaseTurns
 
-if TYPE_CHECKING:
-    from pytest_mxperf.case.path import CaseBench, Runner
-
 #: A case's stored baseline, the marker's expectations, why no pair can confirm a drop, and
 #: the policy (`judging_for`). Optional, not ``X | None``: this alias is evaluated at import,
 #: and Python 3.9 has no ``|`` between types.
@@ -35,7 +33,7 @@ Judging = tuple[Optional[BaselineRef], list[Expectation], Optional[str], Policy]
 
 
 def measure(
-    bench: CaseBench,
+    bench: Bench,
     result: CaseResult,
     net: Any,
     spec: PrepareSpec,
@@ -131,7 +129,7 @@ def measure(
     return give_verdict(bench, result, judging), ref
 
 
-def judging_for(bench: CaseBench, result: CaseResult) -> tuple[CaseResult, Judging]:
+def judging_for(bench: Bench, result: CaseResult) -> tuple[CaseResult, Judging]:
     """``result`` with its software recorded, and what it is judged with: its stored
     baseline, the marker's expectations, why no paired run could confirm a drop (None: one
     can), and the policy that follows."""
@@ -146,7 +144,7 @@ def judging_for(bench: CaseBench, result: CaseResult) -> tuple[CaseResult, Judgi
     return result, (ref, expectations, why_not, bench.policy(tolerance))
 
 
-def give_verdict(bench: CaseBench, result: CaseResult, judging: Judging) -> CaseResult:
+def give_verdict(bench: Bench, result: CaseResult, judging: Judging) -> CaseResult:
     """``result`` with its verdict from ``judging`` (`judging_for`)."""
     settings = bench.settings
     ref, expectations, why_not, policy = judging
@@ -176,7 +174,7 @@ def give_verdict(bench: CaseBench, result: CaseResult, judging: Judging) -> Case
     return replace(result, verdict=verdict)
 
 
-def judge_stored(bench: CaseBench, result: CaseResult) -> tuple[CaseResult, BaselineRef | None]:
+def judge_stored(bench: Bench, result: CaseResult) -> tuple[CaseResult, BaselineRef | None]:
     """Judge a case whose figure came from the run's joint pair (`preflight`) against its
     stored baseline, as a measured one is; returns it judged, and the baseline."""
     result, judging = judging_for(bench, result)
