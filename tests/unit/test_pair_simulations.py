@@ -12,14 +12,13 @@ from collections import Counter
 from typing import Literal
 
 import pytest
-from paired_data import rounds_from
+from paired_data import need_more_rounds, rounds_from
 
 from pytest_mxperf.judging.pairstats import (
     UNPOOLED_SAME_CONFIDENCE,
     Decision,
     PairedEstimate,
     PairedRound,
-    need_more_rounds,
     paired_estimate,
 )
 from pytest_mxperf.paired.more_rounds import could_still_regress, worth_another_round
