@@ -254,24 +254,10 @@ def explain_arbitrated(
         pair = f"{what} {pair}"
     rounds = f"{what} per round (baseline commit/HEAD): {rounds_text}"
     if verdict.outcome == Outcome.MACHINE:
-        # Reached with changes only when the baseline side ran in the baseline's environment.
-        what = "the code is not slower"
-        if estimate.same_high < 1:
-            what = f"the code is {slower_by(estimate)}"
-        elif estimate.decision is pairstats.Decision.UNKNOWN and stored.threshold is not None:
-            # Cleared at the stored threshold (`verdict.decide_arbitration_pair`).
-            what = (
-                f"the code is not slower by {stored.threshold:.1%} or more, the case's own "
-                "threshold"
-            )
-        if changed:
-            what = (
-                "the code and software are not slower (the baseline side ran in the baseline "
-                f"commit's own environment; changed since the baseline: {'; '.join(changed)})"
-            )
         lead = replace(verdict, lines=stored.lines[:1])
+        found = _machine_finding(stored, estimate, changed)
         return lead.adding(
-            f"but on this machine {pair}: {what}; the stored figure does not hold here{where}. "
+            f"but on this machine {pair}: {found}; the stored figure does not hold here{where}. "
             f"{STORE_HERE}",
             rounds,
         )
@@ -300,6 +286,22 @@ def explain_arbitrated(
             rounds,
         )
     return kept.adding(f"confirmed by a paired run on this machine: {pair}{where}", rounds)
+
+
+def _machine_finding(stored: Verdict, estimate: PairedEstimate, changed: Sequence[str]) -> str:
+    """What a pair that found the stored figure wrong for this machine says of the code."""
+    if changed:
+        # Reached with changes only when the baseline side ran in the baseline's environment.
+        return (
+            "the code and software are not slower (the baseline side ran in the baseline "
+            f"commit's own environment; changed since the baseline: {'; '.join(changed)})"
+        )
+    if estimate.same_high < 1:
+        return f"the code is {slower_by(estimate)}"
+    if estimate.decision is pairstats.Decision.UNKNOWN and stored.threshold is not None:
+        # Cleared at the stored threshold (`decisions.decide_arbitration_pair`).
+        return f"the code is not slower by {stored.threshold:.1%} or more, the case's own threshold"
+    return "the code is not slower"
 
 
 def explain_same_code(
