@@ -63,6 +63,13 @@ def sweep(
             bisect_after_oom=kind != "cpu",
         )
         _close_curve(bench, curve, first, out)
+    return _finish_sweep(bench, out, start)
+
+
+def _finish_sweep(bench: CaseBench, out: sweep_search.Sweep, start: int) -> sweep_search.Sweep:
+    """The sweep's results kept (from ``bench.results[start]``), each naming the dtypes
+    skipped; the test skipped when every dtype was, failed when a curve measured nothing."""
+    label, mode = out.model, out.mode
     skipped = {d: c.skipped for d, c in out.curves.items() if c.skipped}
     out.results = [replace(r, sweep={**(r.sweep or {}), "skipped": skipped}) for r in out.results]
     bench.results[start:] = out.results
@@ -70,7 +77,7 @@ def sweep(
         pytest.skip("; ".join(str(c.skipped) for c in out.curves.values()))
     for line in out.lines():
         if any(what in line for what in ("not measured", "dropped")):
-            warnings.warn(f"mxperf: sweep {label}: {line}", pytest.PytestWarning, stacklevel=2)
+            warnings.warn(f"mxperf: sweep {label}: {line}", pytest.PytestWarning, stacklevel=3)
     # A curve that fits no batch measured nothing: never a pass (strict or not).
     empty = [c for c in out.curves.values() if not c.skipped and c.largest_fit is None]
     if empty:
