@@ -169,19 +169,7 @@ def run_curve(
     curve = Curve(dtype)
 
     def attempt(batch: int) -> Point:
-        if not time_left():
-            point = Point(batch, "time")
-        else:
-            why = None if budget is None else budget.refuses(batch)
-            point = Point(batch, "budget", note=why) if why else measure_point(batch)
-            if budget is not None and point.status != "budget":
-                budget.record(batch, point.peak_bytes)
-                if point.peak_bytes is not None and point.peak_bytes > budget.budget:
-                    point.over_budget = True
-                    point.note = (
-                        f"peak {mib(point.peak_bytes)} exceeded the memory budget "
-                        f"{mib(budget.budget)}"
-                    )
+        point = _point(batch, measure_point, budget) if time_left() else Point(batch, "time")
         curve.points.append(point)
         return point
 
@@ -219,6 +207,21 @@ def run_curve(
         else:
             first_fail = middle
     return curve
+
+
+def _point(batch: int, measure_point: MeasurePoint, budget: MemoryBudget | None) -> Point:
+    """One batch size measured, or refused by the memory budget's prediction; its peak is
+    recorded in the budget, and a point whose peak exceeded it says so."""
+    why = None if budget is None else budget.refuses(batch)
+    point = Point(batch, "budget", note=why) if why else measure_point(batch)
+    if budget is not None and point.status != "budget":
+        budget.record(batch, point.peak_bytes)
+        if point.peak_bytes is not None and point.peak_bytes > budget.budget:
+            point.over_budget = True
+            point.note = (
+                f"peak {mib(point.peak_bytes)} exceeded the memory budget {mib(budget.budget)}"
+            )
+    return point
 
 
 NO_BISECT_AFTER_OOM = (
