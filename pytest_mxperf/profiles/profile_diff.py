@@ -149,35 +149,7 @@ def diff_profiles(
     sides: list[tuple[tuple[str, str] | None, tuple[str, str] | None]] = [*pairs, *regrouped]
     sides += [(key, None) for key in sorted(set(old) - set(now) - paired_old)]
     sides += [(None, key) for key in sorted(set(now) - set(old) - paired_new)]
-    changes: list[OperatorChange] = []
-    for b_key, a_key in sides:
-        b = old[b_key] if b_key else None
-        a = now[a_key] if a_key else None
-        growth = (a[2] if a else 0.0) - (b[2] if b else 0.0)
-        key = a_key or b_key
-        assert key is not None  # every side pair has at least one key
-        added: tuple[str, ...] = ()
-        removed: tuple[str, ...] = ()
-        if a_key and b_key and a_key != b_key:
-            members_b, members_a = Counter(constituents(b_key[1])), Counter(constituents(a_key[1]))
-            added = tuple((members_a - members_b).elements())
-            removed = tuple((members_b - members_a).elements())
-        changes.append(
-            OperatorChange(
-                name=key[1],
-                category=key[0],
-                count_per_step_before=b[0] if b else None,
-                count_per_step_after=a[0] if a else None,
-                ms_per_step_before=b[1] if b else None,
-                ms_per_step_after=a[1] if a else None,
-                ms_per_item_before=b[2] if b else None,
-                ms_per_item_after=a[2] if a else None,
-                share_of_change=growth / total_growth if total_growth != 0 else None,
-                before_name=b_key[1] if b_key else None,
-                added=added,
-                removed=removed,
-            )
-        )
+    changes = [_change(old, now, b_key, a_key, total_growth) for b_key, a_key in sides]
     changes.sort(key=lambda c: (-c.ms_per_item_growth, c.name))
     return ProfileDiff(
         changes=tuple(changes),
@@ -187,6 +159,42 @@ def diff_profiles(
         total_ms_per_item_before=total_before / before.items_per_step,
         total_ms_per_item_after=total_after / after.items_per_step,
         same_items_per_step=before.items_per_step == after.items_per_step,
+    )
+
+
+def _change(
+    old: dict[tuple[str, str], _Side],
+    now: dict[tuple[str, str], _Side],
+    b_key: tuple[str, str] | None,
+    a_key: tuple[str, str] | None,
+    total_growth: float,
+) -> OperatorChange:
+    """One operator's change (``b_key`` before, ``a_key`` after: either may be missing, and
+    they differ for a fused group whose members changed)."""
+    b = old[b_key] if b_key else None
+    a = now[a_key] if a_key else None
+    growth = (a[2] if a else 0.0) - (b[2] if b else 0.0)
+    key = a_key or b_key
+    assert key is not None  # every side pair has at least one key
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    if a_key and b_key and a_key != b_key:
+        members_b, members_a = Counter(constituents(b_key[1])), Counter(constituents(a_key[1]))
+        added = tuple((members_a - members_b).elements())
+        removed = tuple((members_b - members_a).elements())
+    return OperatorChange(
+        name=key[1],
+        category=key[0],
+        count_per_step_before=b[0] if b else None,
+        count_per_step_after=a[0] if a else None,
+        ms_per_step_before=b[1] if b else None,
+        ms_per_step_after=a[1] if a else None,
+        ms_per_item_before=b[2] if b else None,
+        ms_per_item_after=a[2] if a else None,
+        share_of_change=growth / total_growth if total_growth != 0 else None,
+        before_name=b_key[1] if b_key else None,
+        added=added,
+        removed=removed,
     )
 
 

@@ -75,29 +75,11 @@ def profile_step(
         events_file = Path(scratch) / "events.json"
         started = False
         try:
-            _guard(lambda: sync(), "sync before profiling")
-            _guard(lambda: profiler.set_state("stop"), "set_state('stop')")
-            _guard(
-                lambda: profiler.set_config(
-                    profile_all=True, aggregate_stats=True, filename=str(events_file)
-                ),
-                "set_config",
-            )
-            # Drop whatever an earlier user of the profiler left queued or counted.
-            _guard(lambda: profiler.dumps(reset=True), "dumps(reset=True)")
+            _configure(profiler, sync, events_file)
             offset = events_file.stat().st_size if events_file.exists() else 0
             started = True  # from here on, whatever happens, stop and clear on the way out
             _guard(lambda: profiler.set_state("run"), "set_state('run')")
-            try:
-                for _ in range(steps):
-                    step()
-                sync()
-            except Exception as exc:
-                # Let work the step already queued finish while we still clear up after it,
-                # so none of it lands in the next profile.
-                with contextlib.suppress(Exception):
-                    sync()
-                raise ProfileUnavailable(f"the step raised {_short(exc)}") from exc
+            _run_steps(step, sync, steps)
             _guard(lambda: profiler.set_state("stop"), "set_state('stop')")
             table = ""
             if trace_path is not None:  # the table must be read before the json dump resets
@@ -113,6 +95,33 @@ def profile_step(
         finally:
             if started:
                 _leave_stopped(profiler)
+
+
+def _configure(profiler: Any, sync: Sync, events_file: Path) -> None:
+    """The profiler stopped, set to aggregate every operator and to write its trace events to
+    ``events_file``, with whatever an earlier user left queued or counted dropped."""
+    _guard(lambda: sync(), "sync before profiling")
+    _guard(lambda: profiler.set_state("stop"), "set_state('stop')")
+    _guard(
+        lambda: profiler.set_config(
+            profile_all=True, aggregate_stats=True, filename=str(events_file)
+        ),
+        "set_config",
+    )
+    _guard(lambda: profiler.dumps(reset=True), "dumps(reset=True)")
+
+
+def _run_steps(step: Step, sync: Sync, steps: int) -> None:
+    try:
+        for _ in range(steps):
+            step()
+        sync()
+    except Exception as exc:
+        # Let work the step already queued finish while we still clear up after it,
+        # so none of it lands in the next profile.
+        with contextlib.suppress(Exception):
+            sync()
+        raise ProfileUnavailable(f"the step raised {_short(exc)}") from exc
 
 
 def _guard(call: Callable[[], Any], what: str) -> Any:
