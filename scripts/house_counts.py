@@ -205,11 +205,27 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def docstrings(tree: ast.AST) -> set[int]:
+    """ids of the docstring constants in ``tree`` (a docstring naming a function is no use)."""
+    found = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        first = body[0] if isinstance(body, list) and body else None
+        value = first.value if isinstance(first, ast.Expr) else None
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            found.add(id(value))
+    return found
+
+
 def referenced_names(trees: Sequence[ast.AST]) -> Counter[str]:
-    """How often each name is used (as a name, an attribute or an imported name)."""
+    """How often each name is used (as a name, an attribute, an imported name or a string
+    that is not a docstring: ``getattr`` and ``monkeypatch.setattr`` take names as text)."""
     used: Counter[str] = Counter()
     for tree in trees:
+        skip = docstrings(tree)
         for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
             if isinstance(node, ast.Name):
                 used[node.id] += 1
             elif isinstance(node, ast.Attribute):
