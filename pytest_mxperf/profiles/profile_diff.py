@@ -73,15 +73,6 @@ class OperatorChange:
         """Growth of time per image (ms); a side where the entry did not run counts as 0."""
         return (self.ms_per_item_after or 0.0) - (self.ms_per_item_before or 0.0)
 
-    @property
-    def relative_change(self) -> float | None:
-        """Relative change of time per image (0.5 = +50%); None unless on both sides."""
-        if self.ms_per_item_before is None or self.ms_per_item_after is None:
-            return None
-        if self.ms_per_item_before <= 0:
-            return None
-        return self.ms_per_item_after / self.ms_per_item_before - 1.0
-
 
 @dataclass(frozen=True)
 class CountChange:

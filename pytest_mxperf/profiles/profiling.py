@@ -34,9 +34,7 @@ from pytest_mxperf.profiles.profile_record import (
     parse_aggregate_json,
 )
 from pytest_mxperf.profiles.profile_trace import (
-    TraceFiles,
     read_trace_events,
-    table_path_for,
     write_trace,
 )
 
@@ -159,23 +157,3 @@ def safe_case_name(case_key: str) -> str:
         # "a/b" and "a_b" must not share a file: the hash of the real key tells them apart.
         safe = f"{safe[:120]}-{sha1(case_key.encode('utf-8')).hexdigest()[:8]}"
     return safe
-
-
-def write_case_trace(
-    directory: str | Path,
-    case_key: str,
-    step: Step,
-    sync: Sync,
-    steps: int,
-    mx: Any,
-    *,
-    items_per_step: int = 1,
-) -> tuple[OperatorProfile, TraceFiles]:
-    """Profile a case into ``<directory>/<safe case key>.trace.json`` and ``.table.txt``.
-
-    For ``--mxperf-profile DIR``: call after the case was measured, with its warmed-up step.
-    Raises :class:`ProfileUnavailable` like :func:`profile_step`.
-    """
-    trace = Path(directory) / f"{safe_case_name(case_key)}.trace.json"
-    profile = profile_step(step, sync, steps, mx, trace, items_per_step=items_per_step)
-    return profile, TraceFiles(trace, table_path_for(trace))

@@ -8,13 +8,13 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from memory_steps import measure_peak_memory
 
 from pytest_mxperf.measuring.memory import (
     MemoryMethod,
     MemoryProbe,
     MemoryRecord,
     MemoryTrend,
-    measure_peak_memory,
     memory_change,
     read_status_kb,
     release_free_memory,

@@ -79,7 +79,7 @@ def test_normalized_per_step_and_per_image() -> None:
     assert change.ms_per_item_after == pytest.approx(0.25)
     assert change.ms_per_step_after == pytest.approx(2.0)
     assert change.count_per_step_after == 1
-    assert change.relative_change == pytest.approx(0.0)
+    assert change.ms_per_item_growth == pytest.approx(0.0)
     assert not diff.same_items_per_step
     assert render_diff(diff) == ["operator time: 0.25 -> 0.25 ms/image (+0%)"]
 

@@ -11,10 +11,12 @@ import pytest
 
 mx = pytest.importorskip("mxnet")
 
+from pytest_mxperf.measuring.diagnosis import trace_path_for  # noqa: E402
 from pytest_mxperf.profiles.profile_diff import constituents, diff_profiles  # noqa: E402
 from pytest_mxperf.profiles.profile_record import OperatorProfile, ProfileUnavailable  # noqa: E402
 from pytest_mxperf.profiles.profile_render import render_diff  # noqa: E402
-from pytest_mxperf.profiles.profiling import profile_step, write_case_trace  # noqa: E402
+from pytest_mxperf.profiles.profile_trace import table_path_for  # noqa: E402
+from pytest_mxperf.profiles.profiling import profile_step  # noqa: E402
 
 STEPS = 5
 BATCH = 4
@@ -116,22 +118,18 @@ def test_failing_step_leaves_profiler_stopped_and_clean() -> None:
     assert operator_runs(profile(good, steps=2), "Convolution") == 4
 
 
-def test_write_case_trace(tmp_path: Path) -> None:
-    p, files = write_case_trace(
-        tmp_path / "profiles",
-        "small-conv/inference/float32/b4/cpu",
-        gluon_step(),
-        mx.nd.waitall,
-        2,
-        mx,
-        items_per_step=BATCH,
-    )
-    assert files.trace.parent == tmp_path / "profiles"
-    assert files.trace.name.endswith(".trace.json") and "/" not in files.trace.name
-    trace = json.loads(files.trace.read_text())
+def test_a_case_trace_for_mxperf_profile(tmp_path: Path) -> None:
+    # As --mxperf-profile DIR names and writes a case's trace (`diagnosis.profile_case`).
+    path = trace_path_for(str(tmp_path / "profiles"), "small-conv/inference/float32/b4/cpu")
+    assert path is not None
+    p = profile_step(gluon_step(), mx.nd.waitall, 2, mx, path, items_per_step=BATCH)
+    table = table_path_for(path)
+    assert path.parent == tmp_path / "profiles"
+    assert path.name.endswith(".trace.json") and "/" not in path.name
+    trace = json.loads(path.read_text())
     assert isinstance(trace["traceEvents"], list)
     names = {e.get("name", "") for e in trace["traceEvents"]}
     assert any("Convolution" in name for name in names)
-    assert files.table.name.endswith(".table.txt")
-    assert "Convolution" in files.table.read_text()
+    assert table.name.endswith(".table.txt")
+    assert "Convolution" in table.read_text()
     assert operator_runs(p, "Convolution") == 4
