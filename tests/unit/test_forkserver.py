@@ -18,7 +18,13 @@ import pytest
 
 from pytest_mxperf.paired import forkserver
 from pytest_mxperf.paired.forkserver import PRELOAD_ENV, ForkServer
-from pytest_mxperf.testing.procs import TERMINATED_WORKER_TEST
+
+#: A test module, written into a test's directory (`tests/data/terminated_worker.py`).
+TERMINATED_WORKER_TEST = (
+    next(p for p in Path(__file__).resolve().parents if p.name == "tests")
+    / "data"
+    / "terminated_worker.py"
+).read_text()
 
 pytestmark = pytest.mark.skipif(not forkserver.available(), reason="needs fork (POSIX)")
 

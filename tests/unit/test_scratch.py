@@ -10,7 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mxperf.testing.procs import TERMINATED_WORKER_TEST
+#: A test module, written into a test's directory (`tests/data/terminated_worker.py`).
+TERMINATED_WORKER_TEST = (
+    next(p for p in Path(__file__).resolve().parents if p.name == "tests")
+    / "data"
+    / "terminated_worker.py"
+).read_text()
 
 #: A process that runs `TERMINATED_WORKER_TEST`'s test twice (two workers, each making its
 #: `multiprocessing` temporary directory and ended with ``terminate()`` while busy, as a
