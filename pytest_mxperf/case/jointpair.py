@@ -33,8 +33,8 @@ from pytest_mxperf.run.preflight import THRESHOLD, Undecided
 #: Cases that their own pairs found off their stored figures through the machine (not slower
 #: code) before the rest of a run is measured in one joint pair: one could be a case the
 #: machine treats differently; two of one baseline commit, in a run that has more to measure,
-#: are the machine. (On a 2-vCPU VM whose models ran 0.84x the stored figures, 13 of 15 cases
-#: were paired one by one: 1.9x a plain run.)
+#: are the machine (a machine off its stored figures otherwise pairs most cases one by one:
+#: docs/measurements.md, "Moved from code comments").
 EVIDENCE = 2
 
 

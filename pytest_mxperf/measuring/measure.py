@@ -63,9 +63,9 @@ class MeasureConfig:
 #: A measurement whose blocks spread more than this (IQR / median) is too noisy to judge.
 MAX_REL_IQR = 0.25
 
-#: A paired side's warm-up runs at least this long (and until steady): 0.1 s, not 0.25 s, took
-#: a 15-case round from 31-35 s to 30-31 s with the blocks' first-block bias (-0.04% .. +0.24%)
-#: and the A/A rounds' spread (1.6% against 1.5%) unchanged (docs/measurements.md).
+#: A paired side's warm-up runs at least this long (and until steady): shorter than a plain
+#: run's, it shortened a round with the first-block bias and the A/A spread unchanged
+#: (docs/measurements.md, "Paired runs").
 SIDE_WARMUP_MIN_TIME = 0.1
 
 

@@ -38,10 +38,9 @@ def _took(start: float) -> str:
 
 #: ``--mxperf-pair-budget auto``: extra rounds may take this share of what the first
 #: ``--mxperf-rounds`` rounds took (all pairs of the session together), and at least
-#: AUTO_BUDGET_FLOOR seconds (a one-case repository's rounds take 2-3 s: its extra rounds are
-#: what decides it). On the emulated new host the old fixed 300 s let one run's extra rounds
-#: take it to 2.0x a plain run; half (0.5) stopped another after 4 rounds with 6 cases
-#: undecided at 1.37x (docs/measurements.md).
+#: AUTO_BUDGET_FLOOR seconds (a one-case repository's rounds take seconds: its extra rounds
+#: are what decides it). A fixed budget, or half the first rounds' time, cost too much or
+#: stopped too soon (docs/measurements.md, "Moved from code comments").
 AUTO_BUDGET_SHARE = 1.0
 AUTO_BUDGET_FLOOR = 30.0
 

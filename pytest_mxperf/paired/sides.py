@@ -37,18 +37,16 @@ BOOTSTRAP = (
     "sys.exit(pytest.main(sys.argv[1:], plugins=[] if known else [pytest_mxperf.plugin]))"
 )
 #: Per-side timed-block time as a share of a plain run's ``--mxperf-min-time``: every case is
-#: measured 2 x rounds times, and the rounds' spread is mostly between processes (2-4% here),
-#: which longer blocks within one process do not shrink. A side also stops there when its
-#: blocks disagree (a plain run goes on up to ``--mxperf-max-time``): the pair's interval
-#: takes the blocks' spread into account.
+#: measured 2 x rounds times, and the rounds' spread is mostly between processes
+#: (docs/measurements.md), which longer blocks within one process do not shrink. A side also
+#: stops there when its blocks disagree (a plain run goes on up to ``--mxperf-max-time``): the
+#: pair's interval takes the blocks' spread into account.
 SIDE_TIME_SHARE = 0.3
 #: A case a side times in a turn of its own (an input pipeline with workers, training with
 #: ``data=``) is one short measurement a round; when its blocks spread by more than this share
-#: of their median ((max - min) / median) something disturbed it (a round of such a case once
-#: read 77, 90 and 129 img/s where the others read 127-140), and it is measured once more in the
-#: same turn, the better kept (`runner.better_attempt`: steady before spread, then faster), as a
-#: plain run keeps the best of its attempts. About 4% of such measurements spread so far (156
-#: recorded: median 6%, 95th percentile 16%).
+#: of their median ((max - min) / median) something disturbed it, and it is measured once more
+#: in the same turn, the better kept (`runner.better_attempt`: steady before spread, then
+#: faster), as a plain run keeps the best of its attempts (how often: docs/measurements.md).
 SIDE_RETRY_SPREAD = 0.20
 
 

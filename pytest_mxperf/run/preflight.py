@@ -12,8 +12,8 @@ from pytest_mxperf.measuring.records import CaseResult
 from pytest_mxperf.paired.pairdata import HEAD, PairedData
 
 #: Beyond this factor either way the stored figures are taken not to hold on this machine.
-#: One process's figure moves 10-20% between runs on a shared 2-vCPU VM: a smaller factor
-#: would pair runs of machines that do match (costly, never wrong).
+#: One process's figure moves that much between runs on a shared VM (docs/measurements.md,
+#: "Hosts and noise"): a smaller factor would pair runs of machines that do match (costly).
 THRESHOLD = 1.25
 
 

@@ -29,8 +29,7 @@ def _default_sigterm_in_child() -> None:
     SIGTERM's default action back: the handler is the controller's, and a child that turns
     SIGTERM into KeyboardInterrupt may not end on it. A test body's ``gluon.data.DataLoader``
     with workers forks its pool here, and ``Pool.terminate`` SIGTERMs it: a worker that took the
-    interrupt at the wrong point lived on, and the controller waited for it for ever (1 run in 3
-    of a small script, once in the repository's pipelines A/A run after its rounds). A signal
+    interrupt at the wrong point lived on, and the controller waited for it for ever. A signal
     that comes before this hook runs is the handler's: in a child it ends the process too."""
     if signal.getsignal(signal.SIGTERM) is _interrupt:
         with contextlib.suppress(ValueError):  # not the main thread: nothing to undo here
