@@ -1,4 +1,6 @@
-"""The pytest entry point ``mxperf``: module-level hooks and fixtures, each a line or two.
+"""The pytest entry point ``mxperf``: module-level hooks and fixtures that hand their work to the
+wings (the longest, ``pytest_configure``, sets the run up: settings, threads, the hook classes
+of a session, a paired side or an xdist worker).
 
 The work is in the wings below; this wing only wires them into pytest.
 
