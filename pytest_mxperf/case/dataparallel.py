@@ -14,10 +14,12 @@ import pytest
 
 from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.case.path import CaseBench, check_positive
+from pytest_mxperf.case.stored import judging_for
 from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.scaling_kind import STRONG, resolve_kind
 from pytest_mxperf.judging.decisions import worth_another_attempt
 from pytest_mxperf.judging.explain_scaling import judge_scaling
+from pytest_mxperf.measuring.attempts import Attempts, oom_message
 from pytest_mxperf.measuring.measure import MeasureConfig, Measurement
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Scaling, Status
 from pytest_mxperf.system import fingerprint
@@ -168,60 +170,73 @@ def _measure_data_parallel(
     efficiency; returns the judged result and its stored baseline."""
     from pytest_mxperf.measuring.dp_scaling import DataParallelError
 
-    settings, run = bench.settings, bench.run
-    result, ref, expectations = bench.reference(result)
+    settings = bench.settings
+    result, (ref, expectations, why_not, policy) = judging_for(bench, result)
     n = spec.world_size
     floor = bench.marker.efficiency_floor(
         model=result.model, world_size=n, hardware=result.hardware
     )
-    why_not = None if ref is None else bench.session.why_no_pair(ref.commit.get("sha"))
-    tolerance = settings.tolerance
-    if why_not is not None:
-        tolerance = max(tolerance, settings.unconfirmed_tolerance)
-    policy = bench.policy(tolerance)
-    elsewhere = run.baselines.elsewhere(result.hardware, str(result.key))
+    elsewhere = bench.run.baselines.elsewhere(result.hardware, str(result.key))
     # Each attempt is two launches; update mode stores the first (no best-of-N here).
-    attempts = 1 if settings.update else 1 + settings.confirm
-    tried: list[tuple[Measurement, Scaling]] = []
-    for _ in range(attempts):
-        try:
-            measured = bench.backend.data_parallel(block, spec)
-        except DataParallelError as exc:
-            result = replace(result, status=Status.ERROR, error=str(exc))
-            break
-        except Exception as exc:
-            if bench.backend.is_oom(exc):
-                error = str(exc).strip().splitlines()[-1][:300]
-                result = replace(result, status=Status.OOM, error=error)
-            else:
-                error = f"{type(exc).__name__}: {exc}"
-                result = replace(result, status=Status.ERROR, error=error)
-            break
-        tried.append((measured.aggregate_measurement(), measured.scaling()))
-        result = replace(
-            result,
-            measurement=tried[-1][0],
-            scaling=tried[-1][1],
-            attempts=[m.items_per_sec for m, _ in tried],
+    tries: Attempts[Tried] = Attempts(1 if settings.update else 1 + settings.confirm)
+
+    def attempt() -> Tried:
+        measured = bench.backend.data_parallel(block, spec)
+        return measured.aggregate_measurement(), measured.scaling()
+
+    def again(_: Tried, last: Tried) -> bool:
+        judged = judge_scaling(
+            _last(result, tries.tried), ref, expectations, floor, policy, elsewhere
         )
-        verdict = judge_scaling(result, ref, expectations, floor, policy, elsewhere)
-        if not worth_another_attempt(verdict.outcome, tried[-1][0]):
-            break
-    if tried and result.status == Status.OK:
+        return worth_another_attempt(judged.outcome, last[0])
+
+    try:
         # The most efficient steady attempt (of all, when none is: `runner.better_attempt`).
-        best = max(tried, key=lambda t: (t[0].steady, t[1].efficiency))
+        tries.run(attempt, better=lambda a, b: _rank(a) > _rank(b), again=again)
+    except DataParallelError as exc:
+        result = replace(_last(result, tries.tried), status=Status.ERROR, error=str(exc))
+    except Exception as exc:
+        oom = bench.backend.is_oom(exc)
+        error = oom_message(exc) if oom else f"{type(exc).__name__}: {exc}"
+        status = Status.OOM if oom else Status.ERROR
+        result = replace(_last(result, tries.tried), status=status, error=error)
+    else:
+        result = _last(result, tries.tried)
+    if tries.best is not None and result.status == Status.OK:
+        best = tries.best
         result = replace(result, measurement=best[0], scaling=best[1])
         threads = best[1].threads_per_worker
         if threads is not None:
             per_rank = {"omp_threads": threads, "source": f"per rank ({n} ranks)"}
             result = replace(result, threads={**result.threads, **per_rank})
-    elif not tried:
+    elif not tries.tried:
         result = replace(result, measurement=None, scaling=None)
     verdict = judge_scaling(result, ref, expectations, floor, policy, elsewhere)
     if why_not is not None and verdict.outcome == Outcome.REGRESSED:
         note = f"not confirmed by a paired run ({why_not}): judged against the stored figure"
         verdict = verdict.adding(note)
     return replace(result, verdict=verdict), ref
+
+
+#: One data-parallel attempt: its aggregate measurement and its scaling.
+Tried = tuple[Measurement, Scaling]
+
+
+def _rank(tried: Tried) -> tuple[bool, float]:
+    return tried[0].steady, tried[1].efficiency
+
+
+def _last(result: CaseResult, tried: list[Tried]) -> CaseResult:
+    """``result`` with the last attempt's figures and every attempt's img/s (as it stands when
+    an attempt is judged, or when one fails)."""
+    if not tried:
+        return result
+    return replace(
+        result,
+        measurement=tried[-1][0],
+        scaling=tried[-1][1],
+        attempts=[m.items_per_sec for m, _ in tried],
+    )
 
 
 def parse_ctx_kind(text: str) -> str:

@@ -4,6 +4,7 @@ Imports ``system``, ``config`` and ``profiles``.
 
 - ``measure``: warm up until steady, then time blocks of steps that each end in a sync.
 - ``runner``: prepare, warm up, measure, check: one case (`run_case`), for every caller.
+- ``attempts``: the one attempts loop every kind of case measures with, and the out-of-memory line.
 - ``protocol``: the `Backend` protocol the MXNet and fake back ends implement.
 - ``records``: `CaseResult`, statuses, data-parallel scaling; ``verdicts``: `Verdict`,
   outcomes, and the message rendered from a verdict's lines (`render_message`).

@@ -20,7 +20,7 @@ from pytest_mxperf.measuring.records import Status
 from pytest_mxperf.measuring.runner import (
     USAGE_ERRORS,
     CaseRun,
-    better_attempt,
+    best_of,
     record_failure,
     run_case,
 )
@@ -122,16 +122,18 @@ def run_pipeline(
     # Batch times of a pipeline vary more than a model's (crop sizes, worker hand-offs):
     # longer blocks keep the spread of their rates judgeable.
     config = replace(config, block_time=max(config.block_time, PIPELINE_BLOCK_TIME))
+
+    def attempt() -> Measurement:
+        m, run.warnings = measure_source(fetcher, backend.sync, config)
+        return m
+
+    def keep(m: Measurement) -> Measurement:
+        # (``interleaved``, from measuring in turns, is the paired run's to read)
+        return replace(m, extra={**m.extra, **source_info(fetcher)})
+
     try:
-        for i in range(attempts):
-            m, notes = measure_source(fetcher, backend.sync, config)
-            run.attempts.append(m.items_per_sec)
-            run.warnings = notes
-            if run.measurement is None or better_attempt(m, run.measurement):
-                # (``interleaved``, from measuring in turns, is the paired run's to read)
-                run.measurement = replace(m, extra={**m.extra, **source_info(fetcher)})
-            if notes or (i + 1 < attempts and not again(run.measurement)):
-                break
+        # A source measured over single batches (it said so) is not measured again.
+        best_of(run, attempt, attempts, lambda best: not run.warnings and again(best), keep)
     except Exception as exc:
         if isinstance(exc, USAGE_ERRORS):
             raise
@@ -229,25 +231,26 @@ def run_end_to_end(
     step: Any = None
     try:
         step = gluon_data_step(backend.mx, net, spec, fetcher.fetch)
-        for i in range(attempts):
-            m = measure(
+
+        def attempt() -> Measurement:
+            return measure(
                 step,
                 items_per_step=spec.batch_size,
                 sync=backend.sync,
                 clock=fetcher.timed_clock,
                 config=config,
             )
-            run.attempts.append(m.items_per_sec)
-            if run.measurement is None or better_attempt(m, run.measurement):
-                extra = {
-                    **source_info(fetcher),
-                    "form": "end-to-end",
-                    "model_alone": model_alone.as_dict(),
-                    "pipeline_alone": pipe_alone.as_dict(),
-                }
-                run.measurement = replace(m, extra=extra)
-            if i + 1 < attempts and not again(run.measurement):
-                break
+
+        def keep(m: Measurement) -> Measurement:
+            extra = {
+                **source_info(fetcher),
+                "form": "end-to-end",
+                "model_alone": model_alone.as_dict(),
+                "pipeline_alone": pipe_alone.as_dict(),
+            }
+            return replace(m, extra=extra)
+
+        best_of(run, attempt, attempts, again, keep)
         problem = step.check()
         if problem:
             run.status, run.error = Status.NAN, problem
