@@ -5,9 +5,10 @@ one, the higher floor (`CaseBench.case` in `pytest_mxperf.case.path` calls these
 
 from __future__ import annotations
 
+import functools
 import warnings
 from dataclasses import replace
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import pytest
 
@@ -22,7 +23,7 @@ from pytest_mxperf.measuring import diagnosis
 from pytest_mxperf.measuring.measure import MeasureConfig, Measurement, for_side
 from pytest_mxperf.measuring.protocol import PrepareSpec, SpecError
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Status
-from pytest_mxperf.measuring.runner import run_case
+from pytest_mxperf.measuring.runner import CaseRun, run_case
 from pytest_mxperf.paired.sides import disturbed
 from pytest_mxperf.paired.turns import CaseTurns
 
@@ -54,24 +55,11 @@ def measure(
     def judged_as(best: Measurement) -> Outcome:
         return decide(replace(result, measurement=best), ref, expectations, policy).outcome
 
-    def regressed(best: Measurement) -> bool:
-        return judged_as(best) == Outcome.REGRESSED
-
     def again(best: Measurement) -> bool:
         # Update mode always takes every attempt (the baseline is a best-of-N).
         return settings.update or worth_another_attempt(judged_as(best), best)
 
-    config = MeasureConfig(
-        min_time=settings.min_time, max_time=settings.max_time, warmup_time=settings.warmup_time
-    )
-    if bench.session.side is not None:
-        config = for_side(config)
-        steps = bench.session.block_plan.get(str(result.key))
-        if steps is not None:
-            config = replace(config, steps_per_block=steps)
-    if bench.session.baton is not None and not alone:
-        turns = CaseTurns(bench.session.baton, bench.item.nodeid, str(result.key), wide)
-        config = replace(config, interleave=turns)
+    config = measure_config(bench, str(result.key), alone, wide)
 
     def suspect(best: Measurement) -> bool:
         # Profile a case judged regressed (or, in a paired run's side asked to profile, every
@@ -79,7 +67,7 @@ def measure(
         # after its timed blocks, with the step still warm.
         if bench.session.side is not None:
             return bench.session.side.profile
-        return not settings.update and regressed(best)
+        return not settings.update and judged_as(best) == Outcome.REGRESSED
 
     diagnose = diagnosis.DiagnoseSpec(
         trace_path=diagnosis.trace_path_for(settings.profile, str(result.key)),
@@ -88,32 +76,10 @@ def measure(
     attempts = 1 + settings.confirm
     if bench.session.side is not None and alone:
         attempts, again = 2, disturbed
-    problem: SpecError | None = None
-    try:
-        if runner is not None:
-            outcome = runner(spec, config, attempts, again)
-        else:
-            outcome = run_case(
-                bench.backend,
-                net,
-                spec,
-                config,
-                attempts=attempts,
-                again=again,
-                diagnose=diagnose,
-            )
-    except SpecError as exc:
-        problem = exc
-    if problem is not None:
-        # What cannot be benchmarked at all says what to change: that message alone, not
-        # the back end's traceback and chained causes around it (a labels= mismatch: ~126
-        # lines). Failed outside the except block, so no chain is printed.
-        pytest.fail(f"mxperf: {result.key}: {type(problem).__name__}: {problem}", pytrace=False)
-    peak = None
-    if outcome.macs_per_image and outcome.status == Status.OK:
-        # Still inside the device lock: the probe never runs beside another benchmark.
-        device = bench.backend.describe(spec.ctx)
-        peak = bench.session.peak_gflops(bench.backend, spec.ctx, device, result.dtype)
+    if runner is None:
+        runner = functools.partial(_run_case, bench.backend, net, diagnose=diagnose)
+    outcome = _measured(runner, spec, config, attempts, again, str(result.key))
+    peak = _peak(bench, outcome, spec, result.dtype)
     result = replace(
         diagnosis.applied(result, outcome.diagnosis),
         status=outcome.status,
@@ -127,6 +93,65 @@ def measure(
     for text in outcome.warnings:
         warnings.warn(f"mxperf: {result.key}: {text}", pytest.PytestWarning, stacklevel=4)
     return give_verdict(bench, result, judging), ref
+
+
+def _run_case(
+    backend: Any,
+    net: Any,
+    spec: PrepareSpec,
+    config: MeasureConfig,
+    attempts: int,
+    again: Callable[[Measurement], bool],
+    diagnose: diagnosis.DiagnoseSpec,
+) -> CaseRun:
+    return run_case(backend, net, spec, config, attempts=attempts, again=again, diagnose=diagnose)
+
+
+def _measured(
+    runner: Runner,
+    spec: PrepareSpec,
+    config: MeasureConfig,
+    attempts: int,
+    again: Callable[[Measurement], bool],
+    key: str,
+) -> CaseRun:
+    """The case measured by ``runner``; what cannot be benchmarked at all fails the test."""
+    problem: SpecError | None = None
+    try:
+        return runner(spec, config, attempts, again)
+    except SpecError as exc:
+        problem = exc
+    # What cannot be benchmarked at all says what to change: that message alone, not the back
+    # end's traceback and chained causes around it (a labels= mismatch: ~126 lines). Failed
+    # outside the except block, so no chain is printed.
+    pytest.fail(f"mxperf: {key}: {type(problem).__name__}: {problem}", pytrace=False)
+
+
+def measure_config(bench: Bench, key: str, alone: bool, wide: bool) -> MeasureConfig:
+    """How a case is timed: the run's settings; in a paired side, its shorter blocks and the
+    case's block plan; in lock-step turns (unless ``alone``), block by block in turns."""
+    settings = bench.settings
+    config = MeasureConfig(
+        min_time=settings.min_time, max_time=settings.max_time, warmup_time=settings.warmup_time
+    )
+    if bench.session.side is not None:
+        config = for_side(config)
+        steps = bench.session.block_plan.get(key)
+        if steps is not None:
+            config = replace(config, steps_per_block=steps)
+    if bench.session.baton is not None and not alone:
+        turns = CaseTurns(bench.session.baton, bench.item.nodeid, key, wide)
+        config = replace(config, interleave=turns)
+    return config
+
+
+def _peak(bench: Bench, outcome: CaseRun, spec: PrepareSpec, dtype: str) -> float | None:
+    """The device's matrix-multiply peak for a measured case with a MAC count."""
+    if not (outcome.macs_per_image and outcome.status == Status.OK):
+        return None
+    # Still inside the device lock: the probe never runs beside another benchmark.
+    device = bench.backend.describe(spec.ctx)
+    return bench.session.peak_gflops(bench.backend, spec.ctx, device, dtype)
 
 
 def judging_for(bench: Bench, result: CaseResult) -> tuple[CaseResult, Judging]:
