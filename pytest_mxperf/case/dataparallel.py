@@ -14,13 +14,13 @@ import pytest
 
 from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.case.path import CaseBench, check_positive
-from pytest_mxperf.case.stored import judging_for
+from pytest_mxperf.case.stored import judging_for, timing_of
 from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.scaling_kind import STRONG, resolve_kind
 from pytest_mxperf.judging.decisions import worth_another_attempt
 from pytest_mxperf.judging.explain_scaling import judge_scaling
 from pytest_mxperf.measuring.attempts import Attempts, oom_message
-from pytest_mxperf.measuring.measure import MeasureConfig, Measurement
+from pytest_mxperf.measuring.measure import Measurement
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Scaling, Status
 from pytest_mxperf.system import fingerprint
 
@@ -49,28 +49,13 @@ def data_parallel(
     scaling: str | None = None,
 ) -> CaseResult:
     """`MxPerf.data_parallel` (its docstring and defaults) with the object first."""
-    from pytest_mxperf.distributed.train import context_name, object_ref
-    from pytest_mxperf.measuring.dp_scaling import DataParallelSpec, is_symbol_file
+    from pytest_mxperf.measuring.dp_scaling import DataParallelSpec
 
     check_positive("batch_size", batch_size)
     kind_of_scaling = resolve_kind(scaling, bench.marker.scaling)
     in_process = not kvstore.startswith("dist")
-    names = [context_name(c) for c in contexts or ()]
-    if not names and not in_process:
-        kind0, _ = bench.backend.describe(bench.default_ctx)
-        names = ["gpu(0)" if kind0 == "gpu" else "cpu(0)"]
-    block = None
-    if isinstance(net, str):
-        # An exported symbol file: ranks start in this directory, but name it absolutely.
-        factory = str(Path(net).resolve()) if is_symbol_file(net) else net
-        if not is_symbol_file(net):
-            check_factory(net)
-    elif not in_process:
-        factory = object_ref(net)  # ranks import it: a module-level function
-    else:
-        # One process needs no import: a block, or what a factory function returns.
-        block = net() if inspect.isfunction(net) else net
-        factory = f"{type(block).__module__}:{type(block).__qualname__}"
+    names = _contexts(bench, contexts, in_process)
+    block, factory = _factory(net, in_process)
     settings = bench.settings
     spec = DataParallelSpec(
         factory=factory,
@@ -86,11 +71,7 @@ def data_parallel(
         step_hook=step_hook,
         threads_per_worker=threads_per_worker,
         timeout=settings.dist_timeout,
-        measure=MeasureConfig(
-            min_time=settings.min_time,
-            max_time=settings.max_time,
-            warmup_time=settings.warmup_time,
-        ),
+        measure=timing_of(settings),
     )
     if kind_of_scaling == STRONG:
         spec = spec.split(batch_size)  # batch_size is the total: each device takes its share
@@ -98,9 +79,28 @@ def data_parallel(
     if len(kinds) != 1:
         raise ValueError(f"contexts mix device kinds: {', '.join(spec.worker_contexts)}")
     (kind,) = kinds
+    gpus = spec.world_size * len(spec.worker_contexts) if spec.distributed else spec.world_size
+    result = _case(bench, spec, kind, gpus, (model, name, batch_size))
+    devices = [("cpu", 0)] if kind == "cpu" else [("gpu", i) for i in range(gpus)]
+    # In a lock-step side of a paired run, the launch (set-up, warm-up and timing in its
+    # ranks) is one timed turn: the other side's ranks never run beside these.
+    return bench.through(
+        result, devices, lambda r: _measure_data_parallel(bench, r, block, spec), alone=True
+    )
+
+
+def _case(
+    bench: CaseBench,
+    spec: DataParallelSpec,
+    kind: str,
+    gpus: int,
+    named: tuple[str | None, str | None, int],
+) -> CaseResult:
+    """The case, claimed: its key (``named``: the test's model, name and batch size), device
+    and hardware."""
+    model, name, batch_size = named
     n = spec.world_size
-    gpus = n * len(spec.worker_contexts) if spec.distributed else n
-    label = f"{kvstore}-{STRONG}" if spec.scaling == STRONG else kvstore  # keys apart
+    label = f"{spec.kvstore}-{STRONG}" if spec.scaling == STRONG else spec.kvstore  # keys apart
     key = CaseKey(
         bench.label(model),
         "training",
@@ -113,28 +113,52 @@ def data_parallel(
     bench.claim(key)
     first = spec.worker_contexts[0]
     device = f"{n}x {first}" if spec.distributed else f"{kind}({_indices(spec.contexts)})"
-    run = bench.run
-    if kind == "gpu":
-        gpu_name = run.gpus[0]["name"] if run.gpus else None
-        hardware = fingerprint.hardware_key(
-            "gpu", machine=run.machine, cpu=run.cpu_key, gpu_name=gpu_name, gpu_count=gpus
-        )
-    else:
-        hardware = run.hardware_for("cpu", 0)
-    result = CaseResult(
+    return CaseResult(
         key=key,
         device=device,
-        hardware=hardware,
+        hardware=_hardware(bench, kind, gpus),
         threads=fingerprint.threads_in_force(os.environ),
         environment=fingerprint.perf_environment(os.environ),
         nodeid=bench.item.nodeid,
         worker=os.environ.get("PYTEST_XDIST_WORKER"),
     )
-    devices = [("cpu", 0)] if kind == "cpu" else [("gpu", i) for i in range(gpus)]
-    # In a lock-step side of a paired run, the launch (set-up, warm-up and timing in its
-    # ranks) is one timed turn: the other side's ranks never run beside these.
-    return bench.through(
-        result, devices, lambda r: _measure_data_parallel(bench, r, block, spec), alone=True
+
+
+def _contexts(bench: CaseBench, contexts: Sequence[Any] | None, in_process: bool) -> list[str]:
+    """The devices' names; a dist kvstore without contexts runs on the default device's kind."""
+    from pytest_mxperf.distributed.train import context_name
+
+    names = [context_name(c) for c in contexts or ()]
+    if not names and not in_process:
+        kind0, _ = bench.backend.describe(bench.default_ctx)
+        names = ["gpu(0)" if kind0 == "gpu" else "cpu(0)"]
+    return names
+
+
+def _factory(net: Any, in_process: bool) -> tuple[Any, str]:
+    """(the block itself when one process runs it, else None; the reference ranks load)."""
+    from pytest_mxperf.distributed.train import object_ref
+    from pytest_mxperf.measuring.dp_scaling import is_symbol_file
+
+    if isinstance(net, str):
+        if not is_symbol_file(net):
+            check_factory(net)
+        # An exported symbol file: ranks start in this directory, but name it absolutely.
+        return None, str(Path(net).resolve()) if is_symbol_file(net) else net
+    if not in_process:
+        return None, object_ref(net)  # ranks import it: a module-level function
+    # One process needs no import: a block, or what a factory function returns.
+    block = net() if inspect.isfunction(net) else net
+    return block, f"{type(block).__module__}:{type(block).__qualname__}"
+
+
+def _hardware(bench: CaseBench, kind: str, gpus: int) -> str:
+    run = bench.run
+    if kind != "gpu":
+        return run.hardware_for("cpu", 0)
+    gpu_name = run.gpus[0]["name"] if run.gpus else None
+    return fingerprint.hardware_key(
+        "gpu", machine=run.machine, cpu=run.cpu_key, gpu_name=gpu_name, gpu_count=gpus
     )
 
 

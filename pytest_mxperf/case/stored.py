@@ -16,6 +16,7 @@ from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.case import pairs
 from pytest_mxperf.case.bench import Bench, Runner
 from pytest_mxperf.config.expectation import Expectation
+from pytest_mxperf.config.settings import Settings
 from pytest_mxperf.judging.changes import what_changed
 from pytest_mxperf.judging.decisions import Policy, decide, worth_another_attempt
 from pytest_mxperf.judging.explain import judge
@@ -127,13 +128,17 @@ def _measured(
     pytest.fail(f"mxperf: {key}: {type(problem).__name__}: {problem}", pytrace=False)
 
 
+def timing_of(settings: Settings) -> MeasureConfig:
+    """A case's timing as the run's settings give it (min/max time, warm-up time)."""
+    return MeasureConfig(
+        min_time=settings.min_time, max_time=settings.max_time, warmup_time=settings.warmup_time
+    )
+
+
 def measure_config(bench: Bench, key: str, alone: bool, wide: bool) -> MeasureConfig:
     """How a case is timed: the run's settings; in a paired side, its shorter blocks and the
     case's block plan; in lock-step turns (unless ``alone``), block by block in turns."""
-    settings = bench.settings
-    config = MeasureConfig(
-        min_time=settings.min_time, max_time=settings.max_time, warmup_time=settings.warmup_time
-    )
+    config = timing_of(bench.settings)
     if bench.session.side is not None:
         config = for_side(config)
         steps = bench.session.block_plan.get(key)
