@@ -18,7 +18,7 @@ Decision, with ``e = min_effect``, in this order:
   which the verdict's message reports as "slower by about x%, less than the minimum effect".
   Failing a case takes the 99% interval; ruling out a change of ``e`` or more needs less
   certainty, so identical code is called the same in 2-3 rounds where it took more than 6 at
-  99% (scripts/aa_check.py and ``tests/unit/test_pair_simulations.py`` give the figures);
+  99% (scripts/aa_check.py and ``tests/unit/paired/test_pair_simulations.py`` give the figures);
 - REGRESSED: the whole interval is below 1 and it reaches ``1 - e`` or lower;
 - IMPROVED: the whole interval is above 1 and it reaches ``1 + e`` or higher;
 - NOT_SLOWER: the equivalence interval's lower end is above ``1 - e`` but its upper end is not
@@ -26,7 +26,7 @@ Decision, with ``e = min_effect``, in this order:
   (its lower one-sided test), and HEAD may be faster by more than ``e`` without the rounds to
   show it. A CI gate asks "is it slower?", so this passes too (the message says it may be
   faster). Each look errs on a loss of ``e`` no more often than SAME's lower test; the looks of
-  added rounds add a little (``tests/unit/test_pair_simulations.py``), and identical code on a
+  added rounds add a little (``tests/unit/paired/test_pair_simulations.py``), and identical code on a
   noisy machine no longer needs the rounds to pin its upper end down;
 - UNKNOWN otherwise: more rounds may decide (`pytest_mxperf.paired.more_rounds` says which,
   and stops early for a case that they could no longer fail); after the last round the caller

@@ -133,3 +133,17 @@ def test_no_import_alias_names_another_wing() -> None:
         or (alias.asname or "").startswith("fixture_")
     ]
     assert misleading == []
+
+
+def test_unit_tests_mirror_the_wings() -> None:
+    # A wing's tests beside each other (tests/unit/<wing>/test_*.py); this file, the map's own
+    # test, is the one test of the package as a whole.
+    unit = Path(__file__).parent
+    wings = set(wing_order())
+    elsewhere = [
+        str(path.relative_to(unit))
+        for path in sorted(unit.rglob("test_*.py"))
+        if path != Path(__file__)
+        and (len(path.relative_to(unit).parts) != 2 or path.parent.name not in wings)
+    ]
+    assert elsewhere == []

@@ -14,7 +14,7 @@ from pytest_mxperf.reporting.history import mark_changes
 from pytest_mxperf.reporting.historygit import utc_text
 from pytest_mxperf.reporting.historytypes import CommitRef, Mark, Point
 
-EXPECTATIONS = Path(__file__).resolve().parents[1] / "perf" / "expectations.csv"
+EXPECTATIONS = Path(__file__).resolve().parents[2] / "perf" / "expectations.csv"
 
 
 def point(rate: float | None, noise: float = 0.01, day: int = 1) -> Point:

@@ -12,7 +12,7 @@ import yaml
 
 from pytest_mxperf import cli
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 WORKFLOW = ROOT / "examples" / "github-actions.yml"
 
 
