@@ -26,8 +26,8 @@ Decision, with ``e = min_effect``, in this order:
   (its lower one-sided test), and HEAD may be faster by more than ``e`` without the rounds to
   show it. A CI gate asks "is it slower?", so this passes too (the message says it may be
   faster). Each look errs on a loss of ``e`` no more often than SAME's lower test; the looks of
-  added rounds add a little (``tests/unit/paired/test_pair_simulations.py``), and identical code on a
-  noisy machine no longer needs the rounds to pin its upper end down;
+  added rounds add a little (``tests/unit/paired/test_pair_simulations.py``), and identical
+  code on a noisy machine no longer needs the rounds to pin its upper end down;
 - UNKNOWN otherwise: more rounds may decide (`pytest_mxperf.paired.more_rounds` says which,
   and stops early for a case that they could no longer fail); after the last round the caller
   reports the case as inconclusive, with :attr:`PairedEstimate.suggested_rounds`.
