@@ -53,8 +53,15 @@ def measure(
     result, judging = judging_for(bench, result)
     ref, expectations, _, policy = judging
 
+    decided: dict[int, tuple[Measurement, Outcome]] = {}
+
     def judged_as(best: Measurement) -> Outcome:
-        return decide(replace(result, measurement=best), ref, expectations, policy).outcome
+        # One decision per attempt kept: `again` and `suspect` ask of the same best attempt
+        # (the attempt is held beside its outcome, so its id is not reused meanwhile).
+        if id(best) not in decided:
+            judged = decide(replace(result, measurement=best), ref, expectations, policy)
+            decided[id(best)] = (best, judged.outcome)
+        return decided[id(best)][1]
 
     def again(best: Measurement) -> bool:
         # Update mode always takes every attempt (the baseline is a best-of-N).

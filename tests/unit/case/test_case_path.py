@@ -14,9 +14,11 @@ import pytest
 from pytest_mxperf.baselines.resolution import Resolution, resolve
 from pytest_mxperf.baselines.runinfo import RunInfo
 from pytest_mxperf.case import dataparallel
+from pytest_mxperf.case import stored as stored_step
 from pytest_mxperf.case.path import CaseBench
 from pytest_mxperf.config.markers import MarkerSpec
 from pytest_mxperf.config.settings import Settings
+from pytest_mxperf.judging.decisions import decide
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Status
 from pytest_mxperf.run.session import MxperfSession
 from pytest_mxperf.system.gitinfo import CommitInfo
@@ -191,6 +193,24 @@ def test_a_suspected_regression_is_measured_again(
     result = bench.case(FakeModel(50.0), "inference", 8, model="toy")
     assert len(result.attempts) == 3  # every confirmation, as each one still looked regressed
     assert result.verdict is not None and result.verdict.outcome == Outcome.REGRESSED
+
+
+def test_each_attempt_kept_is_decided_once(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Whether to measure again and whether to profile ask of the same best attempt.
+    stored = _stored(request, tmp_path, 100.0)
+    decided: list[Any] = []
+
+    def counting(result: CaseResult, *args: Any, **kwargs: Any) -> Any:
+        decided.append(result.measurement)
+        return decide(result, *args, **kwargs)
+
+    monkeypatch.setattr(stored_step, "decide", counting)
+    bench = make_bench(request, session_of(tmp_path, stored, confirm=2), FakeBackend())
+    result = bench.case(FakeModel(50.0), "inference", 8, model="toy")
+    assert len(result.attempts) == 3 and decided
+    assert len(decided) == len({id(m) for m in decided})
 
 
 def test_a_second_case_with_one_key_is_refused(
