@@ -51,17 +51,8 @@ def measure(
     turns, on the CPUs of the side's untimed work (`turns.Baton.ready`)."""
     settings = bench.settings
     result, judging = judging_for(bench, result)
-    ref, expectations, _, policy = judging
-
-    decided: dict[int, tuple[Measurement, Outcome]] = {}
-
-    def judged_as(best: Measurement) -> Outcome:
-        # One decision per attempt kept: `again` and `suspect` ask of the same best attempt
-        # (the attempt is held beside its outcome, so its id is not reused meanwhile).
-        if id(best) not in decided:
-            judged = decide(replace(result, measurement=best), ref, expectations, policy)
-            decided[id(best)] = (best, judged.outcome)
-        return decided[id(best)][1]
+    ref = judging[0]
+    judged_as = _outcome_of(result, judging)
 
     def again(best: Measurement) -> bool:
         # Update mode always takes every attempt (the baseline is a best-of-N).
@@ -101,6 +92,22 @@ def measure(
     for text in outcome.warnings:
         warnings.warn(f"mxperf: {result.key}: {text}", pytest.PytestWarning, stacklevel=4)
     return give_verdict(bench, result, judging), ref
+
+
+def _outcome_of(result: CaseResult, judging: Judging) -> Callable[[Measurement], Outcome]:
+    """The outcome ``result`` would have with a given best attempt, decided once per attempt:
+    whether to measure again and whether to profile ask of the same one (the attempt is held
+    beside its outcome, so its id is not reused meanwhile)."""
+    ref, expectations, _, policy = judging
+    decided: dict[int, tuple[Measurement, Outcome]] = {}
+
+    def judged_as(best: Measurement) -> Outcome:
+        if id(best) not in decided:
+            judged = decide(replace(result, measurement=best), ref, expectations, policy)
+            decided[id(best)] = (best, judged.outcome)
+        return decided[id(best)][1]
+
+    return judged_as
 
 
 def _run_case(
