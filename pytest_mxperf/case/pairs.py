@@ -227,7 +227,7 @@ def _take_middle(result: CaseResult, heads: list[CaseResult]) -> CaseResult:
 
 
 def adopt_head(result: CaseResult, data: pairdata.PairedData) -> CaseResult | None:
-    """``result`` with its figures from HEAD's side of a run's joint pair (`case.preflight`),
+    """``result`` with its figures from HEAD's side of a run's joint pair (`case.jointpair`),
     as paired mode takes them; None when a side failed it or HEAD has no figure: the case is
     then measured here as usual."""
     key = str(result.key)

@@ -194,7 +194,7 @@ class PairedEstimate:
     def rules_out_wider(self, loss: float) -> bool:
         """Whether the equivalence interval rules out a loss of ``loss``, wider than the minimum
         effect: an arbitration whose stored threshold is that wide clears the case although it
-        is undecided at the minimum effect (`verdict.decide_arbitration_pair`)."""
+        is undecided at the minimum effect (`decisions.decide_arbitration_pair`)."""
         return loss > self.min_effect and self.same_low > 1.0 - loss
 
 

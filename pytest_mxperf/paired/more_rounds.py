@@ -15,7 +15,7 @@ FUTILITY_FROM = 3
 
 
 #: A case's loss that its arbitration must rule out (a stored threshold wider than the minimum
-#: effect, `verdict.stored_threshold`), or None where only the minimum effect counts.
+#: effect, `decisions.stored_threshold`), or None where only the minimum effect counts.
 Clears = Callable[[str], Optional[float]]
 
 

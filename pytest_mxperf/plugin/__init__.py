@@ -99,7 +99,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             help=_argparse_help(f"{spec.full_help} [env {spec.env}, ini {spec.ini}]"),
         )
         parser.addini(spec.ini, spec.full_help, default="")
-    # Internal: set by a paired run on the processes that measure one side (`config.side`).
+    # Internal: set by a paired run on the processes that measure one side (`config.sideorders`).
     for hidden, switch in sideorders.FLAGS:
         if switch:
             group.addoption(

@@ -149,7 +149,7 @@ class MxperfSession:
     def clears(self, hardware: str) -> Clears:
         """For a pair that arbitrates cases on ``hardware`` (a run's joint pair, or one case's):
         the loss each case's arbitration must rule out to clear it, where its stored baseline
-        makes that wider than the minimum effect (`verdict.stored_threshold`; None: no stored
+        makes that wider than the minimum effect (`decisions.stored_threshold`; None: no stored
         throughput, or a data-parallel case, judged on its scaling efficiency)."""
         tolerance = self.settings.tolerance
 
