@@ -10,7 +10,8 @@ it in this list (``tests/unit/test_wings.py`` checks it):
 ``system``      the machine, its software and repository (hardware key, CPUs, locks, git,
                 NVML, CUDA libraries, the one ``import mxnet``)
 ``config``      options, settings, markers, floors, the case key
-``measuring``   the timing engine, the runner, records, profiles, sweeps, scaling arithmetic
+``profiles``    MXNet operator profiles: taken, stored as traces, compared, rendered
+``measuring``   the timing engine, the runner, records, diagnosis, sweeps, scaling arithmetic
 ``distributed`` data-parallel processes on MXNet's kvstores (ranks, the local launcher)
 ``backend``     the MXNet back end (Gluon, Symbol, exported files, tasks)
 ``pipelines``   data sources and training on them, the input-bound verdict
@@ -40,8 +41,8 @@ if TYPE_CHECKING:
     from pytest_mxperf.case.fixture import MxPerf
     from pytest_mxperf.config.casekey import CaseKey
     from pytest_mxperf.config.markers import MarkerSpec
-    from pytest_mxperf.measuring.dataparallel import DataParallelSpec
     from pytest_mxperf.measuring.dp_result import DataParallelResult
+    from pytest_mxperf.measuring.dp_scaling import DataParallelSpec
     from pytest_mxperf.measuring.measure import Measurement
     from pytest_mxperf.measuring.records import CaseResult, Outcome, Status, Verdict
     from pytest_mxperf.pipelines.imagedata import ImageSet, image_set
@@ -51,7 +52,7 @@ _PUBLIC = {
     "MxPerf": "pytest_mxperf.case.fixture",
     "CaseKey": "pytest_mxperf.config.casekey",
     "MarkerSpec": "pytest_mxperf.config.markers",
-    "DataParallelSpec": "pytest_mxperf.measuring.dataparallel",
+    "DataParallelSpec": "pytest_mxperf.measuring.dp_scaling",
     "DataParallelResult": "pytest_mxperf.measuring.dp_result",
     "Measurement": "pytest_mxperf.measuring.measure",
     "CaseResult": "pytest_mxperf.measuring.records",

@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pytest_mxperf.distributed.launch import LaunchError, RankFailed, launch
-from pytest_mxperf.measuring.dataparallel import DataParallelSpec
+from pytest_mxperf.measuring.dp_scaling import DataParallelSpec
 from pytest_mxperf.measuring.measure import MeasureConfig
 
 SHORT = MeasureConfig(

@@ -41,7 +41,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pytest_mxperf.history import store
+from pytest_mxperf.history import entrystore
 from pytest_mxperf.history.index import case_fits, commit_order, first_parent
 from pytest_mxperf.paired.forkserver import PRELOAD_ENV
 from pytest_mxperf.testing.repos import GIT_ENV
@@ -215,7 +215,7 @@ def job(
 def report(
     origin: Path, walls: list[tuple[int, float, float, bool]], args: argparse.Namespace
 ) -> None:
-    found = store.GitStore(origin).read()
+    found = entrystore.GitStore(origin).read()
     line = first_parent(origin, "main")
     order = commit_order(found, line)
     number = {sha: len(line) - 1 - n for n, sha in enumerate(line)}

@@ -7,7 +7,7 @@ cases judged together, as a paired run judges them (the run's round effect is po
 cases, `roundeffect.round_noise`): each case's first two rounds are two of its recorded ones drawn
 at random without replacement, later ones drawn with replacement; each round's block pairs are
 taken as the lock-step controller would (`turns.PAIRS`, then two more at a time while the round's
-error is above `turns.TARGET_SE`, within what was recorded); rounds go on while `pairdata` would
+error is above `turns.TARGET_SE`, within what was recorded); rounds go on while `more_rounds` would
 give them (up to ``--max-rounds``). A loss is put into HEAD's blocks either evenly (``uniform``)
 or in lumps (``lumpy``: one step in ``1/loss`` takes twice as long, so a block holds it or not).
 Record A/A runs on a machine, then try a statistic or a rule on them here before measuring
@@ -32,7 +32,7 @@ from typing import Any
 
 from pytest_mxperf.judging.pairstats import Decision, PairedRound, paired_estimate
 from pytest_mxperf.judging.roundeffect import round_noise
-from pytest_mxperf.paired import pairdata, turns
+from pytest_mxperf.paired import more_rounds, turns
 
 
 @dataclass(frozen=True)
@@ -147,7 +147,7 @@ def one_run(
             if (
                 est.decision is not Decision.UNKNOWN
                 or left <= 0
-                or not pairdata.worth_another_round(est, left, judge.max_rounds, False)
+                or not more_rounds.worth_another_round(est, left, judge.max_rounds, False)
             ):
                 out[key] = (est.decision, len(rounds), sum(len(r.pairs) for r in rounds))
             else:

@@ -109,7 +109,6 @@ def optimizer_params(spec: PrepareSpec) -> dict[str, Any] | None:
 def prepare_gluon(mx: Any, net: Any, spec: PrepareSpec) -> Prepared:
     """A Gluon block: initialized with Xavier(magnitude=2) where needed, hybridized with static
     allocation when it is a HybridBlock, on one batch of random data resident on the device."""
-    autograd = mx.autograd
     ctx, batch = spec.ctx, spec.batch_size
     params = net.collect_params()
     for p in params.values():
@@ -147,6 +146,21 @@ def prepare_gluon(mx: Any, net: Any, spec: PrepareSpec) -> Prepared:
 
         return Prepared(infer, batch, check, info=info, macs_per_image=macs)
 
+    return _gluon_training(mx, net, params, xs, spec, info, macs)
+
+
+def _gluon_training(
+    mx: Any,
+    net: Any,
+    params: Any,
+    xs: list[Any],
+    spec: PrepareSpec,
+    info: dict[str, Any],
+    macs: int | None,
+) -> Prepared:
+    """`prepare_gluon`'s training and forward-backward steps: labels and a loss by task."""
+    autograd, batch = mx.autograd, spec.batch_size
+    last: dict[str, Any] = {}
     with autograd.train_mode():  # deferred init; training-mode outputs (SSD: anchors too)
         first = outputs(net(*xs))
     setup = tasks.training(mx, first, spec)
@@ -195,21 +209,12 @@ def amp_block(mx: Any, net: Any, x: Any, target: str, spec: PrepareSpec) -> Any:
         return amp.convert_hybrid_block(net, target_dtype=target, ctx=spec.ctx)
 
 
-def prepare_symbol(mx: Any, sym: Any, spec: PrepareSpec) -> Prepared:
-    """Bind like benchmark_score: a Module, Xavier(magnitude=2) params, data on the device."""
-    ctx, batch, data_name = spec.ctx, spec.batch_size, spec.data_name
-    shapes = tasks.input_shapes(spec)
-    if len(shapes) > 1 or spec.task != "classification" or spec.labels is not None:
-        raise SpecError(
-            "a Symbol is bound with one data input and its own label heads: input_shape with "
-            "several shapes, task= and labels= apply to Gluon blocks (load it with "
-            "mx.gluon.SymbolBlock to use them)"
-        )
-    shape = shapes[0]
-    macs = macs_or_none(mx, sym, shape, data_name)
+def _symbol_heads(mx: Any, sym: Any, spec: PrepareSpec) -> tuple[Any, list[str]]:
+    """The symbol to bind (converted by AMP for a mixed-precision dtype, a softmax loss head
+    added to train a headless one) and its label arguments."""
     args = sym.list_arguments()
-    if data_name not in args:
-        raise SpecError(f"the symbol has no input named {data_name!r} (arguments: {args[:5]})")
+    if spec.data_name not in args:
+        raise SpecError(f"the symbol has no input named {spec.data_name!r} (arguments: {args[:5]})")
     labels = [a for a in args if a.endswith("_label")]
     training = spec.mode != "inference"
     amp_target = AMP_TARGETS.get(spec.dtype)
@@ -225,7 +230,24 @@ def prepare_symbol(mx: Any, sym: Any, spec: PrepareSpec) -> Prepared:
     if training and not labels:
         sym = mx.sym.SoftmaxOutput(sym, name="softmax")  # a loss head to train against
         labels = ["softmax_label"]
-    in_dtype = "float32" if amp_target else spec.dtype
+    return sym, labels
+
+
+def prepare_symbol(mx: Any, sym: Any, spec: PrepareSpec) -> Prepared:
+    """Bind like benchmark_score: a Module, Xavier(magnitude=2) params, data on the device."""
+    ctx, batch, data_name = spec.ctx, spec.batch_size, spec.data_name
+    shapes = tasks.input_shapes(spec)
+    if len(shapes) > 1 or spec.task != "classification" or spec.labels is not None:
+        raise SpecError(
+            "a Symbol is bound with one data input and its own label heads: input_shape with "
+            "several shapes, task= and labels= apply to Gluon blocks (load it with "
+            "mx.gluon.SymbolBlock to use them)"
+        )
+    shape = shapes[0]
+    macs = macs_or_none(mx, sym, shape, data_name)
+    sym, labels = _symbol_heads(mx, sym, spec)
+    training = spec.mode != "inference"
+    in_dtype = "float32" if AMP_TARGETS.get(spec.dtype) else spec.dtype
     data_desc = mx.io.DataDesc(data_name, (batch, *shape), dtype=in_dtype)
     _, out_shapes, _ = sym.infer_shape(**{data_name: (batch, *shape)})
     classes = int(out_shapes[0][-1]) if out_shapes and out_shapes[0] else 1

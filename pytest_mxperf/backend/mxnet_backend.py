@@ -26,8 +26,8 @@ from pytest_mxperf.measuring.protocol import (
 from pytest_mxperf.system.mxnet_import import import_mxnet
 
 if TYPE_CHECKING:
-    from pytest_mxperf.measuring.dataparallel import DataParallelSpec
     from pytest_mxperf.measuring.dp_result import DataParallelResult
+    from pytest_mxperf.measuring.dp_scaling import DataParallelSpec
 
 
 class MXNetBackend:

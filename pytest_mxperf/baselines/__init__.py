@@ -2,7 +2,7 @@
 
 - ``store``: ``<root>/<hardware key>/<commit sha>.json``, versioned, written atomically; its
   cases read back typed (`StoredCase`).
-- ``record``: what a file keeps of a measured case, typed (`BaselineRecord`), written once.
+- ``entry``: what a file keeps of a measured case, typed (`BaselineRecord`), written once.
 - ``kept_runs``: the last few runs a stored case keeps, and the nearest a new figure is judged by.
 - ``calibration``: how fast the storing machine ran the calibration probe (a file's field).
 - ``resolution``: nearest ancestor of HEAD, an explicit revision, or the newest by date.

@@ -14,15 +14,17 @@ import pytest
 
 from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.case.path import CaseBench, check_positive
+from pytest_mxperf.case.stored import judging_for, timing_of
 from pytest_mxperf.config.scaling_kind import STRONG, resolve_kind
+from pytest_mxperf.judging.decisions import worth_another_attempt
 from pytest_mxperf.judging.explain_scaling import judge_scaling
-from pytest_mxperf.judging.verdict import worth_another_attempt
-from pytest_mxperf.measuring.measure import MeasureConfig, Measurement
+from pytest_mxperf.measuring.attempts import Attempts, oom_message
+from pytest_mxperf.measuring.measure import Measurement
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Scaling, Status
 from pytest_mxperf.system import fingerprint
 
 if TYPE_CHECKING:
-    from pytest_mxperf.measuring.dataparallel import DataParallelSpec
+    from pytest_mxperf.measuring.dp_scaling import DataParallelSpec
 
 
 def data_parallel(
@@ -46,28 +48,13 @@ def data_parallel(
     scaling: str | None = None,
 ) -> CaseResult:
     """`MxPerf.data_parallel` (its docstring and defaults) with the object first."""
-    from pytest_mxperf.distributed.train import context_name, object_ref
-    from pytest_mxperf.measuring.dataparallel import DataParallelSpec, is_symbol_file
+    from pytest_mxperf.measuring.dp_scaling import DataParallelSpec
 
     check_positive("batch_size", batch_size)
     kind_of_scaling = resolve_kind(scaling, bench.marker.scaling)
     in_process = not kvstore.startswith("dist")
-    names = [context_name(c) for c in contexts or ()]
-    if not names and not in_process:
-        kind0, _ = bench.backend.describe(bench.default_ctx)
-        names = ["gpu(0)" if kind0 == "gpu" else "cpu(0)"]
-    block = None
-    if isinstance(net, str):
-        # An exported symbol file: ranks start in this directory, but name it absolutely.
-        factory = str(Path(net).resolve()) if is_symbol_file(net) else net
-        if not is_symbol_file(net):
-            check_factory(net)
-    elif not in_process:
-        factory = object_ref(net)  # ranks import it: a module-level function
-    else:
-        # One process needs no import: a block, or what a factory function returns.
-        block = net() if inspect.isfunction(net) else net
-        factory = f"{type(block).__module__}:{type(block).__qualname__}"
+    names = _contexts(bench, contexts, in_process)
+    block, factory = _factory(net, in_process)
     settings = bench.settings
     spec = DataParallelSpec(
         factory=factory,
@@ -83,11 +70,7 @@ def data_parallel(
         step_hook=step_hook,
         threads_per_worker=threads_per_worker,
         timeout=settings.dist_timeout,
-        measure=MeasureConfig(
-            min_time=settings.min_time,
-            max_time=settings.max_time,
-            warmup_time=settings.warmup_time,
-        ),
+        measure=timing_of(settings),
     )
     if kind_of_scaling == STRONG:
         spec = spec.split(batch_size)  # batch_size is the total: each device takes its share
@@ -95,9 +78,28 @@ def data_parallel(
     if len(kinds) != 1:
         raise ValueError(f"contexts mix device kinds: {', '.join(spec.worker_contexts)}")
     (kind,) = kinds
+    gpus = spec.world_size * len(spec.worker_contexts) if spec.distributed else spec.world_size
+    result = _case(bench, spec, kind, gpus, (model, name, batch_size))
+    devices = [("cpu", 0)] if kind == "cpu" else [("gpu", i) for i in range(gpus)]
+    # In a lock-step side of a paired run, the launch (set-up, warm-up and timing in its
+    # ranks) is one timed turn: the other side's ranks never run beside these.
+    return bench.through(
+        result, devices, lambda r: _measure_data_parallel(bench, r, block, spec), alone=True
+    )
+
+
+def _case(
+    bench: CaseBench,
+    spec: DataParallelSpec,
+    kind: str,
+    gpus: int,
+    named: tuple[str | None, str | None, int],
+) -> CaseResult:
+    """The case, claimed: its key (``named``: the test's model, name and batch size), device
+    and hardware."""
+    model, name, batch_size = named
     n = spec.world_size
-    gpus = n * len(spec.worker_contexts) if spec.distributed else n
-    label = f"{kvstore}-{STRONG}" if spec.scaling == STRONG else kvstore  # keys apart
+    label = f"{spec.kvstore}-{STRONG}" if spec.scaling == STRONG else spec.kvstore  # keys apart
     key = bench.key(
         model,
         "training",
@@ -110,28 +112,52 @@ def data_parallel(
     bench.claim(key)
     first = spec.worker_contexts[0]
     device = f"{n}x {first}" if spec.distributed else f"{kind}({_indices(spec.contexts)})"
-    run = bench.run
-    if kind == "gpu":
-        gpu_name = run.gpus[0]["name"] if run.gpus else None
-        hardware = fingerprint.hardware_key(
-            "gpu", machine=run.machine, cpu=run.cpu_key, gpu_name=gpu_name, gpu_count=gpus
-        )
-    else:
-        hardware = run.hardware_for("cpu", 0)
-    result = CaseResult(
+    return CaseResult(
         key=key,
         device=device,
-        hardware=hardware,
+        hardware=_hardware(bench, kind, gpus),
         threads=fingerprint.threads_in_force(os.environ),
         environment=fingerprint.perf_environment(os.environ),
         nodeid=bench.item.nodeid,
         worker=os.environ.get("PYTEST_XDIST_WORKER"),
     )
-    devices = [("cpu", 0)] if kind == "cpu" else [("gpu", i) for i in range(gpus)]
-    # In a lock-step side of a paired run, the launch (set-up, warm-up and timing in its
-    # ranks) is one timed turn: the other side's ranks never run beside these.
-    return bench.through(
-        result, devices, lambda r: _measure_data_parallel(bench, r, block, spec), alone=True
+
+
+def _contexts(bench: CaseBench, contexts: Sequence[Any] | None, in_process: bool) -> list[str]:
+    """The devices' names; a dist kvstore without contexts runs on the default device's kind."""
+    from pytest_mxperf.distributed.train import context_name
+
+    names = [context_name(c) for c in contexts or ()]
+    if not names and not in_process:
+        kind0, _ = bench.backend.describe(bench.default_ctx)
+        names = ["gpu(0)" if kind0 == "gpu" else "cpu(0)"]
+    return names
+
+
+def _factory(net: Any, in_process: bool) -> tuple[Any, str]:
+    """(the block itself when one process runs it, else None; the reference ranks load)."""
+    from pytest_mxperf.distributed.train import object_ref
+    from pytest_mxperf.measuring.dp_scaling import is_symbol_file
+
+    if isinstance(net, str):
+        if not is_symbol_file(net):
+            check_factory(net)
+        # An exported symbol file: ranks start in this directory, but name it absolutely.
+        return None, str(Path(net).resolve()) if is_symbol_file(net) else net
+    if not in_process:
+        return None, object_ref(net)  # ranks import it: a module-level function
+    # One process needs no import: a block, or what a factory function returns.
+    block = net() if inspect.isfunction(net) else net
+    return block, f"{type(block).__module__}:{type(block).__qualname__}"
+
+
+def _hardware(bench: CaseBench, kind: str, gpus: int) -> str:
+    run = bench.run
+    if kind != "gpu":
+        return run.hardware_for("cpu", 0)
+    gpu_name = run.gpus[0]["name"] if run.gpus else None
+    return fingerprint.hardware_key(
+        "gpu", machine=run.machine, cpu=run.cpu_key, gpu_name=gpu_name, gpu_count=gpus
     )
 
 
@@ -140,7 +166,7 @@ def check_factory(ref: str) -> None:
     with this process's ``sys.path``, so one that fails here would fail in every rank (each
     with its traceback, after the launch)."""
     from pytest_mxperf.distributed.train import load_object
-    from pytest_mxperf.measuring.dataparallel import DataParallelError
+    from pytest_mxperf.measuring.dp_scaling import DataParallelError
 
     problem = None
     try:
@@ -165,56 +191,48 @@ def _measure_data_parallel(
     """Measure (again while it looks regressed or its aggregate blocks spread too far to judge,
     up to ``--mxperf-confirm`` times), then judge the aggregate img/s and the scaling
     efficiency; returns the judged result and its stored baseline."""
-    from pytest_mxperf.measuring.dataparallel import DataParallelError
+    from pytest_mxperf.measuring.dp_scaling import DataParallelError
 
-    settings, run = bench.settings, bench.run
-    result, ref, expectations = bench.reference(result)
+    settings = bench.settings
+    result, (ref, expectations, why_not, policy) = judging_for(bench, result)
     n = spec.world_size
     floor = bench.marker.efficiency_floor(
         model=result.model, world_size=n, hardware=result.hardware
     )
-    why_not = None if ref is None else bench.session.why_no_pair(ref.commit.get("sha"))
-    tolerance = settings.tolerance
-    if why_not is not None:
-        tolerance = max(tolerance, settings.unconfirmed_tolerance)
-    policy = bench.policy(tolerance)
-    elsewhere = run.baselines.elsewhere(result.hardware, str(result.key))
+    elsewhere = bench.run.baselines.elsewhere(result.hardware, str(result.key))
     # Each attempt is two launches; update mode stores the first (no best-of-N here).
-    attempts = 1 if settings.update else 1 + settings.confirm
-    tried: list[tuple[Measurement, Scaling]] = []
-    for _ in range(attempts):
-        try:
-            measured = bench.backend.data_parallel(block, spec)
-        except DataParallelError as exc:
-            result = replace(result, status=Status.ERROR, error=str(exc))
-            break
-        except Exception as exc:
-            if bench.backend.is_oom(exc):
-                error = str(exc).strip().splitlines()[-1][:300]
-                result = replace(result, status=Status.OOM, error=error)
-            else:
-                error = f"{type(exc).__name__}: {exc}"
-                result = replace(result, status=Status.ERROR, error=error)
-            break
-        tried.append((measured.aggregate_measurement(), measured.scaling()))
-        result = replace(
-            result,
-            measurement=tried[-1][0],
-            scaling=tried[-1][1],
-            attempts=[m.items_per_sec for m, _ in tried],
+    tries: Attempts[Tried] = Attempts(1 if settings.update else 1 + settings.confirm)
+
+    def attempt() -> Tried:
+        measured = bench.backend.data_parallel(block, spec)
+        return measured.aggregate_measurement(), measured.scaling()
+
+    def again(_: Tried, last: Tried) -> bool:
+        judged = judge_scaling(
+            _last(result, tries.tried), ref, expectations, floor, policy, elsewhere
         )
-        verdict = judge_scaling(result, ref, expectations, floor, policy, elsewhere)
-        if not worth_another_attempt(verdict.outcome, tried[-1][0]):
-            break
-    if tried and result.status == Status.OK:
+        return worth_another_attempt(judged.outcome, last[0])
+
+    try:
         # The most efficient steady attempt (of all, when none is: `runner.better_attempt`).
-        best = max(tried, key=lambda t: (t[0].steady, t[1].efficiency))
+        tries.run(attempt, better=lambda a, b: _rank(a) > _rank(b), again=again)
+    except DataParallelError as exc:
+        result = replace(_last(result, tries.tried), status=Status.ERROR, error=str(exc))
+    except Exception as exc:
+        oom = bench.backend.is_oom(exc)
+        error = oom_message(exc) if oom else f"{type(exc).__name__}: {exc}"
+        status = Status.OOM if oom else Status.ERROR
+        result = replace(_last(result, tries.tried), status=status, error=error)
+    else:
+        result = _last(result, tries.tried)
+    if tries.best is not None and result.status == Status.OK:
+        best = tries.best
         result = replace(result, measurement=best[0], scaling=best[1])
         threads = best[1].threads_per_worker
         if threads is not None:
             per_rank = {"omp_threads": threads, "source": f"per rank ({n} ranks)"}
             result = replace(result, threads={**result.threads, **per_rank})
-    elif not tried:
+    elif not tries.tried:
         result = replace(result, measurement=None, scaling=None)
     verdict = judge_scaling(result, ref, expectations, floor, policy, elsewhere)
     if why_not is not None and verdict.outcome == Outcome.REGRESSED:
@@ -223,13 +241,34 @@ def _measure_data_parallel(
     return replace(result, verdict=verdict), ref
 
 
+#: One data-parallel attempt: its aggregate measurement and its scaling.
+Tried = tuple[Measurement, Scaling]
+
+
+def _rank(tried: Tried) -> tuple[bool, float]:
+    return tried[0].steady, tried[1].efficiency
+
+
+def _last(result: CaseResult, tried: list[Tried]) -> CaseResult:
+    """``result`` with the last attempt's figures and every attempt's img/s (as it stands when
+    an attempt is judged, or when one fails)."""
+    if not tried:
+        return result
+    return replace(
+        result,
+        measurement=tried[-1][0],
+        scaling=tried[-1][1],
+        attempts=[m.items_per_sec for m, _ in tried],
+    )
+
+
 def parse_ctx_kind(text: str) -> str:
-    from pytest_mxperf.measuring.dataparallel import parse_context
+    from pytest_mxperf.measuring.dp_scaling import parse_context
 
     return parse_context(text)[0]
 
 
 def _indices(contexts: Sequence[str]) -> str:
-    from pytest_mxperf.measuring.dataparallel import parse_context
+    from pytest_mxperf.measuring.dp_scaling import parse_context
 
     return ",".join(str(parse_context(c)[1]) for c in contexts)

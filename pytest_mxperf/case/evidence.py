@@ -8,9 +8,10 @@ from dataclasses import dataclass, field, replace
 
 from pytest_mxperf.baselines.kept_runs import nearest
 from pytest_mxperf.baselines.resolution import BaselineRef
+from pytest_mxperf.judging import evidence_lines
 from pytest_mxperf.judging.changes import changes_between, what_changed
-from pytest_mxperf.judging.verdict import Policy
-from pytest_mxperf.measuring import diagnosis, evidence_lines
+from pytest_mxperf.judging.decisions import Policy
+from pytest_mxperf.measuring import diagnosis
 from pytest_mxperf.measuring.memory import MemoryRecord
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Verdict
 from pytest_mxperf.measuring.stats import median

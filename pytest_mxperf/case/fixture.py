@@ -6,11 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_mxperf.case import dataparallel as fixture_dp
-from pytest_mxperf.case import pipelines as fixture_pipeline
-from pytest_mxperf.case import sweeps as fixture_sweep
+from pytest_mxperf.case import dataparallel, pipelines, sweeps
 from pytest_mxperf.case.path import CaseBench, check_positive
-from pytest_mxperf.measuring import sweep as sweeps
+from pytest_mxperf.measuring import sweep_search
 from pytest_mxperf.measuring.records import CaseResult
 
 
@@ -58,7 +56,7 @@ class MxPerf(CaseBench):
         the verdict is ``input-bound`` when end-to-end is below the model alone beyond noise."""
         first = len(self.results)
         if data is not None:
-            result = fixture_pipeline.end_to_end(self, net, data, batch_size, sweep, options)
+            result = pipelines.end_to_end(self, net, data, batch_size, sweep, options)
         elif sweep is not None:
             raise TypeError("training(sweep=...) needs data= (the pipeline to sweep)")
         elif batch_size is None:
@@ -84,7 +82,7 @@ class MxPerf(CaseBench):
         marker's ``sweep``) ``source`` is a factory called with each value; every point is its
         own case (name ``num_workers=0``) and the fastest point's result is returned."""
         first = len(self.results)
-        result = fixture_pipeline.pipeline(
+        result = pipelines.pipeline(
             self, source, batch_size=batch_size, model=model, name=name, sweep=sweep
         )
         self.fail_if_errored(first)
@@ -112,16 +110,16 @@ class MxPerf(CaseBench):
         self,
         net: Any,
         *,
-        batch_sizes: Sequence[int] | str = sweeps.AUTO,
+        batch_sizes: Sequence[int] | str = sweep_search.AUTO,
         mode: str = "inference",
         dtypes: Sequence[str] = ("float32",),
         start: int = 1,
-        max_batch: int = sweeps.MAX_BATCH,
+        max_batch: int = sweep_search.MAX_BATCH,
         model: str | None = None,
         name: str | None = None,
         ctx: Any = None,
         **options: Any,
-    ) -> sweeps.Sweep:
+    ) -> sweep_search.Sweep:
         """Measure ``net`` at many batch sizes and dtypes; each point is a normal case.
 
         :param net: what `inference` takes, or a function of no arguments that builds it (called
@@ -133,7 +131,7 @@ class MxPerf(CaseBench):
             skipped with its reason (the test is skipped when none can run).
         """
         first = len(self.results)
-        swept = fixture_sweep.sweep(
+        swept = sweeps.sweep(
             self,
             net,
             batch_sizes=batch_sizes,
@@ -186,7 +184,7 @@ class MxPerf(CaseBench):
             ``.scaling`` (per-worker img/s, img/s(1), efficiency, kvstore share, threads).
         """
         first = len(self.results)
-        result = fixture_dp.data_parallel(
+        result = dataparallel.data_parallel(
             self,
             net,
             batch_size=batch_size,

@@ -9,6 +9,12 @@ from dataclasses import replace
 from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.case.evidence import CaseContext, data_parallel, take_profiles
 from pytest_mxperf.judging.changes import sides_line, what_changed
+from pytest_mxperf.judging.decisions import (
+    decide_arbitrated,
+    decide_arbitration_pair,
+    decide_paired,
+    decide_same_code,
+)
 from pytest_mxperf.judging.explain import (
     ELSEWHERE,
     explain_arbitrated,
@@ -17,12 +23,6 @@ from pytest_mxperf.judging.explain import (
 )
 from pytest_mxperf.judging.explain_scaling import explain_paired_scaling
 from pytest_mxperf.judging.pairstats import PairedEstimate
-from pytest_mxperf.judging.verdict import (
-    decide_arbitrated,
-    decide_arbitration_pair,
-    decide_paired,
-    decide_same_code,
-)
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Status, Verdict
 from pytest_mxperf.paired import pairdata, pairing
 
@@ -58,15 +58,8 @@ def arbitrate(
     why_no_base = None
     if not data_parallel(result):  # never profiled: no profile is missing from it
         result, why_no_base = take_profiles(result, data, key)
-    # A scaling regression (the stored efficiency decided) is confirmed or cleared on the
-    # efficiency of the pair, not on its aggregate img/s.
     scaling = stored.scaling
-    if scaling:
-        estimate = data.efficiency_estimate(key, ctx.session.settings.min_effect)
-        rounds = [pairdata.describe_efficiency_round(p) for p in data.scaling_pairs(key)]
-    else:
-        estimate = data.estimate(key, ctx.session.settings.min_effect)
-        rounds = [pairdata.rounds_text(data, key)]
+    estimate, rounds = _pair_estimate(data, key, scaling, ctx.session.settings.min_effect)
     pair = None if estimate is None else decide_arbitration_pair(estimate, stored, ctx.policy)
     # What the baseline side of the pair did not reproduce: with --mxperf-env-command it runs
     # in the baseline commit's environment, and a pair that matches the baseline's software
@@ -91,6 +84,18 @@ def arbitrate(
     if sides and estimate is not None:
         verdict = verdict.adding(sides)
     return replace(result, verdict=verdict), why_no_base
+
+
+def _pair_estimate(
+    data: pairdata.PairedData, key: str, scaling: bool, min_effect: float
+) -> tuple[PairedEstimate | None, list[str]]:
+    """The pair's estimate for ``key`` and its rounds' text. A scaling regression (the stored
+    efficiency decided) is confirmed or cleared on the efficiency of the pair, not on its
+    aggregate img/s."""
+    if scaling:
+        rounds = [pairdata.describe_efficiency_round(p) for p in data.scaling_pairs(key)]
+        return data.efficiency_estimate(key, min_effect), rounds
+    return data.estimate(key, min_effect), [pairdata.rounds_text(data, key)]
 
 
 def other_machine(ours: str | None, ref: BaselineRef | None) -> bool:
@@ -222,7 +227,7 @@ def _take_middle(result: CaseResult, heads: list[CaseResult]) -> CaseResult:
 
 
 def adopt_head(result: CaseResult, data: pairdata.PairedData) -> CaseResult | None:
-    """``result`` with its figures from HEAD's side of a run's joint pair (`case.preflight`),
+    """``result`` with its figures from HEAD's side of a run's joint pair (`case.jointpair`),
     as paired mode takes them; None when a side failed it or HEAD has no figure: the case is
     then measured here as usual."""
     key = str(result.key)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import sys
 import time
 import warnings
 from collections.abc import Sequence
@@ -18,26 +17,17 @@ from typing import Any, Callable, Optional
 import pytest
 
 from pytest_mxperf.baselines.resolution import BaselineRef
-from pytest_mxperf.case import evidence as fixture_evidence
-from pytest_mxperf.case import pairs as fixture_pair
-from pytest_mxperf.case import preflight, stored
+from pytest_mxperf.case import evidence, jointpair, pairs, stored
+from pytest_mxperf.case.bench import Bench, Runner
 from pytest_mxperf.config.casekey import CaseKey, CaseKeyError
-from pytest_mxperf.config.expectation import Expectation
-from pytest_mxperf.config.markers import MarkerSpec
-from pytest_mxperf.judging.verdict import Policy, suspected
-from pytest_mxperf.measuring import dtype_support
-from pytest_mxperf.measuring.measure import MeasureConfig, Measurement
-from pytest_mxperf.measuring.protocol import Backend, PrepareSpec
+from pytest_mxperf.judging.decisions import suspected
+from pytest_mxperf.measuring.protocol import PrepareSpec
 from pytest_mxperf.measuring.records import CaseResult, Status
-from pytest_mxperf.measuring.runner import CaseRun
-from pytest_mxperf.run.session import MxperfSession
 from pytest_mxperf.system import fingerprint, locks
 
 #: A case that ends so has no figure to give its caller: its test fails at the call.
 FAILED_AT_CALL = (Status.ERROR, Status.NAN)
 
-#: How a case is measured: (spec, config, attempts, again) -> CaseRun; default `run_case`.
-Runner = Callable[[PrepareSpec, MeasureConfig, int, Callable[[Measurement], bool]], CaseRun]
 #: A case's measuring step: its result measured and judged, and its stored baseline.
 Measure = Callable[[CaseResult], tuple[CaseResult, Optional[BaselineRef]]]
 #: What a method does with a case's finished result before it is kept (returns the result).
@@ -49,46 +39,9 @@ def check_positive(name: str, value: object) -> None:
         raise ValueError(f"{name} must be a positive int, got {value!r}")
 
 
-class CaseBench:
-    """One test's benchmark state and the path one case takes; `MxPerf` adds the methods a test
-    calls, `fixture_sweep`, `fixture_dp` and `fixture_pipeline` the bigger ones."""
-
-    def __init__(
-        self,
-        *,
-        item: pytest.Item,
-        session: MxperfSession,
-        backend: Backend,
-        marker: MarkerSpec,
-        default_ctx: Any,
-    ) -> None:
-        self.item = item
-        self.session = session
-        self.settings = session.settings
-        self.run = session.run
-        self.backend = backend
-        self.marker = marker
-        self.default_ctx = default_ctx
-        self._seen = session.seen
-        self.results: list[CaseResult] = []
-        #: Warnings of the case being finished (memory growth, start-up), said once it is kept.
-        self._pending_warnings: list[str] = []
-
-    def unsupported(self, dtype: str, kind: str, mode: str) -> str | None:
-        if dtype in ("float32", "float16") and kind == "gpu":
-            return None  # nothing to ask the back end
-        features = str(self.backend.software().get("mxnet_features", ""))
-        return dtype_support.unsupported_dtype(
-            dtype, kind, mode, flags=dtype_support.cpu_flags(), features=features
-        )
-
-    def label(self, model: str | None) -> str:
-        if model:
-            return model
-        if self.marker.model:
-            return self.marker.model
-        name = getattr(self.item, "originalname", None) or self.item.name
-        return name[5:] if name.startswith("test_") else name
+class CaseBench(Bench):
+    """The path one case takes, on one test's `Bench`; `MxPerf` adds the methods a test calls,
+    `sweeps`, `dataparallel` and `pipelines` (of this wing) the bigger ones."""
 
     def case(
         self,
@@ -129,12 +82,12 @@ class CaseBench:
         )
         lock = functools.partial(self.device_lock, key, kind, index)
         # A run's joint pair (decided before the lock: its controller takes every device's).
-        joint = None if self.settings.ab else preflight.joint_pair(self, result, ctx, lock)
+        joint = None if self.settings.ab else jointpair.joint_pair(self, result, ctx, lock)
 
         def measure(result: CaseResult) -> tuple[CaseResult, BaselineRef | None]:
             if self.settings.update:
-                result = preflight.for_update(self, result, ctx)
-            adopted = None if joint is None else fixture_pair.adopt_head(result, joint)
+                result = jointpair.for_update(self, result, ctx)
+            adopted = None if joint is None else pairs.adopt_head(result, joint)
             if adopted is not None:
                 return stored.judge_stored(self, adopted)  # its figure is HEAD's from the pair
             return stored.measure(self, result, net, spec, runner, alone=alone, wide=wide)
@@ -179,7 +132,7 @@ class CaseBench:
                 result, why_no_base = self.arbitrate(judged, ref)
                 sha = None if ref is None else ref.commit.get("sha")
                 again = functools.partial(self._arbitrate_again, judged, ref, after)
-                preflight.note_arbitrated(self, result, str(sha) if sha else None, again)
+                jointpair.note_arbitrated(self, result, str(sha) if sha else None, again)
             result = self._finish(result, ref, why_no_base)
         if after is not None:
             result = after(result)
@@ -223,19 +176,6 @@ class CaseBench:
 
         return locks.device_lock(self.run.lock_dir, device, on_wait=waiting)
 
-    def tell(self, text: str) -> None:
-        """One line on the terminal now, whatever the capture and verbosity (stderr in an
-        xdist worker, whose terminal output the controller does not show)."""
-        config = self.item.config
-        reporter = config.pluginmanager.get_plugin("terminalreporter")
-        capture = config.pluginmanager.get_plugin("capturemanager")
-        if reporter is None or capture is None or os.environ.get("PYTEST_XDIST_WORKER"):
-            print(text, file=sys.__stderr__, flush=True)
-            return
-        with capture.global_and_fixture_disabled():
-            reporter.ensure_newline()
-            reporter.write_line(text, yellow=True)
-
     def _warn_pending(self, result: CaseResult) -> None:
         pending, self._pending_warnings = self._pending_warnings, []
         for text in pending:
@@ -269,33 +209,8 @@ class CaseBench:
             )
         self._seen[text] = self.item.nodeid
 
-    def reference(
-        self, result: CaseResult
-    ) -> tuple[CaseResult, BaselineRef | None, list[Expectation]]:
-        """``result`` with the software recorded, its stored baseline and the marker
-        expectations that apply to it on this hardware."""
-        result = replace(result, software=self.backend.software())
-        ref = self.run.baseline_for(result.hardware, str(result.key))
-        expectations = self.marker.matching(
-            model=result.model,
-            mode=result.mode,
-            dtype=result.dtype,
-            batch_size=result.batch_size,
-            hardware=result.hardware,
-        )
-        return result, ref, expectations
-
-    def policy(self, tolerance: float) -> Policy:
-        s = self.settings
-        return Policy(
-            tolerance=tolerance,
-            strict=s.strict,
-            update=s.update,
-            floor_tolerance=s.unconfirmed_tolerance,
-        )
-
-    def _context(self) -> fixture_evidence.CaseContext:
-        return fixture_evidence.CaseContext(
+    def _context(self) -> evidence.CaseContext:
+        return evidence.CaseContext(
             session=self.session,
             nodeid=self.item.nodeid,
             path=str(self.item.path),
@@ -307,7 +222,7 @@ class CaseBench:
     def arbitrate(
         self, result: CaseResult, ref: BaselineRef | None
     ) -> tuple[CaseResult, str | None]:
-        return fixture_pair.arbitrate(self._context(), result, ref)
+        return pairs.arbitrate(self._context(), result, ref)
 
     def _arbitrate_again(
         self, judged: CaseResult, ref: BaselineRef | None, after: After | None
@@ -322,10 +237,10 @@ class CaseBench:
     def _finish(
         self, result: CaseResult, ref: BaselineRef | None, why_no_base: str | None
     ) -> CaseResult:
-        return fixture_evidence.finish_stored(self._context(), result, ref, why_no_base)
+        return evidence.finish_stored(self._context(), result, ref, why_no_base)
 
     def _finish_pair(self, result: CaseResult) -> CaseResult:
-        return fixture_evidence.finish_paired(self._context(), result)
+        return evidence.finish_paired(self._context(), result)
 
     def judge_pair(self, result: CaseResult) -> CaseResult:
-        return fixture_pair.judge_pair(self._context(), result)
+        return pairs.judge_pair(self._context(), result)

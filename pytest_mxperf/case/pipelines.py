@@ -1,6 +1,6 @@
 """``mxperf.pipeline`` and ``mxperf.training(data=...)``: data-source and end-to-end cases
 measured through the fixture's case path (the timing
-loops are in `pytest_mxperf.pipelines.pipeline`)."""
+loops are in `pytest_mxperf.pipelines.timing`)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from typing import Any, NoReturn
 
 import pytest
 
-from pytest_mxperf.case.path import CaseBench, Runner
+from pytest_mxperf.case.bench import Runner
+from pytest_mxperf.case.path import CaseBench
 from pytest_mxperf.config import parsers
 from pytest_mxperf.measuring.measure import MeasureConfig
 from pytest_mxperf.measuring.protocol import PrepareSpec
 from pytest_mxperf.measuring.records import CaseResult, Status
 from pytest_mxperf.measuring.runner import USAGE_ERRORS, CaseRun
-from pytest_mxperf.pipelines import input_bound
-from pytest_mxperf.pipelines import pipeline as pipelines
+from pytest_mxperf.pipelines import input_bound, timing
 from pytest_mxperf.pipelines import source as sources
 
 
@@ -38,7 +38,7 @@ def pipeline(
         raise TypeError(f"with sweep=, pass a factory taking {setting}=, not a source")
     results = [
         pipeline_case(
-            bench, source(**{setting: v}), batch_size, model, pipelines.point_name(setting, v, name)
+            bench, source(**{setting: v}), batch_size, model, timing.point_name(setting, v, name)
         )
         for v in values
     ]
@@ -91,7 +91,7 @@ def pipeline_case(
     timeout = bench.settings.pipeline_timeout
 
     def runner(spec: PrepareSpec, config: MeasureConfig, attempts: int, again: Any) -> CaseRun:
-        return pipelines.run_pipeline(
+        return timing.run_pipeline(
             bench.backend,
             source,
             config,
@@ -119,6 +119,37 @@ def pipeline_case(
     )
 
 
+def _judged_input_bound(result: CaseResult, points: list[tuple[str, float | None]]) -> CaseResult:
+    """An end-to-end case's verdict, input-bound when its training measured below the model
+    alone (``points``: a swept setting's img/s, named in the message)."""
+    m, verdict = result.measurement, result.verdict
+    if m is None or verdict is None or "model_alone" not in m.extra:
+        return result
+    pipe = m.extra.get("pipeline_alone")
+    bound = input_bound.decide_input_bound(
+        m,
+        input_bound.Figure(**m.extra["model_alone"]),
+        None if pipe is None else input_bound.Figure(**pipe),
+    )
+    if bound is None:
+        return result
+    text = input_bound.explain_input_bound(str(result.key), bound, points)
+    return replace(result, verdict=input_bound.input_bound_verdict(verdict, text))
+
+
+def _unread(
+    bench: CaseBench, net: Any, size: int | None, why: str, options: dict[str, Any]
+) -> CaseResult:
+    """An end-to-end case whose source gave no first batch (``why``): as a timeout at a later
+    batch, an ERROR row when the batch size is known."""
+    model, name = options.pop("model", None), options.pop("name", None) or "e2e"
+    if size is None:
+        _no_first_batch(f"training {bench.label(model)} (data=)", why, "its shape")
+    return bench.case(
+        net, "training", size, model=model, name=name, runner=_errored(why), **options
+    )
+
+
 def end_to_end(
     bench: CaseBench,
     net: Any,
@@ -133,14 +164,7 @@ def end_to_end(
     source = data() if plan is not None else data
     shape = _peek(bench, source)
     if isinstance(shape, str):
-        # As a timeout at a later batch: an ERROR row, when the batch size is known.
-        size = batch_size or sources.declared_batch(source)
-        model, name = options.pop("model", None), options.pop("name", None) or "e2e"
-        if size is None:
-            _no_first_batch(f"training {bench.label(model)} (data=)", shape, "its shape")
-        return bench.case(
-            net, "training", size, model=model, name=name, runner=_errored(shape), **options
-        )
+        return _unread(bench, net, batch_size or sources.declared_batch(source), shape, options)
     if batch_size is not None and batch_size != shape[0]:
         raise sources.PipelineError(
             f"batch_size={batch_size} but the source yields batches of {shape[0]}"
@@ -149,13 +173,13 @@ def end_to_end(
     model, name = options.pop("model", None), options.pop("name", None) or "e2e"
     points: list[tuple[str, float | None]] = []
     for value in plan[1] if plan is not None else ():
-        point = pipelines.point_name(plan[0], value)  # type: ignore[index]
+        point = timing.point_name(plan[0], value)  # type: ignore[index]
         swept = pipeline_case(bench, data(**{plan[0]: value}), shape[0], model, point)  # type: ignore[index]
         points.append((point, swept.images_per_sec))
     timeout = bench.settings.pipeline_timeout
 
     def runner(spec: PrepareSpec, config: MeasureConfig, attempts: int, again: Any) -> CaseRun:
-        return pipelines.run_end_to_end(
+        return timing.run_end_to_end(
             bench.backend,
             net,
             source,
@@ -167,24 +191,10 @@ def end_to_end(
         )
 
     def after(result: CaseResult) -> CaseResult:
-        m, verdict = result.measurement, result.verdict
-        if m is None or verdict is None or "model_alone" not in m.extra:
-            return result
-        pipe = m.extra.get("pipeline_alone")
-        bound = input_bound.decide_input_bound(
-            m,
-            input_bound.Figure(**m.extra["model_alone"]),
-            None if pipe is None else input_bound.Figure(**pipe),
-        )
-        if bound is None:
-            return result
-        text = input_bound.explain_input_bound(str(result.key), bound, points)
-        return replace(result, verdict=input_bound.input_bound_verdict(verdict, text))
+        return _judged_input_bound(result, points)
 
-    # A turn of its own in a paired run's lock-step sides, whatever the source: timed in
-    # turns on a DataLoader without workers, HEAD's side came out ahead of REV's in all of 6
-    # A/A rounds (+1.3% .. +14.4%, mean +6.5%; docs/measurements.md), a bias between the sides
-    # that narrower intervals would turn into false verdicts; its cause is not known yet.
+    # A turn of its own in a paired run's lock-step sides: timed in turns, one side came out
+    # ahead in every A/A round (a bias of unknown cause; docs/measurements.md, "Paired runs").
     return bench.case(
         net,
         "training",

@@ -1,5 +1,5 @@
 """``mxperf.sweep``: the points of a sweep measured through the fixture's case path (the
-search itself is in `pytest_mxperf.measuring.sweep`)."""
+search itself is in `pytest_mxperf.measuring.sweep_search`)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,7 @@ from typing import Any
 import pytest
 
 from pytest_mxperf.case.path import CaseBench
-from pytest_mxperf.measuring import sweep as sweeps
-from pytest_mxperf.measuring import sweep_memory
+from pytest_mxperf.measuring import sweep_memory, sweep_search
 from pytest_mxperf.measuring.records import Status
 
 
@@ -32,30 +31,30 @@ def sweep(
     name: str | None,
     ctx: Any,
     **options: Any,
-) -> sweeps.Sweep:
+) -> sweep_search.Sweep:
     """`MxPerf.sweep` (its docstring and defaults) with the object first."""
-    plan = sweeps.make_plan(batch_sizes, start, max_batch)
+    plan = sweep_search.make_plan(batch_sizes, start, max_batch)
     ctx = bench.default_ctx if ctx is None else ctx
     kind, _ = bench.backend.describe(ctx)
     label = bench.label(model)
     build = net if callable(net) and not _is_model(net) else _constant(net)
-    out = sweeps.Sweep(label, mode, kind)
+    out = sweep_search.Sweep(label, mode, kind)
     deadline = time.monotonic() + bench.settings.sweep_time
     start = len(bench.results)  # the sweep's points are kept from here, in order
     for dtype in dtypes:
         why_not = bench.unsupported(dtype, kind, mode)
         if why_not:
-            out.curves[dtype] = sweeps.Curve(dtype, skipped=why_not)
+            out.curves[dtype] = sweep_search.Curve(dtype, skipped=why_not)
             continue
         first = len(bench.results)
         budget = _memory_budget(bench) if kind == "cpu" else None
 
-        def point(batch: int, dtype: str = dtype) -> sweeps.Point:
+        def point(batch: int, dtype: str = dtype) -> sweep_search.Point:
             return _point(
                 bench, build, mode, batch, model=label, name=name, ctx=ctx, dtype=dtype, **options
             )
 
-        out.curves[dtype] = curve = sweeps.run_curve(
+        out.curves[dtype] = curve = sweep_search.run_curve(
             dtype,
             plan,
             point,
@@ -64,6 +63,13 @@ def sweep(
             bisect_after_oom=kind != "cpu",
         )
         _close_curve(bench, curve, first, out)
+    return _finish_sweep(bench, out, start)
+
+
+def _finish_sweep(bench: CaseBench, out: sweep_search.Sweep, start: int) -> sweep_search.Sweep:
+    """The sweep's results kept (from ``bench.results[start]``), each naming the dtypes
+    skipped; the test skipped when every dtype was, failed when a curve measured nothing."""
+    label, mode = out.model, out.mode
     skipped = {d: c.skipped for d, c in out.curves.items() if c.skipped}
     out.results = [replace(r, sweep={**(r.sweep or {}), "skipped": skipped}) for r in out.results]
     bench.results[start:] = out.results
@@ -71,7 +77,7 @@ def sweep(
         pytest.skip("; ".join(str(c.skipped) for c in out.curves.values()))
     for line in out.lines():
         if any(what in line for what in ("not measured", "dropped")):
-            warnings.warn(f"mxperf: sweep {label}: {line}", pytest.PytestWarning, stacklevel=2)
+            warnings.warn(f"mxperf: sweep {label}: {line}", pytest.PytestWarning, stacklevel=3)
     # A curve that fits no batch measured nothing: never a pass (strict or not).
     empty = [c for c in out.curves.values() if not c.skipped and c.largest_fit is None]
     if empty:
@@ -94,11 +100,13 @@ def _memory_budget(bench: CaseBench) -> sweep_memory.MemoryBudget | None:
     return sweep_memory.MemoryBudget(budget, start=start)
 
 
-def _point(bench: CaseBench, build: Any, mode: str, batch: int, **kwargs: Any) -> sweeps.Point:
+def _point(
+    bench: CaseBench, build: Any, mode: str, batch: int, **kwargs: Any
+) -> sweep_search.Point:
     meter = sweep_memory.PeakMeter()
     with meter.measuring():
         r = bench.case(build(), mode, batch, **kwargs)
-    point = sweeps.Point(batch, r.status.value, r.images_per_sec, r.rel_iqr, meter.peak)
+    point = sweep_search.Point(batch, r.status.value, r.images_per_sec, r.rel_iqr, meter.peak)
     if r.status == Status.OOM:
         # Free what the failed allocation left (run_case dropped the model), then say how
         # much the process still holds: MXNet's pool and the allocator may keep it.
@@ -115,7 +123,9 @@ def _point(bench: CaseBench, build: Any, mode: str, batch: int, **kwargs: Any) -
     return point
 
 
-def _close_curve(bench: CaseBench, curve: sweeps.Curve, first: int, out: sweeps.Sweep) -> None:
+def _close_curve(
+    bench: CaseBench, curve: sweep_search.Curve, first: int, out: sweep_search.Sweep
+) -> None:
     """The curve's summary on its points' results (``bench.results[first:]``, kept there and
     on ``out``)."""
     results = bench.results[first:]
@@ -123,7 +133,7 @@ def _close_curve(bench: CaseBench, curve: sweeps.Curve, first: int, out: sweeps.
     for r in results:
         ref = bench.run.baseline_for(r.hardware, str(r.key))
         if ref is not None and drop is None:
-            drop = sweeps.largest_fit_drop(curve.largest_fit, ref.case.record.get("sweep"))
+            drop = sweep_search.largest_fit_drop(curve.largest_fit, ref.case.record.get("sweep"))
     curve.notes += [f"batch {p.batch_size}: {p.note}" for p in curve.points if p.note]
     summary = curve.summary()
     summary["notes"] = list(curve.notes)  # shown under the sweep's grid and in the JSON

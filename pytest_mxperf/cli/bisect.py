@@ -1,5 +1,5 @@
 """``mxperf bisect GOOD BAD [-k EXPR] [--store S] [-- PYTEST ARGS]``: the first commit whose
-paired ratio against GOOD is beyond the minimum effect (`pytest_mxperf.history.bisect`)."""
+paired ratio against GOOD is beyond the minimum effect (`pytest_mxperf.history.bisection`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from pytest_mxperf.cli.history import add_store_arguments
-from pytest_mxperf.history import bisect, entries, store
+from pytest_mxperf.cli.history_commands import add_store_arguments
+from pytest_mxperf.history import bisection, entries, entrystore
 from pytest_mxperf.paired.gitcmd import git
 
 
@@ -33,14 +33,14 @@ def run(root: Path, args: argparse.Namespace) -> int:
     """Exit 0 when one commit is named, 1 when skipped steps leave several."""
     del root
     repo = args.repo
-    good, bad = bisect.resolve(repo, args.good), bisect.resolve(repo, args.bad)
-    commits = bisect.candidates(repo, good, bad)
+    good, bad = bisection.resolve(repo, args.good), bisection.resolve(repo, args.bad)
+    commits = bisection.candidates(repo, good, bad)
     extra = (["-k", args.select] if args.select else []) + list(args.pytest_args)
-    where = store.open_store(args.store, repo, args.remote) if args.store else None
-    oracle = bisect.paired_step(repo, good, extra)
+    where = entrystore.open_store(args.store, repo, args.remote) if args.store else None
+    oracle = bisection.paired_step(repo, good, extra)
     print(f"mxperf bisect: {len(commits)} commit(s) after {good[:10]} up to {bad[:10]}")
 
-    def step(commit: str) -> bisect.StepResult:
+    def step(commit: str) -> bisection.StepResult:
         result = oracle(commit)
         print(f"  {_subject(repo, commit)}: {result.verdict}: {result.detail}", flush=True)
         if where is not None and result.report is not None:
@@ -48,7 +48,7 @@ def run(root: Path, args: argparse.Namespace) -> int:
             where.add(found)
         return result
 
-    outcome = bisect.search(commits, step)
+    outcome = bisection.search(commits, step)
     print(f"mxperf bisect: {len(outcome.steps)} paired run(s)")
     if outcome.first is not None:
         print(f"first commit that moved: {_subject(repo, outcome.first)}")

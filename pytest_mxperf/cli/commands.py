@@ -6,7 +6,7 @@
     mxperf show [REV]                 one baseline as a table (default: the newest)
     mxperf compare OLD NEW            what changed from OLD to NEW; exit 1 if NEW regressed
     mxperf report [--out FILE]        one HTML page of images/sec over the commits
-    mxperf history add|base|anchor|show   paired ratios over the commits (``cli.history``)
+    mxperf history add|base|anchor|show   paired ratios over the commits (``cli.history_commands``)
     mxperf bisect GOOD BAD [-k EXPR]  the first commit whose paired run against GOOD moved
     mxperf merge REPORT.json...       shard reports as one; exit 1 if a shard is missing/failed
     mxperf comment render|post        the pull-request comment of a run (`cli.comment`)
@@ -31,10 +31,10 @@ from pytest_mxperf import __version__
 from pytest_mxperf.baselines import store as baselines
 from pytest_mxperf.cli import bisect as bisect_command
 from pytest_mxperf.cli import comment as comment_command
-from pytest_mxperf.cli import history as history_command
+from pytest_mxperf.cli import history_commands
 from pytest_mxperf.cli import merge as merge_command
 from pytest_mxperf.cli import report as report_command
-from pytest_mxperf.judging.verdict import Policy, compare_rates, stored_noise
+from pytest_mxperf.judging.decisions import Policy, compare_rates, stored_noise
 from pytest_mxperf.measuring.records import Outcome
 from pytest_mxperf.reporting import cost
 from pytest_mxperf.system import gitinfo
@@ -254,7 +254,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     report_command.add_cost_arguments(compare, epoch=False)
     report_command.add_parser(sub, parents=[common])
-    history_command.add_parsers(sub)
+    history_commands.add_parsers(sub)
     bisect_command.add_parser(sub)
     merge_command.add_parser(sub)
     comment_command.add_parser(sub)
@@ -262,7 +262,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     root = Path(args.dir)
     commands = {"list": cmd_list, "show": cmd_show, "compare": cmd_compare}
     commands["report"] = report_command.run
-    commands["history"] = history_command.run
+    commands["history"] = history_commands.run
     commands["bisect"] = bisect_command.run
     commands["merge"] = merge_command.run
     commands["comment"] = comment_command.run
@@ -272,7 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         CliError,
         baselines.BaselineError,
         report_command.ReportCommandError,
-        *history_command.ERRORS,
+        *history_commands.ERRORS,
         comment_command.CommentCommandError,
     ) as exc:
         print(f"mxperf: error: {exc}", file=sys.stderr)

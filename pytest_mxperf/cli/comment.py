@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_mxperf.cli import github
-from pytest_mxperf.reporting import comment
+from pytest_mxperf.reporting import pr_comment as comment
 from pytest_mxperf.system import files
 
 

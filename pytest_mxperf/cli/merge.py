@@ -1,5 +1,5 @@
 """``mxperf merge REPORT.json... [--out merged.json] [--markdown FILE] [--expect-shards N]``:
-shard reports as one report and one summary (`pytest_mxperf.history.merge`); exit 1 when a shard
+shard reports as one report and one summary (`pytest_mxperf.history.shards`); exit 1 when a shard
 is missing, unreadable or failed, or the shards do not agree."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from pytest_mxperf.history import merge
+from pytest_mxperf.history import shards
 from pytest_mxperf.system import files
 
 
@@ -24,10 +24,10 @@ def add_parser(sub: Any) -> None:
 
 def run(root: Path, args: argparse.Namespace) -> int:
     del root
-    merged = merge.merge(args.reports, args.expect_shards)
-    print(merge.summary(merged), end="")
+    merged = shards.merge(args.reports, args.expect_shards)
+    print(shards.summary(merged), end="")
     if args.out:
         files.write_json_atomic(args.out, merged.report)
     if args.markdown:
-        files.write_text_atomic(args.markdown, merge.summary(merged, fmt="github"))
+        files.write_text_atomic(args.markdown, shards.summary(merged, fmt="github"))
     return 0 if merged.ok else 1

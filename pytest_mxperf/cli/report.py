@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_mxperf.cli.history import history_page
+from pytest_mxperf.cli.history_commands import history_page
 from pytest_mxperf.config import floors, parsers
 from pytest_mxperf.config.options import DEFAULTS
 from pytest_mxperf.reporting import history, htmlchart, htmlreport, summary

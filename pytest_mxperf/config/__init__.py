@@ -7,7 +7,7 @@ Imports only ``system``.
 - ``optionspec``: what one option (`Spec`) or switch (`Flag`) is: its flag, ini key, env name.
 - ``parsers``: text of a flag, ini key or environment variable to a value, or a ValueError.
 - ``settings``: options resolved once into the frozen `Settings` (CLI > env > ini > default).
-- ``side``: a paired run's side process's hidden options, parsed once into `SideOrders`.
+- ``sideorders``: a paired run's side process's hidden options, parsed once into `SideOrders`.
 - ``markers``: the ``mxperf`` marker parsed strictly into `MarkerSpec`.
 - ``expectation``: a marker's figures with their scope (`Expectation`, `EfficiencyFloor`).
 - ``floors``: expectation floors from a CSV/JSON file.

@@ -109,18 +109,7 @@ def _rate(value: Any, where: str) -> float | None:
 
 def parse_marker(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> MarkerSpec:
     """Parse one ``mxperf`` marker's arguments (``expect`` may also be the one positional)."""
-    if len(args) > 1:
-        raise MarkerError(f"takes at most one positional argument (expect), got {len(args)}")
-    kwargs = dict(kwargs)
-    if args:
-        if "expect" in kwargs:
-            raise MarkerError("expect given both positionally and by keyword")
-        kwargs["expect"] = args[0]
-    unknown = sorted(set(kwargs) - ALLOWED)
-    if unknown:
-        raise MarkerError(
-            f"unknown argument(s) {', '.join(unknown)}; allowed: {', '.join(sorted(ALLOWED))}"
-        )
+    kwargs = _arguments(args, kwargs)
     hardware = kwargs.get("hardware", "*")
     if not isinstance(hardware, str) or not hardware:
         raise MarkerError(f"hardware must be a non-empty glob pattern, got {hardware!r}")
@@ -149,7 +138,41 @@ def parse_marker(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> MarkerSpec
     except ValueError as exc:
         raise MarkerError(str(exc)) from None
 
-    max_memory = kwargs.get("max_memory_mb")
+    max_memory = _max_memory(kwargs.get("max_memory_mb"))
+    scope = {
+        "hardware": hardware,
+        "tolerance": None if tolerance is None else float(tolerance),
+        "mode": mode,
+        "dtype": dtype,
+    }
+    return MarkerSpec(
+        expectations=_expectations(kwargs.get("expect"), model, scope),
+        model=model,
+        efficiency=_efficiency(kwargs.get("efficiency"), hardware, model),
+        sweep=sweep,
+        max_memory_mb=max_memory,
+        scaling=scaling,
+    )
+
+
+def _arguments(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The marker's arguments by name: ``expect`` may be the one positional."""
+    if len(args) > 1:
+        raise MarkerError(f"takes at most one positional argument (expect), got {len(args)}")
+    named = dict(kwargs)
+    if args:
+        if "expect" in named:
+            raise MarkerError("expect given both positionally and by keyword")
+        named["expect"] = args[0]
+    unknown = sorted(set(named) - ALLOWED)
+    if unknown:
+        raise MarkerError(
+            f"unknown argument(s) {', '.join(unknown)}; allowed: {', '.join(sorted(ALLOWED))}"
+        )
+    return named
+
+
+def _max_memory(max_memory: Any) -> float | None:
     if max_memory is not None and (
         isinstance(max_memory, bool)
         or not isinstance(max_memory, (int, float))
@@ -157,8 +180,12 @@ def parse_marker(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> MarkerSpec
         or max_memory <= 0
     ):
         raise MarkerError(f"max_memory_mb must be a positive number of MiB, got {max_memory!r}")
+    return None if max_memory is None else float(max_memory)
 
-    expect = kwargs.get("expect")
+
+def _expectations(expect: Any, model: str | None, scope: dict[str, Any]) -> tuple[Expectation, ...]:
+    """``expect``'s figures (``{batch: img/s}``, or ``{model: {batch: img/s}}``), each with the
+    marker's ``scope`` (hardware, tolerance, mode, dtype)."""
     found: list[Expectation] = []
 
     def add(m: str | None, table: Any, where: str) -> None:
@@ -168,17 +195,7 @@ def parse_marker(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> MarkerSpec
             size = _batch(batch, where)  # checked on OOM cells too
             value = _rate(rate, f"{where}[{batch!r}]")
             if value is not None:
-                found.append(
-                    Expectation(
-                        images_per_sec=value,
-                        batch_size=size,
-                        hardware=hardware,
-                        tolerance=None if tolerance is None else float(tolerance),
-                        model=m,
-                        mode=mode,
-                        dtype=dtype,
-                    )
-                )
+                found.append(Expectation(images_per_sec=value, batch_size=size, model=m, **scope))
 
     if expect is not None:
         if not isinstance(expect, Mapping) or not expect:
@@ -193,14 +210,7 @@ def parse_marker(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> MarkerSpec
             raise MarkerError("expect mixes model names and batch sizes as keys")
         else:
             add(model, expect, "expect")
-    return MarkerSpec(
-        expectations=tuple(found),
-        model=model,
-        efficiency=_efficiency(kwargs.get("efficiency"), hardware, model),
-        sweep=sweep,
-        max_memory_mb=None if max_memory is None else float(max_memory),
-        scaling=scaling,
-    )
+    return tuple(found)
 
 
 def _efficiency(value: Any, hardware: str, model: str | None) -> tuple[EfficiencyFloor, ...]:

@@ -6,7 +6,7 @@
   (batch_size / N each). Compared with one device training the whole ``batch_size``.
 
 In both, the efficiency is img/s(N) / (N x img/s(1)) with img/s(1) the one-device figure of
-that kind (`pytest_mxperf.measuring.dataparallel.efficiency`); for strong scaling it is the
+that kind (`pytest_mxperf.measuring.dp_scaling.efficiency`); for strong scaling it is the
 speed-up img/s(N) / img/s(1) over N.
 """
 

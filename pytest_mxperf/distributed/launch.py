@@ -25,14 +25,14 @@ from pathlib import Path
 from typing import IO, Callable
 
 from pytest_mxperf.distributed.rank_env import default_threads, free_port, rank_environment
-from pytest_mxperf.measuring.dataparallel import (
+from pytest_mxperf.measuring.dp_result import DataParallelResult
+from pytest_mxperf.measuring.dp_scaling import (
     DataParallelError,
     DataParallelSpec,
     ScalingCase,
     WorkerReport,
     aggregate,
 )
-from pytest_mxperf.measuring.dp_result import DataParallelResult
 from pytest_mxperf.system import scratch
 
 TAIL_LINES = 40

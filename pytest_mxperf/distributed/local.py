@@ -14,8 +14,8 @@ from pytest_mxperf.distributed.train import (
     omp_threads,
     to_context,
 )
-from pytest_mxperf.measuring.dataparallel import DataParallelSpec, ScalingCase, WorkerReport
 from pytest_mxperf.measuring.dp_result import DataParallelResult
+from pytest_mxperf.measuring.dp_scaling import DataParallelSpec, ScalingCase, WorkerReport
 from pytest_mxperf.measuring.measure import measure
 
 # in one process ---------------------------------------------------------------------------------

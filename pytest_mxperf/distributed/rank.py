@@ -5,7 +5,7 @@ imports mxnet: that import runs ps-lite's node and exits the process. A worker b
 from the spec's factory, creates the kvstore, trains on synthetic device-resident data with
 one Gluon ``Trainer``, times blocks with :func:`pytest_mxperf.measuring.measure.measure`,
 then times the same step without exchange, and writes a
-:class:`~pytest_mxperf.measuring.dataparallel.WorkerReport` as JSON to ``--out``.
+:class:`~pytest_mxperf.measuring.dp_scaling.WorkerReport` as JSON to ``--out``.
 
 Usage: ``python -m pytest_mxperf.distributed.rank --spec SPEC.json --out REPORT.json``
 """
@@ -28,7 +28,7 @@ from pytest_mxperf.distributed.train import (
     measure_with_timeline,
     omp_threads,
 )
-from pytest_mxperf.measuring.dataparallel import DataParallelSpec, WorkerReport, parse_context
+from pytest_mxperf.measuring.dp_scaling import DataParallelSpec, WorkerReport, parse_context
 from pytest_mxperf.measuring.measure import measure
 from pytest_mxperf.system import files
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from pytest_mxperf.measuring.dataparallel import (
+from pytest_mxperf.measuring.dp_scaling import (
     DataParallelError,
     DataParallelSpec,
     is_symbol_file,

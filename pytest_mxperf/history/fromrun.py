@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_mxperf.history.entries import Entry, EntryError, from_report
-from pytest_mxperf.history.store import StoreError, open_store
+from pytest_mxperf.history.entrystore import StoreError, open_store
 from pytest_mxperf.paired.gitcmd import WorktreeError, git
 
 

@@ -8,10 +8,10 @@ from dataclasses import replace
 
 from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.config.expectation import Expectation
-from pytest_mxperf.judging import pairstats as paired
+from pytest_mxperf.judging import pairstats
 from pytest_mxperf.judging.changes import changed_line
+from pytest_mxperf.judging.decisions import Policy, decide, failed_expectation
 from pytest_mxperf.judging.pairstats import PairedEstimate
-from pytest_mxperf.judging.verdict import Policy, decide, failed_expectation
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Verdict
 
 #: Said of a baseline all of whose runs other machines stored.
@@ -149,7 +149,7 @@ def pair_summary(
     equivalence interval it did not get within +-min effect (two or three rounds in, the 99%
     interval alone can read -97% .. +4059%). ``head_name``: what HEAD's side measured ("the
     working tree" when it has uncommitted changes)."""
-    shown = (paired.Decision.SAME, paired.Decision.NOT_SLOWER, paired.Decision.UNKNOWN)
+    shown = (pairstats.Decision.SAME, pairstats.Decision.NOT_SLOWER, pairstats.Decision.UNKNOWN)
     same = same_interval(estimate) if estimate.decision in shown else ""
     text = f"{head_name} vs {rev_label}: {_with_interval(estimate, confidence)}{same})"
     if estimate.first is None:
@@ -209,14 +209,14 @@ def explain_paired(
             text = "\n".join(clip_lines(f) for f in failures)
             return f"{key}: {rev_label}'s side could not measure it: {text}"
         return f"{key}: not measured at {rev_label} (the case does not exist there)"
-    head = f"{key}: {pair_summary(estimate, rev_label, paired.CONFIDENCE, head_name)}"
+    head = f"{key}: {pair_summary(estimate, rev_label, pairstats.CONFIDENCE, head_name)}"
     lines = [head, f"img/s per round ({rev_label}/{head_name}): {rounds_text}"]
     out = verdict.outcome
     if out == Outcome.REGRESSED:
         lines[0] += f": slower, and a drop of {min_effect:.0%} or more is not ruled out"
     elif out == Outcome.PASS and estimate.same_high < 1:
         lines[0] += f": {slower_by(estimate)}"
-    elif out == Outcome.PASS and estimate.decision is paired.Decision.NOT_SLOWER:
+    elif out == Outcome.PASS and estimate.decision is pairstats.Decision.NOT_SLOWER:
         lines[0] += f": {not_slower(estimate)}"
     elif out == Outcome.PASS:
         lines[0] += f": the same within the minimum effect ({min_effect:.0%})"
@@ -249,29 +249,15 @@ def explain_arbitrated(
     where = ELSEWHERE if other_machine else ""
     if estimate is None:
         return kept.adding(f"not confirmed by a paired run: {why_not or 'no pair measured'}{where}")
-    pair = pair_summary(estimate, f"baseline commit {rev_label}", paired.CONFIDENCE)
+    pair = pair_summary(estimate, f"baseline commit {rev_label}", pairstats.CONFIDENCE)
     if what != "img/s":
         pair = f"{what} {pair}"
     rounds = f"{what} per round (baseline commit/HEAD): {rounds_text}"
     if verdict.outcome == Outcome.MACHINE:
-        # Reached with changes only when the baseline side ran in the baseline's environment.
-        what = "the code is not slower"
-        if estimate.same_high < 1:
-            what = f"the code is {slower_by(estimate)}"
-        elif estimate.decision is paired.Decision.UNKNOWN and stored.threshold is not None:
-            # Cleared at the stored threshold (`verdict.decide_arbitration_pair`).
-            what = (
-                f"the code is not slower by {stored.threshold:.1%} or more, the case's own "
-                "threshold"
-            )
-        if changed:
-            what = (
-                "the code and software are not slower (the baseline side ran in the baseline "
-                f"commit's own environment; changed since the baseline: {'; '.join(changed)})"
-            )
         lead = replace(verdict, lines=stored.lines[:1])
+        found = _machine_finding(stored, estimate, changed)
         return lead.adding(
-            f"but on this machine {pair}: {what}; the stored figure does not hold here{where}. "
+            f"but on this machine {pair}: {found}; the stored figure does not hold here{where}. "
             f"{STORE_HERE}",
             rounds,
         )
@@ -282,17 +268,17 @@ def explain_arbitrated(
         return kept.adding(f"a paired run could not confirm it: {pair}{lacks}", rounds)
     if verdict.outcome in (Outcome.PASS, Outcome.IMPROVED):
         return kept.adding(f"a paired run on this machine found no loss: {pair}", rounds)
-    if estimate.decision == paired.Decision.UNKNOWN and not changed:
+    if estimate.decision == pairstats.Decision.UNKNOWN and not changed:
         # An unstable case (its own blocks too spread to judge) the pair could not decide.
         return kept.adding(f"a paired run could not decide either: {pair}{where}", rounds)
-    if estimate.decision == paired.Decision.UNKNOWN:
+    if estimate.decision == pairstats.Decision.UNKNOWN:
         return kept.adding(
             f"a paired run without the baseline's software could not decide ({pair}), and what "
             f"changed since the baseline may explain the drop: {'; '.join(changed)} (see "
             f"--mxperf-env-command to pair across environments){where}",
             rounds,
         )
-    if estimate.decision != paired.Decision.REGRESSED:
+    if estimate.decision != pairstats.Decision.REGRESSED:
         return kept.adding(
             f"a paired run in today's environment cleared the code ({pair}), so the drop comes "
             f"from what changed since the baseline: {'; '.join(changed)} (see "
@@ -300,6 +286,22 @@ def explain_arbitrated(
             rounds,
         )
     return kept.adding(f"confirmed by a paired run on this machine: {pair}{where}", rounds)
+
+
+def _machine_finding(stored: Verdict, estimate: PairedEstimate, changed: Sequence[str]) -> str:
+    """What a pair that found the stored figure wrong for this machine says of the code."""
+    if changed:
+        # Reached with changes only when the baseline side ran in the baseline's environment.
+        return (
+            "the code and software are not slower (the baseline side ran in the baseline "
+            f"commit's own environment; changed since the baseline: {'; '.join(changed)})"
+        )
+    if estimate.same_high < 1:
+        return f"the code is {slower_by(estimate)}"
+    if estimate.decision is pairstats.Decision.UNKNOWN and stored.threshold is not None:
+        # Cleared at the stored threshold (`decisions.decide_arbitration_pair`).
+        return f"the code is not slower by {stored.threshold:.1%} or more, the case's own threshold"
+    return "the code is not slower"
 
 
 def explain_same_code(

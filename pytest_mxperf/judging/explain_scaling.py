@@ -8,11 +8,11 @@ from collections.abc import Sequence
 
 from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.config.expectation import Expectation
-from pytest_mxperf.judging import pairstats as paired
+from pytest_mxperf.judging import pairstats
 from pytest_mxperf.judging.changes import changed_line
+from pytest_mxperf.judging.decisions import Policy, decide, decide_scaling
 from pytest_mxperf.judging.explain import explain, pair_summary, where
 from pytest_mxperf.judging.pairstats import PairedEstimate
-from pytest_mxperf.judging.verdict import Policy, decide, decide_scaling
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Scaling, Verdict
 
 #: A rise of the communication share by at least this much (absolute) explains a scaling drop.
@@ -31,7 +31,9 @@ def explain_paired_scaling(
 ) -> str:
     """The scaling part of a paired data-parallel verdict: the efficiency HEAD vs REV over the
     rounds, and the kvstore share of a step on each side (``shares``: REV's, HEAD's medians)."""
-    head = f"scaling efficiency {pair_summary(estimate, rev_label, paired.CONFIDENCE, head_name)}"
+    head = (
+        f"scaling efficiency {pair_summary(estimate, rev_label, pairstats.CONFIDENCE, head_name)}"
+    )
     if regressed:
         head += f": lower, and a drop of {min_effect:.0%} or more is not ruled out"
     rev_share, head_share = shares

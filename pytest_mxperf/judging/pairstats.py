@@ -18,7 +18,7 @@ Decision, with ``e = min_effect``, in this order:
   which the verdict's message reports as "slower by about x%, less than the minimum effect".
   Failing a case takes the 99% interval; ruling out a change of ``e`` or more needs less
   certainty, so identical code is called the same in 2-3 rounds where it took more than 6 at
-  99% (scripts/aa_check.py and ``tests/unit/test_pair_simulations.py`` give the figures);
+  99% (scripts/aa_check.py and ``tests/unit/paired/test_pair_simulations.py`` give the figures);
 - REGRESSED: the whole interval is below 1 and it reaches ``1 - e`` or lower;
 - IMPROVED: the whole interval is above 1 and it reaches ``1 + e`` or higher;
 - NOT_SLOWER: the equivalence interval's lower end is above ``1 - e`` but its upper end is not
@@ -26,11 +26,11 @@ Decision, with ``e = min_effect``, in this order:
   (its lower one-sided test), and HEAD may be faster by more than ``e`` without the rounds to
   show it. A CI gate asks "is it slower?", so this passes too (the message says it may be
   faster). Each look errs on a loss of ``e`` no more often than SAME's lower test; the looks of
-  added rounds add a little (``tests/unit/test_pair_simulations.py``), and identical code on a
-  noisy machine no longer needs the rounds to pin its upper end down;
-- UNKNOWN otherwise: more rounds may decide (:func:`need_more_rounds`); after the last round
-  the caller reports the case as inconclusive, with :attr:`PairedEstimate.suggested_rounds`.
-  Rounds stop early for a case that they could no longer fail (`pairplan.could_still_regress`).
+  added rounds add a little (``tests/unit/paired/test_pair_simulations.py``), and identical
+  code on a noisy machine no longer needs the rounds to pin its upper end down;
+- UNKNOWN otherwise: more rounds may decide (`pytest_mxperf.paired.more_rounds` says which,
+  and stops early for a case that they could no longer fail); after the last round the caller
+  reports the case as inconclusive, with :attr:`PairedEstimate.suggested_rounds`.
 
 A case whose rounds disagree more than their block pairs predict takes, for its equivalence
 interval, the run's *round effect* (`roundeffect`: the spread between rounds that block noise
@@ -58,11 +58,9 @@ CONFIDENCE = 0.99
 #: 90% without it did, in fewer rounds for identical code.
 SAME_CONFIDENCE = 0.95
 #: ... and of every other case (:func:`default_same_level`), none of which leans on a round
-#: effect from other cases: a case alone in its run (95% made a one-case repository beside a
-#: noisy neighbour inconclusive 4 times in 10 where 90% passed it 9 times), and a case whose
-#: rounds have no block pairs (whole-case turns: input pipelines, data-parallel launches;
-#: rounds of medians), to which the round effect never applies (95% made 7 of 8 input pipelines
-#: of the emulated new host inconclusive).
+#: effect from other cases: a case alone in its run, and a case whose rounds have no block pairs
+#: (whole-case turns: input pipelines, data-parallel launches; rounds of medians), to which the
+#: round effect never applies (at 95% both were too often inconclusive: docs/measurements.md).
 UNPOOLED_SAME_CONFIDENCE = 0.90
 #: Degrees of freedom the run's round effect must have from cases other than the one judged for
 #: that case to be judged at :data:`SAME_CONFIDENCE` (four: e.g. four other cases of two rounds).
@@ -193,15 +191,10 @@ class PairedEstimate:
         """Relative change of HEAD against REV: -0.08 is 8% slower."""
         return self.ratio - 1.0
 
-    @property
-    def significant(self) -> bool:
-        """True when the interval excludes "no change"."""
-        return self.high < 1.0 or self.low > 1.0
-
     def rules_out_wider(self, loss: float) -> bool:
         """Whether the equivalence interval rules out a loss of ``loss``, wider than the minimum
         effect: an arbitration whose stored threshold is that wide clears the case although it
-        is undecided at the minimum effect (`verdict.decide_arbitration_pair`)."""
+        is undecided at the minimum effect (`decisions.decide_arbitration_pair`)."""
         return loss > self.min_effect and self.same_low > 1.0 - loss
 
 
@@ -250,6 +243,28 @@ def _degrees_of_freedom(rounds: Sequence[PairedRound], sd_between: float, sd_wit
     return n - 1
 
 
+def _check_inputs(
+    rounds: Sequence[PairedRound],
+    confidence: float,
+    same_confidence: float | None,
+    min_effect: float,
+    noise_floor: float,
+) -> None:
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    if same_confidence is not None and not 0.0 < same_confidence < 1.0:
+        raise ValueError(f"same_confidence must be in (0, 1), got {same_confidence}")
+    if not 0.0 < min_effect < 1.0:
+        raise ValueError(f"min_effect must be in (0, 1), got {min_effect}")
+    if not (math.isfinite(noise_floor) and noise_floor >= 0.0):
+        raise ValueError(f"noise_floor must be >= 0, got {noise_floor}")
+    if len(rounds) < 2:
+        # One ratio says nothing about the noise between processes.
+        raise ValueError(f"a paired estimate needs at least 2 rounds, got {len(rounds)}")
+    for i, rnd in enumerate(rounds):
+        _check_round(i, rnd)
+
+
 def _check_round(i: int, rnd: PairedRound) -> None:
     for side, value in (("rev", rnd.rev), ("head", rnd.head)):
         if not (math.isfinite(value) and value > 0):
@@ -291,20 +306,8 @@ def paired_estimate(
     :raises ValueError: fewer than two rounds, a rate that is not a positive number, or a
         confidence, minimum effect or floor out of range.
     """
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    if same_confidence is not None and not 0.0 < same_confidence < 1.0:
-        raise ValueError(f"same_confidence must be in (0, 1), got {same_confidence}")
-    if not 0.0 < min_effect < 1.0:
-        raise ValueError(f"min_effect must be in (0, 1), got {min_effect}")
-    if not (math.isfinite(noise_floor) and noise_floor >= 0.0):
-        raise ValueError(f"noise_floor must be >= 0, got {noise_floor}")
+    _check_inputs(rounds, confidence, same_confidence, min_effect, noise_floor)
     n = len(rounds)
-    if n < 2:
-        # One ratio says nothing about the noise between processes.
-        raise ValueError(f"a paired estimate needs at least 2 rounds, got {n}")
-    for i, rnd in enumerate(rounds):
-        _check_round(i, rnd)
     if same_confidence is None:  # after the check: a round's blocks divide by its rates
         same_confidence = default_same_level(rounds, pooled)
 
@@ -345,14 +348,3 @@ def paired_estimate(
         pooled=pooled if model is not None else None,
         same_level=same_level,
     )
-
-
-def need_more_rounds(estimate: PairedEstimate, rounds_done: int, max_rounds: int) -> bool:
-    """True when the decision is UNKNOWN and rounds are left to run.
-
-    ``rounds_done`` counts rounds run, including ones a side failed in (those are not in the
-    estimate), so a flaky side cannot make the run go on for ever.
-    """
-    if max_rounds < 1:
-        raise ValueError(f"max_rounds must be >= 1, got {max_rounds}")
-    return estimate.decision is Decision.UNKNOWN and rounds_done < max_rounds

@@ -1,6 +1,6 @@
 """The calibration probe: one small fixed network timed for about a second, the same way on
 every machine, so a run can compare this machine with the one that stored a baseline file
-before its first case (`pytest_mxperf.baselines.calibration`; `pytest_mxperf.case.preflight`).
+before its first case (`pytest_mxperf.baselines.calibration`; `pytest_mxperf.case.jointpair`).
 
 Eight 3x3 convolutions of 32 channels on 3x32x32 images at batch 8, inference: the work of the
 suite's small CNN cases, not a matrix-multiply peak (a host can reach the same GFLOP/s on large

@@ -14,15 +14,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from pytest_mxperf.measuring import profiling
 from pytest_mxperf.measuring.measure import Measurement
 from pytest_mxperf.measuring.memory import MemoryProbe, MemoryRecord, MemoryTrend, memory_change
-from pytest_mxperf.measuring.profile_record import OperatorProfile, ProfileUnavailable
-from pytest_mxperf.measuring.profile_trace import TraceFiles, table_path_for
 from pytest_mxperf.measuring.protocol import Backend, Prepared
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Verdict
 from pytest_mxperf.measuring.startup import startup_change
 from pytest_mxperf.measuring.stats import median
+from pytest_mxperf.profiles import profiling
+from pytest_mxperf.profiles.profile_record import OperatorProfile, ProfileUnavailable
+from pytest_mxperf.profiles.profile_trace import TraceFiles, table_path_for
 
 #: A profile runs about this long (in steps of the measured per-step time), within the bounds.
 PROFILE_SECONDS = 0.5

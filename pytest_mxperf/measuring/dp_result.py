@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pytest_mxperf.measuring.dataparallel import DataParallelSpec, ScalingCase, efficiency
+from pytest_mxperf.measuring.dp_scaling import DataParallelSpec, ScalingCase, efficiency
 from pytest_mxperf.measuring.measure import Measurement
 from pytest_mxperf.measuring.records import Scaling
 

@@ -1,6 +1,6 @@
 """What a data-parallel case measures (`DataParallelSpec`): the model, the kvstore, the devices
 or workers, the batch and whether it is weak or strong scaling (re-exported by
-`pytest_mxperf.measuring.dataparallel`, where the reports and the arithmetic are)."""
+`pytest_mxperf.measuring.dp_scaling`, where the reports and the arithmetic are)."""
 
 from __future__ import annotations
 

@@ -48,17 +48,6 @@ class FlopCount:
         """FLOPs per image: two per multiply-accumulate."""
         return 2 * self.macs
 
-    @property
-    def gmacs(self) -> float:
-        return self.macs / 1e9
-
-    def by_op(self) -> dict[str, int]:
-        """MACs per operator type."""
-        totals: dict[str, int] = {}
-        for layer in self.layers:
-            totals[layer.op] = totals.get(layer.op, 0) + layer.macs
-        return totals
-
 
 def _prod(values: Sequence[int]) -> int:
     return math.prod(int(v) for v in values)

@@ -63,9 +63,9 @@ class MeasureConfig:
 #: A measurement whose blocks spread more than this (IQR / median) is too noisy to judge.
 MAX_REL_IQR = 0.25
 
-#: A paired side's warm-up runs at least this long (and until steady): 0.1 s, not 0.25 s, took
-#: a 15-case round from 31-35 s to 30-31 s with the blocks' first-block bias (-0.04% .. +0.24%)
-#: and the A/A rounds' spread (1.6% against 1.5%) unchanged (docs/measurements.md).
+#: A paired side's warm-up runs at least this long (and until steady): shorter than a plain
+#: run's, it shortened a round with the first-block bias and the A/A spread unchanged
+#: (docs/measurements.md, "Paired runs").
 SIDE_WARMUP_MIN_TIME = 0.1
 
 
@@ -172,26 +172,8 @@ def measure(
     started_at = wall_clock()
 
     first = _time_steps(step, sync, clock, 1)
-    per_step = max(first, 1e-9)
-    warm_steps, warm_start = 1, clock()
-    previous: float | None = None
-    steady = False
-    while True:
-        n = _steps_for(cfg.block_time / 2, per_step, cfg)
-        window = _time_steps(step, sync, clock, n)
-        per_step = max(window / n, 1e-9)
-        warm_steps += n
-        if (
-            previous is not None
-            and warm_steps >= cfg.warmup_min_steps
-            and clock() - warm_start >= min(cfg.warmup_min_time, cfg.warmup_time)
-            and abs(per_step / previous - 1) <= cfg.warmup_rel_tol
-        ):
-            steady = True
-            break
-        previous = per_step
-        if clock() - warm_start >= cfg.warmup_time:
-            break
+    warm_start = clock()
+    warm_steps, n, window, per_step, steady = _warm_up(step, sync, clock, cfg, first, warm_start)
     interleaved = cfg.interleave is not None and cfg.interleave.ready()
     if cfg.steps_per_block is None and cfg.interleave is not None and cfg.interleave.shared_warmup:
         # The warm-up ran beside the other side's setup; its turn (in turns or alone) has come:
@@ -201,41 +183,14 @@ def measure(
         warm_steps += n
     warmup_seconds = first + (clock() - warm_start)
 
-    # Cost of one sync on an idle engine; blocks are made long enough to dwarf it.
-    sync_cost = min(_time_steps(lambda: None, sync, clock, 0) for _ in range(5))
-    # The last warm-up window paid one sync too: leave it out of the per-step time, or a block
-    # sized to dwarf the sync comes out too short (at most halving the estimate, against noise).
-    per_step = max((window - sync_cost) / n, per_step / 2, 1e-9)
-    block_target = max(cfg.block_time, sync_cost / cfg.max_sync_share)
-    steps_per_block = cfg.steps_per_block or _steps_for(block_target, per_step, cfg)
-
-    def timed_block() -> float:
-        seconds = _time_steps(step, sync, clock, steps_per_block)
-        if seconds <= 0:
-            raise ValueError("the clock did not advance over a timed block")
-        blocks.append(seconds)
-        return seconds
-
-    blocks: list[float] = []
-    spent = 0.0
-    extra: dict[str, Any] = {}
-    if interleaved and cfg.interleave is not None:
-        # As many blocks as the other side is given, each timed in its turn.
-        extra["interleaved"] = True
-        items = items_per_step * steps_per_block
-        while cfg.interleave.next(items / timed_block()):
-            pass
-    while not extra and len(blocks) < cfg.max_blocks:
-        seconds = timed_block()
-        spent += seconds
-        if len(blocks) < cfg.min_blocks:
-            continue
-        if spent >= cfg.max_time:
-            break
-        if spent >= cfg.min_time:
-            rates = [1 / s for s in blocks]
-            if rel_iqr(rates) <= cfg.stable_rel_iqr:
-                break
+    sync_cost, steps_per_block = _block_size(sync, clock, cfg, (window, n), per_step)
+    # Interleaved: as many blocks as the other side is given, each timed in its turn.
+    blocks = _time_blocks(
+        lambda: _time_steps(step, sync, clock, steps_per_block),
+        cfg,
+        items_per_step * steps_per_block if interleaved else None,
+    )
+    extra: dict[str, Any] = {"interleaved": True} if interleaved else {}
     return Measurement(
         items_per_step=items_per_step,
         steps_per_block=steps_per_block,
@@ -249,6 +204,80 @@ def measure(
         finished_at=wall_clock(),
         extra=extra,
     )
+
+
+def _warm_up(
+    step: Step, sync: Sync, clock: Clock, cfg: MeasureConfig, first: float, warm_start: float
+) -> tuple[int, int, float, float, bool]:
+    """Warm-up windows until two in a row agree (steady) or the warm-up time runs out:
+    (steps run, the last window's steps and seconds, its per-step time, steady)."""
+    per_step = max(first, 1e-9)
+    warm_steps = 1
+    previous: float | None = None
+    while True:
+        n = _steps_for(cfg.block_time / 2, per_step, cfg)
+        window = _time_steps(step, sync, clock, n)
+        per_step = max(window / n, 1e-9)
+        warm_steps += n
+        if (
+            previous is not None
+            and warm_steps >= cfg.warmup_min_steps
+            and clock() - warm_start >= min(cfg.warmup_min_time, cfg.warmup_time)
+            and abs(per_step / previous - 1) <= cfg.warmup_rel_tol
+        ):
+            return warm_steps, n, window, per_step, True
+        previous = per_step
+        if clock() - warm_start >= cfg.warmup_time:
+            return warm_steps, n, window, per_step, False
+
+
+def _block_size(
+    sync: Sync, clock: Clock, cfg: MeasureConfig, last: tuple[float, int], per_step: float
+) -> tuple[float, int]:
+    """(the cost of one sync, steps per timed block) after a warm-up whose ``last`` window took
+    so many seconds for so many steps."""
+    window, n = last
+    # Cost of one sync on an idle engine; blocks are made long enough to dwarf it.
+    sync_cost = min(_time_steps(lambda: None, sync, clock, 0) for _ in range(5))
+    # The last warm-up window paid one sync too: leave it out of the per-step time, or a block
+    # sized to dwarf the sync comes out too short (at most halving the estimate, against noise).
+    per_step = max((window - sync_cost) / n, per_step / 2, 1e-9)
+    block_target = max(cfg.block_time, sync_cost / cfg.max_sync_share)
+    return sync_cost, cfg.steps_per_block or _steps_for(block_target, per_step, cfg)
+
+
+def _time_blocks(
+    timed: Callable[[], float], cfg: MeasureConfig, turn_items: int | None
+) -> list[float]:
+    """Timed blocks' seconds: with ``turn_items`` (the items of a block, interleaved) as many
+    as the other side is given, each in its turn; else until enough blocks and time agree
+    within ``stable_rel_iqr``, or ``max_time`` is spent."""
+    blocks: list[float] = []
+
+    def timed_block() -> float:
+        seconds = timed()
+        if seconds <= 0:
+            raise ValueError("the clock did not advance over a timed block")
+        blocks.append(seconds)
+        return seconds
+
+    if turn_items is not None:
+        assert cfg.interleave is not None
+        while cfg.interleave.next(turn_items / timed_block()):
+            pass
+        return blocks
+    spent = 0.0
+    while len(blocks) < cfg.max_blocks:
+        spent += timed_block()
+        if len(blocks) < cfg.min_blocks:
+            continue
+        if spent >= cfg.max_time:
+            break
+        if spent >= cfg.min_time:
+            rates = [1 / s for s in blocks]
+            if rel_iqr(rates) <= cfg.stable_rel_iqr:
+                break
+    return blocks
 
 
 def _steps_for(seconds: float, per_step: float, cfg: MeasureConfig) -> int:

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 from pytest_mxperf.config.casekey import DTYPES, MODES
 
 if TYPE_CHECKING:
-    from pytest_mxperf.measuring.dataparallel import DataParallelSpec
     from pytest_mxperf.measuring.dp_result import DataParallelResult
+    from pytest_mxperf.measuring.dp_scaling import DataParallelSpec
 
 _OOM_PATTERNS = (
     "out of memory",
@@ -144,7 +144,7 @@ class Backend(Protocol):
         ...
 
     def data_parallel(self, model: Any, spec: DataParallelSpec) -> DataParallelResult:
-        """Measure data-parallel training at world size 1 and N (`measuring.dataparallel`).
+        """Measure data-parallel training at world size 1 and N (`measuring.dp_scaling`).
         ``model`` is a block for in-process kvstores, or None to build it from
         ``spec.factory`` (launched ranks always do). Raises `DataParallelError` (a rank died,
         a timeout) with the message the case fails with."""

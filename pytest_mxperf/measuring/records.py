@@ -2,9 +2,11 @@
 
 The case key is in `casekey`; `Outcome` and `Verdict` are re-exported from `verdicts`.
 
-Dicts appear only where data leaves the process (``user_properties``, JSON, baseline files,
-``workerinput``): every record here has ``as_dict``/``from_dict`` for that edge and is typed
-everywhere else.
+Where data leaves the process (``user_properties``, JSON, baseline files, ``workerinput``, a
+paired side's results file) each record goes through its own ``as_dict``/``from_dict`` pair.
+The operator profiles are the exception inside the process: a `CaseResult` keeps them as
+dicts (``profile``, ``baseline_profile``), typed again (`OperatorProfile.from_dict`) where a
+message compares them.
 """
 
 from __future__ import annotations
@@ -120,8 +122,8 @@ class CaseResult:
     peak_gflops: float | None = None
     #: The peak memory the case's steps needed (prepare, first step, warm-up and blocks).
     memory: MemoryRecord | None = None
-    #: MXNet operator profiles (`pytest_mxperf.measuring.profiling.OperatorProfile.as_dict`) of this
-    #: code and, for a regression, of the baseline's code; why a profile is missing.
+    #: MXNet operator profiles (`pytest_mxperf.profiles.profile_record.OperatorProfile.as_dict`)
+    #: of this code and, for a regression, of the baseline's code; why a profile is missing.
     profile: dict[str, Any] | None = None
     baseline_profile: dict[str, Any] | None = None
     profile_error: str | None = None

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_mxperf.measuring import diagnosis
+from pytest_mxperf.measuring.attempts import Attempts, oom_message
 from pytest_mxperf.measuring.diagnosis import DiagnoseSpec, Diagnosis
 from pytest_mxperf.measuring.measure import MeasureConfig, Measurement, measure
 from pytest_mxperf.measuring.protocol import Backend, Prepared, PrepareSpec, SpecError
@@ -53,7 +54,7 @@ def record_failure(run: CaseRun, backend: Backend, exc: Exception) -> None:
     propagate, anything else from the model is `Status.ERROR` with its message."""
     if backend.is_oom(exc):
         run.status, run.measurement = Status.OOM, None
-        run.error = str(exc).strip().splitlines()[-1][:300]
+        run.error = oom_message(exc)
     elif isinstance(exc, USAGE_ERRORS):
         raise exc
     else:
@@ -77,6 +78,61 @@ def better_attempt(m: Measurement, best: Measurement) -> bool:
     beats a spread one, a faster one a slower. A faster attempt whose blocks spread too far to
     judge is no better figure than a steady one (nor storable as a baseline)."""
     return (m.steady, m.items_per_sec) > (best.steady, best.items_per_sec)
+
+
+def best_of(
+    run: CaseRun,
+    attempt: Callable[[], Measurement],
+    attempts: int,
+    again: Callable[[Measurement], bool],
+    keep: Callable[[Measurement], Measurement],
+) -> None:
+    """`Attempts` of a plain, pipeline or end-to-end case into ``run``: every attempt's img/s,
+    the best (`better_attempt`) as ``keep`` makes it, while ``again(best so far)``."""
+    tried: Attempts[Measurement] = Attempts(attempts)
+
+    def measured() -> Measurement:
+        m = attempt()
+        run.attempts.append(m.items_per_sec)
+        return m
+
+    run.measurement = tried.run(
+        measured, better=better_attempt, again=lambda best, _: again(best), keep=keep
+    )
+
+
+def _best_of(
+    run: CaseRun,
+    backend: Backend,
+    prepared: Prepared,
+    config: MeasureConfig,
+    attempts: int,
+    again: Callable[[Measurement], bool],
+) -> None:
+    first: list[Measurement] = []
+
+    def attempt() -> Measurement:
+        m = measure(
+            prepared.step,
+            items_per_step=prepared.items_per_step,
+            sync=backend.sync,
+            clock=backend.clock,
+            config=config,
+        )
+        first[:] = first or [m]
+        return m
+
+    def keep(m: Measurement) -> Measurement:
+        # Only the first attempt starts cold: its first step and warm-up are the case's.
+        cold = first[0]
+        return replace(
+            m,
+            extra={**m.extra, **prepared.info},
+            first_step_seconds=cold.first_step_seconds,
+            warmup_seconds=cold.warmup_seconds,
+        )
+
+    best_of(run, attempt, attempts, again, keep)
 
 
 def run_case(
@@ -107,27 +163,7 @@ def run_case(
     try:
         prepared = backend.prepare(model, spec)
         run.macs_per_image = prepared.macs_per_image
-        for i in range(attempts):
-            m = measure(
-                prepared.step,
-                items_per_step=prepared.items_per_step,
-                sync=backend.sync,
-                clock=backend.clock,
-                config=config,
-            )
-            run.attempts.append(m.items_per_sec)
-            if i == 0:
-                # Only the first attempt starts cold: its first step and warm-up are the case's.
-                cold = (m.first_step_seconds, m.warmup_seconds)
-            if run.measurement is None or better_attempt(m, run.measurement):
-                run.measurement = replace(
-                    m,
-                    extra={**m.extra, **prepared.info},
-                    first_step_seconds=cold[0],
-                    warmup_seconds=cold[1],
-                )
-            if i + 1 < attempts and not again(run.measurement):
-                break
+        _best_of(run, backend, prepared, config, attempts, again)
         run.diagnosis.memory = diagnosis.stop_memory(probe)
         probe = None
         problem = prepared.check()

@@ -46,10 +46,6 @@ class StartupChange:
     warmup: TimeChange
 
     @property
-    def flagged(self) -> bool:
-        return self.first_step.grew or self.warmup.grew
-
-    @property
     def messages(self) -> list[str]:
         """One line per figure that grew too much (empty when none did)."""
         return [c.message for c in (self.first_step, self.warmup) if c.grew]

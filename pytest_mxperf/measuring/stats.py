@@ -53,10 +53,9 @@ def mean_sd(values: Sequence[float]) -> tuple[float, float]:
 
 #: A block slower than its side's median by more than this many robust SDs (from the MAD of
 #: the side's log rates) is an outlier: a burst, or a lump of the code's own work. A
-#: neighbour's burst takes a third or more off a block, many times a quiet side's own 1-2%
-#: spread; at 3 SDs a quiet REV's ordinary slow blocks matched HEAD's lumps and hid a third of
-#: a lumpy 5% loss (replayed on recorded rounds: 62% failed at 3, 76% at 8, 77% with no
-#: outlier left out; identical code beside a noisy neighbour passed 80%, 78%, 59%).
+#: neighbour's burst takes a third or more off a block, many times a quiet side's own spread;
+#: at 3 SDs a quiet REV's ordinary slow blocks matched HEAD's lumps and hid part of a lumpy
+#: loss (the replayed figures: docs/measurements.md, "Moved from code comments").
 OUTLIER_SDS = 8.0
 #: Fewer blocks than this give no outliers (a MAD of 3 or 5 blocks can be next to nothing, and a
 #: lump matched against an ordinary block would vanish from the ratio and from its error, which

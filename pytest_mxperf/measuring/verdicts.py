@@ -83,7 +83,8 @@ class Verdict:
     #: First step / warm-up figures that grew by a large factor since the baseline.
     startup: tuple[str, ...] = ()
     #: A pass that no paired run could check, below its stored figure beyond this machine's
-    #: noise but within the floor for unconfirmed drops: what is said of it (`fixture_pair`).
+    #: noise but within the floor for unconfirmed drops: what is said of it
+    #: (`pytest_mxperf.case.pairs`).
     unconfirmed: str | None = None
 
     @property

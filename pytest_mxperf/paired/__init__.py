@@ -4,7 +4,8 @@
 - ``rounds``: alternating rounds of both sides until each case is decided.
 - ``siderun``: a round's side processes run one by one, or in lock-step together.
 - ``sides``: one side's process: command line, environment, the plan it reads, its results.
-- ``pairdata``: the rounds' results and the pairs, estimates and plans read from them.
+- ``pairdata``: the rounds' results and the pairs, estimates and plans read from them;
+  ``more_rounds``: which undecided cases more rounds could decide, or still fail.
 - ``pairjson``: the rounds as the JSON report records them.
 - ``turns``: lock-step sides taking turns block by block.
 - ``forkserver``: one process imports MXNet once; every side is forked from it.

@@ -236,10 +236,9 @@ def ensure_env(
         shutil.rmtree(venv)
     root.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + timeout
-    steps = [[str(base_python), "-m", "venv", *([] if with_pip else ["--without-pip"]), str(venv)]]
-    steps += [_substitute(c, python, wt, venv) for c in commands]
-    if requirements:
-        steps.append([str(python), "-m", "pip", "install", "-q", *requirements])
+    venv_step = [str(base_python), "-m", "venv", *([] if with_pip else ["--without-pip"])]
+    steps = [[*venv_step, str(venv)], *(_substitute(c, python, wt, venv) for c in commands)]
+    steps += [[str(python), "-m", "pip", "install", "-q", *requirements]] if requirements else []
     build_env = venv_environ(venv)
     try:
         for argv in steps:

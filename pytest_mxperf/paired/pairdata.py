@@ -5,10 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Callable, Optional
 
-from pytest_mxperf.judging import pairplan
-from pytest_mxperf.judging import pairstats as paired
+from pytest_mxperf.judging import pairstats
 from pytest_mxperf.judging.roundeffect import RoundNoise, round_noise
 from pytest_mxperf.measuring.records import CaseResult, Status
 
@@ -49,7 +47,7 @@ class PairedData:
     #: fork servers for both sides: ``--mxperf-pair-confirm``); its estimate decides them.
     confirmation: PairedData | None = None
     #: Rounds of a case measured earlier in the run by a pair of its own with the same commit
-    #: (`pytest_mxperf.case.preflight`: a case that pair left inconclusive, measured again by
+    #: (`pytest_mxperf.case.jointpair`: a case that pair left inconclusive, measured again by
     #: the run's joint pair), ``(REV, HEAD)`` per round: counted as rounds of this pair for that
     #: case, before its own (the same comparison of the same code in this session), also
     #: against ``--mxperf-max-rounds``; not in the run's round effect (`round_noise`), which
@@ -145,7 +143,7 @@ class PairedData:
     def measured(self, side: str, key: str) -> bool:
         return any(key in r[side].cases for r in self.rounds)
 
-    def estimate(self, key: str, min_effect: float) -> paired.PairedEstimate | None:
+    def estimate(self, key: str, min_effect: float) -> pairstats.PairedEstimate | None:
         """The paired estimate of ``key``; None with fewer than two rounds measuring both. Its
         equivalence interval may take the round effect of all the run's cases
         (`roundeffect.round_noise`)."""
@@ -153,40 +151,42 @@ class PairedData:
 
     def estimates(
         self, keys: Sequence[str], min_effect: float
-    ) -> dict[str, paired.PairedEstimate | None]:
+    ) -> dict[str, pairstats.PairedEstimate | None]:
         """`estimate` of each of ``keys``, the run's round effect worked out once for all."""
         pooled = self.round_noise()
-        out: dict[str, paired.PairedEstimate | None] = {}
+        out: dict[str, pairstats.PairedEstimate | None] = {}
         for key in keys:
             rounds = self.paired_rounds(key)
             out[key] = (
-                paired.paired_estimate(rounds, min_effect=min_effect, pooled=pooled)
+                pairstats.paired_estimate(rounds, min_effect=min_effect, pooled=pooled)
                 if len(rounds) >= 2
                 else None
             )
         return self._confirmed(out, min_effect)
 
     def _confirmed(
-        self, first: dict[str, paired.PairedEstimate | None], min_effect: float
-    ) -> dict[str, paired.PairedEstimate | None]:
+        self, first: dict[str, pairstats.PairedEstimate | None], min_effect: float
+    ) -> dict[str, pairstats.PairedEstimate | None]:
         """``first`` with each regression the `confirmation` measured replaced by its estimate
         there (carrying the first as ``first``): a regression stands only if a second run, on
         fresh processes, finds it too. A case the second run could not pair keeps the first."""
         again = self.confirmation
         if again is None:
             return first
-        keys = [k for k, est in first.items() if est and est.decision == paired.Decision.REGRESSED]
+        keys = [
+            k for k, est in first.items() if est and est.decision == pairstats.Decision.REGRESSED
+        ]
         out = dict(first)
         for key, est in again.estimates(keys, min_effect).items():
             if est is not None:
                 out[key] = replace(est, first=first[key])
         return out
 
-    def paired_rounds(self, key: str, earlier: bool = True) -> list[paired.PairedRound]:
+    def paired_rounds(self, key: str, earlier: bool = True) -> list[pairstats.PairedRound]:
         """The rounds where both sides measured ``key``, as the statistics take them (without
         its `earlier` rounds when ``earlier`` is false)."""
         return [
-            paired.PairedRound(
+            pairstats.PairedRound(
                 rev=a.images_per_sec or 0.0,
                 head=b.images_per_sec or 0.0,
                 rev_blocks=tuple(a.measurement.block_rates) if a.measurement else (),
@@ -212,7 +212,7 @@ class PairedData:
             and b.scaling.efficiency > 0
         ]
 
-    def efficiency_estimate(self, key: str, min_effect: float) -> paired.PairedEstimate | None:
+    def efficiency_estimate(self, key: str, min_effect: float) -> pairstats.PairedEstimate | None:
         """The paired estimate of a data-parallel case's scaling efficiency (HEAD/REV), as
         `estimate` does for img/s; the within-round noise is the aggregate's block spread."""
         pairs = self.scaling_pairs(key)
@@ -222,14 +222,14 @@ class PairedData:
         for a, b in pairs:
             assert a.scaling is not None and b.scaling is not None
             rounds.append(
-                paired.PairedRound(
+                pairstats.PairedRound(
                     rev=a.scaling.efficiency,
                     head=b.scaling.efficiency,
                     rev_blocks=tuple(a.measurement.block_rates) if a.measurement else (),
                     head_blocks=tuple(b.measurement.block_rates) if b.measurement else (),
                 )
             )
-        return paired.paired_estimate(rounds, min_effect=min_effect)
+        return pairstats.paired_estimate(rounds, min_effect=min_effect)
 
 
 def block_pairs(rev: CaseResult, head: CaseResult) -> tuple[tuple[float, float], ...]:
@@ -246,95 +246,16 @@ def block_pairs(rev: CaseResult, head: CaseResult) -> tuple[tuple[float, float],
 
 def undecided(data: PairedData, keys: Sequence[str], min_effect: float) -> list[str]:
     """Keys whose paired estimate cannot decide yet (more rounds may settle them)."""
-    return _decided_as(data, keys, min_effect, paired.Decision.UNKNOWN)
-
-
-#: Rounds before an undecided case that is not slower may be given up as inconclusive.
-FUTILITY_FROM = 3
-
-
-#: A case's loss that its arbitration must rule out (a stored threshold wider than the minimum
-#: effect, `verdict.stored_threshold`), or None where only the minimum effect counts.
-Clears = Callable[[str], Optional[float]]
-
-
-def worth_more_rounds(
-    data: PairedData,
-    keys: Sequence[str],
-    min_effect: float,
-    strict: bool,
-    max_rounds: int,
-    clears: Clears | None = None,
-) -> list[str]:
-    """Undecided keys more rounds could decide, closest to deciding first: those whose
-    projected rounds to a decision (`PairedEstimate.suggested_rounds`, from the estimate and
-    spread so far) fit within ``max_rounds`` in all (``data.rounds`` counts those run, a failed
-    side's too); those HEAD measured slower so far that rounds up to ``max_rounds`` could still
-    fail (`pairplan.could_still_regress`); with ``strict`` every undecided one (an undecided case
-    fails there); and any undecided case with fewer than :data:`FUTILITY_FROM` rounds (the
-    spread of two rounds is one figure from two numbers, too unsure to call a case hopeless).
-    A case whose rounds disagree too much to decide in time, and that could not fail, ends
-    inconclusive without them.
-
-    ``clears`` (a joint pair or an arbitration: stored thresholds are known) adds the cases
-    whose own threshold is wider than ``min_effect`` and that rounds up to ``max_rounds`` are
-    projected to clear at it (`clear_rounds`): their arbitration passes once a loss of that size
-    is ruled out, sooner than one of ``min_effect``. It only adds rounds: a case the rule above
-    keeps (one that could still be found slower by ``min_effect``) is kept.
-
-    A case with `PairedData.earlier` rounds (a joint pair measuring again a case its own pair
-    left inconclusive) is kept while undecided, up to ``max_rounds`` with those rounds counted:
-    it was measured again to be decided, and its own pair's futility stop is why it was not."""
-    if len(data.rounds) >= max_rounds:
-        return []
-    out: list[tuple[int, str]] = []
-    for key, est in data.estimates(keys, min_effect).items():
-        left = max_rounds - len(data.rounds) - len(data.earlier.get(key, ()))
-        if est is None or est.decision != paired.Decision.UNKNOWN or left < 1:
-            continue
-        need = est.suggested_rounds or pairplan.MAX_SUGGESTED_ROUNDS
-        effect = None if clears is None else clears(key)
-        cleared = effect is not None and est.rules_out_wider(effect)  # its arbitration passes
-        again = key in data.earlier and not cleared
-        if again or worth_another_round(est, left, max_rounds, strict):
-            out.append((need, key))
-            continue
-        to_clear = None if effect is None else clear_rounds(data, key, effect, est)
-        if to_clear is not None and to_clear <= max_rounds:
-            out.append((to_clear, key))
-    return [key for _, key in sorted(out)]
-
-
-def clear_rounds(
-    data: PairedData, key: str, effect: float, est: paired.PairedEstimate
-) -> int | None:
-    """Rounds in all projected to rule out a loss of ``effect`` for ``key`` (``est``: its
-    undecided estimate at the minimum effect); None when ``effect`` is no wider than the
-    minimum effect or the loss is ruled out already (the arbitration clears it now)."""
-    if effect <= est.min_effect or est.rules_out_wider(effect):
-        return None
-    wide = data.estimate(key, effect)
-    if wide is None or wide.decision != paired.Decision.UNKNOWN:
-        return None
-    return wide.suggested_rounds or pairplan.MAX_SUGGESTED_ROUNDS
-
-
-def worth_another_round(
-    est: paired.PairedEstimate, left: int, max_rounds: int, strict: bool
-) -> bool:
-    """`worth_more_rounds`' rule for one undecided estimate, ``left`` rounds still allowed."""
-    need = est.suggested_rounds or pairplan.MAX_SUGGESTED_ROUNDS
-    near = need <= max_rounds or est.n_rounds < FUTILITY_FROM
-    return strict or near or (est.ratio < 1.0 and pairplan.could_still_regress(est, left))
+    return _decided_as(data, keys, min_effect, pairstats.Decision.UNKNOWN)
 
 
 def regressed(data: PairedData, keys: Sequence[str], min_effect: float) -> list[str]:
     """Keys whose paired estimate says HEAD is slower (worth an operator profile)."""
-    return _decided_as(data, keys, min_effect, paired.Decision.REGRESSED)
+    return _decided_as(data, keys, min_effect, pairstats.Decision.REGRESSED)
 
 
 def _decided_as(
-    data: PairedData, keys: Sequence[str], min_effect: float, decision: paired.Decision
+    data: PairedData, keys: Sequence[str], min_effect: float, decision: pairstats.Decision
 ) -> list[str]:
     estimates = data.estimates(keys, min_effect)
     return [key for key, est in estimates.items() if est is not None and est.decision == decision]

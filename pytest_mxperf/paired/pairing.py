@@ -5,26 +5,22 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
-import signal
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pytest_mxperf.config.settings import Settings
 from pytest_mxperf.measuring.records import CaseResult
 from pytest_mxperf.paired import envs, forkserver, gitcmd, worktree
 from pytest_mxperf.paired.forkserver import ForkServer, ForkServerError
+from pytest_mxperf.paired.more_rounds import Clears, worth_more_rounds
 from pytest_mxperf.paired.pairdata import (
     HEAD,
     REV,
-    Clears,
     PairedData,
     case_keys,
     nodeids_of,
     regressed,
-    worth_more_rounds,
 )
 from pytest_mxperf.paired.rounds import run_rounds
 from pytest_mxperf.paired.sides import (
@@ -32,56 +28,7 @@ from pytest_mxperf.paired.sides import (
     side_env,
 )
 from pytest_mxperf.system import cpus as cpu_sets
-
-#: The process whose SIGTERM `sigterm_as_interrupt` turns into KeyboardInterrupt.
-_controller_pid = 0
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    if os.getpid() != _controller_pid:
-        # A child forked from the controller, signalled before `_default_sigterm_in_child`
-        # ran (Pool.terminate right after the fork): it ends as SIGTERM ends a process.
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
-        return
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
-def _default_sigterm_in_child() -> None:
-    """A process forked from the controller while :func:`sigterm_as_interrupt` holds gets
-    SIGTERM's default action back: the handler is the controller's, and a child that turns
-    SIGTERM into KeyboardInterrupt may not end on it. A test body's ``gluon.data.DataLoader``
-    with workers forks its pool here, and ``Pool.terminate`` SIGTERMs it: a worker that took the
-    interrupt at the wrong point lived on, and the controller waited for it for ever (1 run in 3
-    of a small script, once in the repository's pipelines A/A run after its rounds). A signal
-    that comes before this hook runs is the handler's: in a child it ends the process too."""
-    if signal.getsignal(signal.SIGTERM) is _interrupt:
-        with contextlib.suppress(ValueError):  # not the main thread: nothing to undo here
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
-os.register_at_fork(after_in_child=_default_sigterm_in_child)
-
-
-@contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM (CI cancellation, ``timeout``, ``docker stop``) ends the run as Ctrl-C does:
-    its sides, fork servers, REV's worktree and temporary files are removed on the way out.
-    Only where SIGTERM has its default action, in the main thread (the only one that may
-    set a handler); the previous handler comes back on leaving."""
-    if (
-        threading.current_thread() is not threading.main_thread()
-        or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
-    ):
-        yield
-        return
-    global _controller_pid
-    _controller_pid = os.getpid()
-    previous = signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+from pytest_mxperf.system.sigterm import sigterm_as_interrupt
 
 
 def _took(start: float) -> str:
@@ -91,10 +38,9 @@ def _took(start: float) -> str:
 
 #: ``--mxperf-pair-budget auto``: extra rounds may take this share of what the first
 #: ``--mxperf-rounds`` rounds took (all pairs of the session together), and at least
-#: AUTO_BUDGET_FLOOR seconds (a one-case repository's rounds take 2-3 s: its extra rounds are
-#: what decides it). On the emulated new host the old fixed 300 s let one run's extra rounds
-#: take it to 2.0x a plain run; half (0.5) stopped another after 4 rounds with 6 cases
-#: undecided at 1.37x (docs/measurements.md).
+#: AUTO_BUDGET_FLOOR seconds (a one-case repository's rounds take seconds: its extra rounds
+#: are what decides it). A fixed budget, or half the first rounds' time, cost too much or
+#: stopped too soon (docs/measurements.md, "Moved from code comments").
 AUTO_BUDGET_SHARE = 1.0
 AUTO_BUDGET_FLOOR = 30.0
 
@@ -259,7 +205,7 @@ class Pairer:
     ) -> PairedData:
         """Paired rounds of ``nodeids``: at least ``--mxperf-rounds``, more (up to
         ``--mxperf-max-rounds``) for the undecided cases more rounds could fail
-        (`pairdata.worth_more_rounds`; with ``clears``, also those an arbitration would clear
+        (`more_rounds.worth_more_rounds`; with ``clears``, also those an arbitration would clear
         at their own stored threshold), then a profile of the slower ones. ``earlier``: rounds
         of some of the cases measured by earlier pairs of ``sha`` in this session, counted as
         theirs (`PairedData.earlier`). Cached per revision and ids."""
@@ -336,7 +282,7 @@ class Pairer:
         budgeted: bool,
     ) -> Callable[..., None]:
         """Rounds of ``nodeids`` into ``data``: ``--mxperf-rounds``, then one at a time for the
-        cases `pairdata.worth_more_rounds` names, up to ``--mxperf-max-rounds``. ``budgeted``:
+        cases `more_rounds.worth_more_rounds` names, up to ``--mxperf-max-rounds``. ``budgeted``:
         the first rounds' seconds are the session's `first_seconds` and the extra rounds stop
         once ``--mxperf-pair-budget`` is spent (``data.budget_spent``); else every second counts
         as extra and only the rounds' limit stops them. Returns the round runner of ``data``."""

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Optional
 
-from pytest_mxperf.config import side as side_flags
+from pytest_mxperf.config import sideorders
 from pytest_mxperf.config.settings import Settings
 from pytest_mxperf.paired.forkserver import ForkServer
 from pytest_mxperf.paired.pairdata import HEAD, REV, PairedData, SideResult, block_plan
@@ -46,70 +47,14 @@ def run_rounds(
     every GPU's the run sees), so no other run measures on them meanwhile. With ``overlap`` the
     sides of such a round do their untimed work at once (`turns.Conductor`)."""
     with scratch.directory("pair", round_tmp()) as tmp:
-        select = Path(tmp) / "select.txt"
-
-        def commands_for(ids: Sequence[str]) -> list[tuple[str, SideSpec, list[str] | None, Path]]:
-            select.write_text("\n".join(ids) + "\n", encoding="utf-8")
-            files = sorted({n.split("::")[0] for n in ids})
-            commands = []
-            for name in (REV, HEAD):
-                side = sides_[name]
-                present = [f for f in files if (side.rootdir / f).exists()]
-                out = Path(tmp) / f"{name}.json"
-                argv = side_args(side, settings, present, out, select) if present else None
-                commands.append((name, side, argv, out))
-            return commands
-
+        run = _Run(settings, progress, timeout, server, hold, overlap, nodeids, Path(tmp))
         todo = list(nodeids)
-        commands = commands_for(todo)
+        commands = _commands(sides_, run, todo)
         for _ in range(rounds):
             index = len(data.rounds)
             traces = bool(settings.profile) and index == 0 and not profile
-            order = commands if index % 2 == 0 else commands[::-1]
-            plan, with_plan, plan_path = block_plan(data), [], Path(tmp) / "plan.json"
-            if plan:  # both sides time the same steps per block as in their first round
-                write_plan(plan_path, plan)
-                with_plan = [side_flags.PLAN, str(plan_path)]
-            order = [
-                (n, side, None if a is None else [*a, *with_plan], out) for n, side, a, out in order
-            ]
-            this: dict[str, SideResult] = {}
-            finished: dict[str, procgroup.Finished] = {}
-            #: Whether each side's process ended as pytest does and wrote its results.
-            ended: dict[str, bool] = {}
-            together = (
-                settings.pair_lockstep
-                and not (profile or traces)
-                and all(argv is not None for _, _, argv, _ in order)
-            )
-            what = "profile" if profile else f"round {index + 1}"
-            if together:
-                for name, _, _, out in order:  # both start now, and take turns
-                    progress(f"{what}, {data.side_label(name)}")
-                    out.unlink(missing_ok=True)
-                both = [(n, side, argv, out) for n, side, argv, out in order if argv is not None]
-                finished = run_together(
-                    both, server, timeout, nodeids, Path(tmp), hold, overlap=overlap
-                )
-            for name, side, argv, out in order:
-                if argv is None:
-                    this[name] = SideResult()  # none of the files exists on that side
-                    ended[name] = True
-                    continue
-                if name in finished:
-                    done = finished[name]
-                else:
-                    progress(f"{what}, {data.side_label(name)}")
-                    out.unlink(missing_ok=True)
-                    if profile or traces:
-                        argv = [*argv, side_flags.PROFILE]
-                        if name == HEAD and settings.profile:
-                            argv += ["--mxperf-profile", str(Path(settings.profile).resolve())]
-                    done = run_side(side, argv, server(name), timeout)
-                this[name] = side_outcome(read_side(out), done, timeout)
-                # pytest's own endings (0, 1: a test failed) with the side's results written.
-                ended[name] = this[name].error is None and done.returncode in (0, 1)
-                ended[name] = ended[name] and not done.timed_out
+            order = _planned(data, commands if index % 2 == 0 else commands[::-1], run.tmp)
+            this, ended = _round(data, order, run, profile, traces)
             (data.profile_rounds if profile else data.rounds).append(this)
             if profile or traces:
                 continue
@@ -120,7 +65,96 @@ def run_rounds(
                 todo = [n for n in todo if n not in alone]
                 if not todo:
                     break
-                commands = commands_for(todo)
+                commands = _commands(sides_, run, todo)
+
+
+#: A side of a round: (REV or HEAD, its spec, its command line or None, its results file).
+Command = tuple[str, SideSpec, Optional[list[str]], Path]
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What every round of one `run_rounds` call shares."""
+
+    settings: Settings
+    progress: Callable[[str], None]
+    timeout: float
+    server: Callable[[str], ForkServer | None]
+    hold: Callable[[], contextlib.AbstractContextManager[None]]
+    overlap: bool
+    nodeids: Sequence[str]
+    tmp: Path
+
+
+def _commands(sides_: dict[str, SideSpec], run: _Run, ids: Sequence[str]) -> list[Command]:
+    """Each side's command line for the node ids ``ids`` (None where none of their files
+    exists on that side), the ids written to the round's selection file."""
+    select = run.tmp / "select.txt"
+    select.write_text("\n".join(ids) + "\n", encoding="utf-8")
+    files = sorted({n.split("::")[0] for n in ids})
+    commands = []
+    for name in (REV, HEAD):
+        side = sides_[name]
+        present = [f for f in files if (side.rootdir / f).exists()]
+        out = run.tmp / f"{name}.json"
+        argv = side_args(side, run.settings, present, out, select) if present else None
+        commands.append((name, side, argv, out))
+    return commands
+
+
+def _planned(data: PairedData, order: list[Command], tmp: Path) -> list[Command]:
+    """``order`` with the block plan of the rounds so far: both sides time the same steps per
+    block as in their first round."""
+    plan, with_plan, plan_path = block_plan(data), [], tmp / "plan.json"
+    if plan:
+        write_plan(plan_path, plan)
+        with_plan = [sideorders.PLAN, str(plan_path)]
+    return [(n, side, None if a is None else [*a, *with_plan], out) for n, side, a, out in order]
+
+
+def _round(
+    data: PairedData, order: list[Command], run: _Run, profile: bool, traces: bool
+) -> tuple[dict[str, SideResult], dict[str, bool]]:
+    """One round's sides run (in lock-step together where they may, else one by one): each
+    side's results, and whether its process ended as pytest does and wrote them."""
+    settings = run.settings
+    this: dict[str, SideResult] = {}
+    finished: dict[str, procgroup.Finished] = {}
+    ended: dict[str, bool] = {}
+    together = (
+        settings.pair_lockstep
+        and not (profile or traces)
+        and all(argv is not None for _, _, argv, _ in order)
+    )
+    what = "profile" if profile else f"round {len(data.rounds) + 1}"
+    if together:
+        for name, _, _, out in order:  # both start now, and take turns
+            run.progress(f"{what}, {data.side_label(name)}")
+            out.unlink(missing_ok=True)
+        both = [(n, side, argv, out) for n, side, argv, out in order if argv is not None]
+        finished = run_together(
+            both, run.server, run.timeout, run.nodeids, run.tmp, run.hold, overlap=run.overlap
+        )
+    for name, side, argv, out in order:
+        if argv is None:
+            this[name] = SideResult()  # none of the files exists on that side
+            ended[name] = True
+            continue
+        if name in finished:
+            done = finished[name]
+        else:
+            run.progress(f"{what}, {data.side_label(name)}")
+            out.unlink(missing_ok=True)
+            if profile or traces:
+                argv = [*argv, sideorders.PROFILE]
+                if name == HEAD and settings.profile:
+                    argv += ["--mxperf-profile", str(Path(settings.profile).resolve())]
+            done = run_side(side, argv, run.server(name), run.timeout)
+        this[name] = side_outcome(read_side(out), done, run.timeout)
+        # pytest's own endings (0, 1: a test failed) with the side's results written.
+        ended[name] = this[name].error is None and done.returncode in (0, 1)
+        ended[name] = ended[name] and not done.timed_out
+    return this, ended
 
 
 def unpaired(data: PairedData, nodeids: Sequence[str]) -> set[str]:

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from pytest_mxperf.config import side as side_flags
+from pytest_mxperf.config import sideorders
 from pytest_mxperf.paired import turns
 from pytest_mxperf.paired.forkserver import ForkServer, ForkServerError
 from pytest_mxperf.paired.sides import SideSpec, side_command, side_env
@@ -88,10 +88,8 @@ def run_together(
     or raises."""
     path = tmp / "turns.sock"
     path.unlink(missing_ok=True)
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(path))
-    listener.listen(2)
     conductor = turns.Conductor((order[0][0], order[1][0]), nodeids, overlap=overlap)
+    board = _Switchboard(path, conductor)
     cancelled = threading.Event()
     finished: dict[str, procgroup.Finished] = {}
     errors: list[BaseException] = []
@@ -99,9 +97,9 @@ def run_together(
 
     def body(name: str, side: SideSpec, argv: list[str]) -> None:
         try:
-            args = [*argv, side_flags.TURNS, str(side_flags.Turns(name, path))]
+            args = [*argv, sideorders.TURNS, str(sideorders.Turns(name, path))]
             if overlap and side.spread:
-                args += [side_flags.SPREAD, cpu_sets.describe(side.spread)]
+                args += [sideorders.SPREAD, cpu_sets.describe(side.spread)]
             finished[name] = run_side(side, args, servers[name], timeout, cancelled)
         except BaseException as exc:  # re-raised by the controller's thread
             errors.append(exc)
@@ -114,59 +112,97 @@ def run_together(
     # joining a thread never started raises. (One whose start() the signal interrupted runs
     # unjoined; the fork server it runs its side from is closed when the run ends.)
     started: list[threading.Thread] = []
-    conns: dict[socket.socket, str] = {}
-    pending: list[socket.socket] = []
-    buffers: dict[socket.socket, bytes] = {}
     try:
         with hold():
             for t in threads:
                 t.start()
                 started.append(t)
-            deadline = time.monotonic() + timeout + _TOGETHER_GRACE
-            while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
-                readable, _, _ = select.select([listener, *pending, *conns], [], [], 0.05)
-                for sock in readable:
-                    if sock is listener:
-                        pending.append(listener.accept()[0])
-                        continue
-                    chunk = sock.recv(65536)
-                    lines, buffers[sock] = _lines(buffers.get(sock, b"") + chunk)
-                    name = conns.get(sock)
-                    for line in lines:
-                        message = json.loads(line)
-                        if name is None:  # the first line names the side
-                            name = str(message.get("hello"))
-                            conns[sock] = name
-                            pending.remove(sock)
-                        _send(conns, conductor.event(name, message))
-                    if not chunk:
-                        if name is not None:
-                            del conns[sock]
-                            _send(conns, conductor.event(name, None))
-                        elif sock in pending:
-                            pending.remove(sock)
-                        sock.close()
-                # A side that ended without saying goodbye (or never connected) is gone.
-                for (name, *_), t in zip(order, threads):
-                    if not t.is_alive() and conductor.sides[name].state != "gone":
-                        _send(conns, conductor.event(name, None))
+            board.serve([name for name, *_ in order], threads, timeout + _TOGETHER_GRACE)
     except BaseException:
         cancelled.set()
         raise
     finally:
-        for sock in [*conns, *pending, listener]:
-            sock.close()  # a side waiting for its turn reads EOF and ends
-        if any(t.is_alive() for t in started):
-            cancelled.set()
-            for srv in servers.values():
-                if srv is not None:
-                    srv.close()  # ends its running child
-        for t in started:
-            t.join()
+        board.close()  # a side waiting for its turn reads EOF and ends
+        _join(started, cancelled, servers)
         path.unlink(missing_ok=True)
     if errors:
         raise errors[0]
     return finished
+
+
+class _Switchboard:
+    """The Unix socket at ``path`` through which both sides of a lock-step round talk to the
+    ``conductor``: each side's first line names it, its later lines are events, EOF is its end."""
+
+    def __init__(self, path: Path, conductor: turns.Conductor) -> None:
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(str(path))
+        self.listener.listen(2)
+        self.conductor = conductor
+        self.conns: dict[socket.socket, str] = {}
+        self.pending: list[socket.socket] = []
+        self.buffers: dict[socket.socket, bytes] = {}
+
+    def poll(self) -> None:
+        """Whatever the sockets have for up to 50 ms: connections, lines, ends."""
+        socks = [self.listener, *self.pending, *self.conns]
+        readable, _, _ = select.select(socks, [], [], 0.05)
+        for sock in readable:
+            if sock is self.listener:
+                self.pending.append(self.listener.accept()[0])
+                continue
+            chunk = sock.recv(65536)
+            lines, self.buffers[sock] = _lines(self.buffers.get(sock, b"") + chunk)
+            name = self.conns.get(sock)
+            for line in lines:
+                message = json.loads(line)
+                if name is None:  # the first line names the side
+                    name = str(message.get("hello"))
+                    self.conns[sock] = name
+                    self.pending.remove(sock)
+                _send(self.conns, self.conductor.event(name, message))
+            if not chunk:
+                if name is not None:
+                    del self.conns[sock]
+                    _send(self.conns, self.conductor.event(name, None))
+                elif sock in self.pending:
+                    self.pending.remove(sock)
+                sock.close()
+
+    def serve(self, names: list[str], threads: list[threading.Thread], seconds: float) -> None:
+        """Until both sides' threads end or ``seconds`` pass; a side that ended without saying
+        goodbye (or never connected) is gone."""
+        deadline = time.monotonic() + seconds
+        while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
+            self.poll()
+            for name, t in zip(names, threads):
+                if not t.is_alive():
+                    self.gone(name)
+
+    def gone(self, name: str) -> None:
+        """The side ``name`` has ended: the conductor hears so once."""
+        if self.conductor.sides[name].state != "gone":
+            _send(self.conns, self.conductor.event(name, None))
+
+    def close(self) -> None:
+        for sock in [*self.conns, *self.pending, self.listener]:
+            sock.close()
+
+
+def _join(
+    started: list[threading.Thread],
+    cancelled: threading.Event,
+    servers: dict[str, ForkServer | None],
+) -> None:
+    """The sides' threads joined; a side still running is cancelled, its fork server closed
+    (which ends its running child)."""
+    if any(t.is_alive() for t in started):
+        cancelled.set()
+        for srv in servers.values():
+            if srv is not None:
+                srv.close()
+    for t in started:
+        t.join()
 
 
 def _lines(data: bytes) -> tuple[list[bytes], bytes]:

@@ -2,7 +2,7 @@
 line, its environment and the files it reads (the block plan) and writes (its results).
 
 The side processes run the same node ids with ``--mxperf-side-out`` (a side's options and
-their parsing are `pytest_mxperf.config.side`); they import this installed plugin (its package
+their parsing are `pytest_mxperf.config.sideorders`); they import this installed plugin (its package
 alone first on ``sys.path``: `pytest_mxperf.system.pluginpath`), not a copy from REV's tree, so
 both sides measure the same way and only the repository's code differs (or, with
 ``--mxperf-env-command``, also REV's environment).
@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_mxperf.config import side as side_flags
+from pytest_mxperf.config import sideorders
 from pytest_mxperf.config.settings import Settings
 from pytest_mxperf.measuring.measure import Measurement
 from pytest_mxperf.measuring.records import CaseResult
@@ -37,18 +37,16 @@ BOOTSTRAP = (
     "sys.exit(pytest.main(sys.argv[1:], plugins=[] if known else [pytest_mxperf.plugin]))"
 )
 #: Per-side timed-block time as a share of a plain run's ``--mxperf-min-time``: every case is
-#: measured 2 x rounds times, and the rounds' spread is mostly between processes (2-4% here),
-#: which longer blocks within one process do not shrink. A side also stops there when its
-#: blocks disagree (a plain run goes on up to ``--mxperf-max-time``): the pair's interval
-#: takes the blocks' spread into account.
+#: measured 2 x rounds times, and the rounds' spread is mostly between processes
+#: (docs/measurements.md), which longer blocks within one process do not shrink. A side also
+#: stops there when its blocks disagree (a plain run goes on up to ``--mxperf-max-time``): the
+#: pair's interval takes the blocks' spread into account.
 SIDE_TIME_SHARE = 0.3
 #: A case a side times in a turn of its own (an input pipeline with workers, training with
 #: ``data=``) is one short measurement a round; when its blocks spread by more than this share
-#: of their median ((max - min) / median) something disturbed it (a round of such a case once
-#: read 77, 90 and 129 img/s where the others read 127-140), and it is measured once more in the
-#: same turn, the better kept (`runner.better_attempt`: steady before spread, then faster), as a
-#: plain run keeps the best of its attempts. About 4% of such measurements spread so far (156
-#: recorded: median 6%, 95th percentile 16%).
+#: of their median ((max - min) / median) something disturbed it, and it is measured once more
+#: in the same turn, the better kept (`runner.better_attempt`: steady before spread, then
+#: faster), as a plain run keeps the best of its attempts (how often: docs/measurements.md).
 SIDE_RETRY_SPREAD = 0.20
 
 
@@ -93,9 +91,9 @@ def side_args(
         "addopts=",
         "-q",
         "--continue-on-collection-errors",
-        side_flags.OUT,
+        sideorders.OUT,
         str(out),
-        side_flags.SELECT,
+        sideorders.SELECT,
         str(select),
         "--mxperf-min-time",
         str(min_time),

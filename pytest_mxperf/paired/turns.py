@@ -47,16 +47,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_mxperf.config.side import Turns
+from pytest_mxperf.config.sideorders import Turns
 from pytest_mxperf.measuring.stats import paired_blocks
 from pytest_mxperf.system import cpus as cpu_sets
 
 #: Block pairs per case per round in lock-step (each side times at least this many 0.1 s
 #: blocks), and at most: more pairs, two at a time, while the round's ratio is less certain
 #: than TARGET_SE (its standard error on the log scale, from the block rates the sides report).
-#: 3 and 2%: replayed on 75 recorded A/A cases of this VM, as decisive as 5 and 1% (99.7% pass
-#: against 99.8%; a 5% loss failed 88.7% against 86.8% of the time) for 40% less timed work;
-#: docs/measurements.md.
+#: 3 and 2%: as decisive as 5 and 1% on recorded A/A cases, for less timed work
+#: (docs/measurements.md, "Paired runs").
 PAIRS = 3
 MAX_PAIRS = 15
 TARGET_SE = 0.02

@@ -1,4 +1,6 @@
-"""The pytest entry point ``mxperf``: module-level hooks and fixtures, each a line or two.
+"""The pytest entry point ``mxperf``: module-level hooks and fixtures that hand their work to the
+wings (the longest, ``pytest_configure``, sets the run up: settings, threads, the hook classes
+of a session, a paired side or an xdist worker).
 
 The work is in the wings below; this wing only wires them into pytest.
 
@@ -19,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_mxperf.baselines.runinfo import RunInfo
-from pytest_mxperf.config import options, side
+from pytest_mxperf.config import options, sideorders
 from pytest_mxperf.config.markers import (
     MARKER_DOC,
     MarkerError,
@@ -97,12 +99,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             help=_argparse_help(f"{spec.full_help} [env {spec.env}, ini {spec.ini}]"),
         )
         parser.addini(spec.ini, spec.full_help, default="")
-    # Internal: set by a paired run on the processes that measure one side (`config.side`).
-    for hidden, switch in side.FLAGS:
+    # Internal: set by a paired run on the processes that measure one side (`config.sideorders`).
+    for hidden, switch in sideorders.FLAGS:
         if switch:
-            group.addoption(hidden, dest=side.dest(hidden), action="store_true", help=SUPPRESS)
+            group.addoption(
+                hidden, dest=sideorders.dest(hidden), action="store_true", help=SUPPRESS
+            )
         else:
-            group.addoption(hidden, dest=side.dest(hidden), default=None, help=SUPPRESS)
+            group.addoption(hidden, dest=sideorders.dest(hidden), default=None, help=SUPPRESS)
 
 
 def pytest_configure(config: pytest.Config) -> None:

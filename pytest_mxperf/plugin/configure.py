@@ -12,9 +12,9 @@ import pytest
 from pytest_mxperf.baselines import store as baselines
 from pytest_mxperf.baselines.resolution import CompareError
 from pytest_mxperf.baselines.runinfo import RunInfo
-from pytest_mxperf.config import options, parsers, side
+from pytest_mxperf.config import options, parsers, sideorders
 from pytest_mxperf.config.settings import OptionError, Settings, environ, resolve
-from pytest_mxperf.config.side import SideOrders
+from pytest_mxperf.config.sideorders import SideOrders
 from pytest_mxperf.plugin.hooks import STATE_KEY, numprocesses
 from pytest_mxperf.run import outputs
 from pytest_mxperf.system import fingerprint, gitinfo, gpuarch
@@ -28,7 +28,7 @@ def side_orders(config: pytest.Config) -> SideOrders | None:
     """What a side of a paired run was told (None: this process is no side); a bad hidden
     option is a usage error naming it."""
     try:
-        return side.side_orders(lambda name: config.getoption(name, None))
+        return sideorders.side_orders(lambda name: config.getoption(name, None))
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_mxperf.config.side import SideOrders
+from pytest_mxperf.config.sideorders import SideOrders
 from pytest_mxperf.paired.sides import write_side
 from pytest_mxperf.run.session import MxperfSession
 

@@ -20,7 +20,7 @@ from pytest_mxperf.baselines import store as baselines
 from pytest_mxperf.baselines.store import StoredCase
 from pytest_mxperf.config.floors import Floor, floor_for
 from pytest_mxperf.config.options import DEFAULTS
-from pytest_mxperf.judging.verdict import stored_noise
+from pytest_mxperf.judging.decisions import stored_noise
 from pytest_mxperf.reporting.historygit import GitFacts, git_facts, utc_text
 from pytest_mxperf.reporting.historytypes import (
     CaseHistory,

@@ -148,20 +148,9 @@ def render_html(
     an epoch size, the summary table shows what the latest figures cost; ``index_html``: the
     section of paired ratios (`pytest_mxperf.history.page`), after the summary."""
     _, offline = load_plotly()
-    git = history.git
     # A page meant to be published as a CI artifact: names, never this machine's paths.
     shown = history.shown_root or Path(history.root).name
-    meta = [f"Baselines: <code>{_e(shown)}</code>"]
-    if git.name:
-        meta.append(f"repository <code>{_e(git.name)}</code>")
-    if git.head:
-        meta.append(f"HEAD <code>{_e(git.head[:10])}</code>")
-    meta.append(
-        f"a change is marked beyond the larger of {history.tolerance:.0%} and twice the noise "
-        "of the two commits compared"
-    )
-    if price_per_hour is not None:
-        meta.append(f"cost at ${price_per_hour:g} per hour")
+    meta = _meta(history, shown, price_per_hour)
     notes = [*history.notes, *(f"Unreadable: {e}" for e in history.errors)]
     all_cases = [c for hw in history.hardware for c in hw.cases]
     filters = "".join(
@@ -173,6 +162,42 @@ def render_html(
         for mark, (colour, symbol) in STYLE.items()
         if mark is not Mark.NEW
     )
+    sections = _sections(history)
+    if not sections:
+        sections.append(f"<p>No baselines stored under <code>{_e(shown)}</code>.</p>")
+    notes_html = "".join(f'<p class="notes">{_e(note)}</p>' for note in notes)
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{_e(title)}</title><style>{_CSS}</style>"
+        f'<script type="text/javascript">{offline.get_plotlyjs()}</script></head><body>'
+        f'<h1>{_e(title)}</h1><p class="meta">{" · ".join(meta)}</p>{notes_html}'
+        f'<div id="filters">{filters}</div>'
+        f"<h2>Summary</h2>{_summary_table(history, price_per_hour, epoch_images)}{index_html}"
+        f'<p class="key">Markers: {key}; hollow: not in the first-parent history; '
+        "bars: range of the stored runs (IQR of the blocks for a single run).</p>"
+        f"{''.join(sections)}<script>{_FILTER_JS}</script></body></html>\n"
+    )
+
+
+def _meta(history: History, shown: str, price_per_hour: float | None) -> list[str]:
+    """The page's header facts: the baselines folder, the repository and HEAD, the rule."""
+    git = history.git
+    meta = [f"Baselines: <code>{_e(shown)}</code>"]
+    if git.name:
+        meta.append(f"repository <code>{_e(git.name)}</code>")
+    if git.head:
+        meta.append(f"HEAD <code>{_e(git.head[:10])}</code>")
+    meta.append(
+        f"a change is marked beyond the larger of {history.tolerance:.0%} and twice the noise "
+        "of the two commits compared"
+    )
+    if price_per_hour is not None:
+        meta.append(f"cost at ${price_per_hour:g} per hour")
+    return meta
+
+
+def _sections(history: History) -> list[str]:
+    """A section per hardware key, a plot per case (numbered across the page)."""
     sections = []
     n = 0
     for hw in history.hardware:
@@ -194,20 +219,7 @@ def render_html(
             )
         parts.append("</section>")
         sections.append("".join(parts))
-    if not sections:
-        sections.append(f"<p>No baselines stored under <code>{_e(shown)}</code>.</p>")
-    notes_html = "".join(f'<p class="notes">{_e(note)}</p>' for note in notes)
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{_e(title)}</title><style>{_CSS}</style>"
-        f'<script type="text/javascript">{offline.get_plotlyjs()}</script></head><body>'
-        f'<h1>{_e(title)}</h1><p class="meta">{" · ".join(meta)}</p>{notes_html}'
-        f'<div id="filters">{filters}</div>'
-        f"<h2>Summary</h2>{_summary_table(history, price_per_hour, epoch_images)}{index_html}"
-        f'<p class="key">Markers: {key}; hollow: not in the first-parent history; '
-        "bars: range of the stored runs (IQR of the blocks for a single run).</p>"
-        f"{''.join(sections)}<script>{_FILTER_JS}</script></body></html>\n"
-    )
+    return sections
 
 
 def write_report(

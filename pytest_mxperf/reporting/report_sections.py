@@ -13,7 +13,7 @@ from pytest_mxperf.baselines.runinfo import RunInfo
 from pytest_mxperf.config.scaling_kind import KIND_TITLES, SCALING_KINDS
 from pytest_mxperf.config.settings import Settings
 from pytest_mxperf.measuring.records import CaseResult, Outcome
-from pytest_mxperf.reporting.report import peaks
+from pytest_mxperf.reporting.jsonreport import peaks
 from pytest_mxperf.reporting.sweep_scaling import render_scaling, render_sweeps
 from pytest_mxperf.reporting.tables import render_grids, render_table
 from pytest_mxperf.system import cpus, fingerprint

@@ -30,7 +30,7 @@ class Collected:
 
     def replace(self, result: CaseResult) -> None:
         """Put ``result`` in place of the one collected with its key (judged again after its
-        test: `pytest_mxperf.case.preflight`); added when there is none."""
+        test: `pytest_mxperf.case.jointpair`); added when there is none."""
         for i, other in enumerate(self.results):
             if other.key == result.key:
                 self.results[i] = result

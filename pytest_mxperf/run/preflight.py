@@ -1,6 +1,6 @@
 """What a run learns of its stored baselines before its first case: whether the machine that
 stored them ran the calibration probe as fast as this one, and, where it did not, the one
-paired run that judges every case instead (`pytest_mxperf.case.preflight` decides and runs it)."""
+paired run that judges every case instead (`pytest_mxperf.case.jointpair` decides and runs it)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pytest_mxperf.measuring.records import CaseResult
 from pytest_mxperf.paired.pairdata import HEAD, PairedData
 
 #: Beyond this factor either way the stored figures are taken not to hold on this machine.
-#: One process's figure moves 10-20% between runs on a shared 2-vCPU VM: a smaller factor
-#: would pair runs of machines that do match (costly, never wrong).
+#: One process's figure moves that much between runs on a shared VM (docs/measurements.md,
+#: "Hosts and noise"): a smaller factor would pair runs of machines that do match (costly).
 THRESHOLD = 1.25
 
 
@@ -47,7 +47,7 @@ class Preflight:
     #: Why no joint pair was run although the figures do not hold here.
     why_not: str | None = None
     #: Per baseline commit, the stored-figure changes of the cases whose own pairs found the
-    #: code no slower (`pytest_mxperf.case.preflight.note_arbitrated`); the commit whose
+    #: code no slower (`pytest_mxperf.case.jointpair.note_arbitrated`); the commit whose
     #: count reached the evidence, until the next case starts the joint pair; and whether the
     #: evidence was used (a run starts at most one joint pair that way).
     off: dict[str, list[float]] = field(default_factory=dict)

@@ -14,17 +14,18 @@ import pytest
 
 from pytest_mxperf.baselines.runinfo import RunInfo
 from pytest_mxperf.config.settings import Settings
-from pytest_mxperf.config.side import SideOrders
+from pytest_mxperf.config.sideorders import SideOrders
 from pytest_mxperf.history import fromrun
-from pytest_mxperf.judging.verdict import stored_threshold
+from pytest_mxperf.judging.decisions import stored_threshold
 from pytest_mxperf.measuring.protocol import Backend
 from pytest_mxperf.measuring.records import CaseResult
 from pytest_mxperf.paired import pairjson
-from pytest_mxperf.paired.pairdata import Clears, PairedData
+from pytest_mxperf.paired.more_rounds import Clears
+from pytest_mxperf.paired.pairdata import PairedData
 from pytest_mxperf.paired.pairing import Pairer
 from pytest_mxperf.paired.sides import read_plan
 from pytest_mxperf.paired.turns import Baton
-from pytest_mxperf.reporting import report, report_sections, summary
+from pytest_mxperf.reporting import jsonreport, report_sections, summary
 from pytest_mxperf.run import outputs
 from pytest_mxperf.run.collected import Collected, collect_error_text
 from pytest_mxperf.run.preflight import Preflight
@@ -154,7 +155,7 @@ class MxperfSession:
     def clears(self, hardware: str) -> Clears:
         """For a pair that arbitrates cases on ``hardware`` (a run's joint pair, or one case's):
         the loss each case's arbitration must rule out to clear it, where its stored baseline
-        makes that wider than the minimum effect (`verdict.stored_threshold`; None: no stored
+        makes that wider than the minimum effect (`decisions.stored_threshold`; None: no stored
         throughput, or a data-parallel case, judged on its scaling efficiency)."""
         tolerance = self.settings.tolerance
 
@@ -249,7 +250,7 @@ class MxperfSession:
                 extra["calibration"] = calibration
             if self.preflight.data is not None:
                 extra["joint_pair"] = pairjson.as_dict(self.preflight.data)
-            data = report.to_json(self.collected.results, self.run, s.as_dict(), extra)
+            data = jsonreport.to_json(self.collected.results, self.run, s.as_dict(), extra)
             if s.json or self.stored.write_failed:
                 wanted = Path(s.json) if s.json else None
                 self.report_path, problem = outputs.write_report(wanted, data, self.run.run_id)
@@ -269,7 +270,7 @@ class MxperfSession:
         s = self.settings
         if not s.markdown and not s.benchmark_action:
             return [], []
-        rows = [report.summary_row(r) for r in sorted(self.collected.results, key=_by_key)]
+        rows = [jsonreport.summary_row(r) for r in sorted(self.collected.results, key=_by_key)]
         return outputs.write_summaries(
             s.markdown,
             s.benchmark_action,

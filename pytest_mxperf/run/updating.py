@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_mxperf.baselines import store as baselines
-from pytest_mxperf.baselines.record import BaselineRecord
+from pytest_mxperf.baselines.entry import BaselineRecord
 from pytest_mxperf.measuring.records import CaseResult, Status
 from pytest_mxperf.measuring.stats import median
 from pytest_mxperf.system.gitinfo import CommitInfo

@@ -196,8 +196,7 @@ def read_archs(path: str | os.PathLike[str]) -> CudaArchs | None:
             raise FatbinError(f"{path} is empty")
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
             if hasattr(data, "madvise") and hasattr(mmap, "MADV_RANDOM"):
-                # Only a few bytes of each container are read, scattered over 530 MB: without
-                # this the kernel's read-ahead pulls in most of the file (0.45 s instead of
-                # 0.07 s with a cold page cache, mxnet-cu112's libmxnet.so).
+                # Only a few bytes of each container are read, scattered over a large library:
+                # without this the kernel's read-ahead pulls in most of the file.
                 data.madvise(mmap.MADV_RANDOM)
             return archs_of(data)

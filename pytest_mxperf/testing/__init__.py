@@ -35,8 +35,8 @@ from pytest_mxperf.measuring.protocol import ModelTypeError, Prepared, PrepareSp
 from pytest_mxperf.testing.profiler import FakeMemoryProbe, FakeMXNet, FakeProfiler
 
 if TYPE_CHECKING:
-    from pytest_mxperf.measuring.dataparallel import DataParallelSpec
     from pytest_mxperf.measuring.dp_result import DataParallelResult
+    from pytest_mxperf.measuring.dp_scaling import DataParallelSpec
 
 #: MXNet's message when cudaMalloc fails (src/storage/pooled_storage_manager.h).
 OOM_MESSAGE = (
@@ -273,8 +273,8 @@ def fake_data_parallel(model: FakeModel, spec: DataParallelSpec) -> DataParallel
     One device trains at ``images_per_sec / train_factor``; at N each worker (device) loses
     ``1 - scaling`` of its time to exchange, so the efficiency is ``scaling`` exactly."""
     from pytest_mxperf.distributed.launch import RankFailed, RankProcess
-    from pytest_mxperf.measuring.dataparallel import ScalingCase, WorkerReport
     from pytest_mxperf.measuring.dp_result import DataParallelResult
+    from pytest_mxperf.measuring.dp_scaling import ScalingCase, WorkerReport
 
     if model.rank_failure is not None and spec.world_size > 1:
         log = Path(f"worker-1-of-{spec.kvstore}.log")

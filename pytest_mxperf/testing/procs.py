@@ -1,32 +1,11 @@
 """Processes for tests that end a run from outside: every descendant of a process now
-(`descendants`, from /proc) and whether some processes are gone (`gone`); and a test module
-whose worker process is terminated as a data loader's are (`TERMINATED_WORKER_TEST`)."""
+(`descendants`, from /proc) and whether some processes are gone (`gone`)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
 from pathlib import Path
-
-#: A test module whose test forks one worker that makes its `multiprocessing` temporary
-#: directory (as a Gluon DataLoader's worker does when it shares a batch), prints
-#: ``worker <dir>`` and is ended with ``terminate()`` while busy (as a DataLoader ends them).
-TERMINATED_WORKER_TEST = """
-import multiprocessing, multiprocessing.util, time
-
-def work(conn):
-    conn.send(multiprocessing.util.get_temp_dir())
-    time.sleep(60)
-
-def test_loader():
-    ctx = multiprocessing.get_context("fork")
-    here, there = ctx.Pipe()
-    worker = ctx.Process(target=work, args=(there,), daemon=True)
-    worker.start()
-    print("worker", here.recv())
-    worker.terminate()
-    worker.join()
-"""
 
 
 def descendants(pid: int) -> list[int]:

@@ -69,7 +69,8 @@ def test_both_sides_run_pinned_to_the_same_cpus(
     setting: str,
 ) -> None:
     usable = sorted(os.sched_getaffinity(0))
-    auto = cpus.for_sides("auto")  # this machine's choice (tests/unit/test_cpus.py: the rule)
+    # This machine's choice (tests/unit/system/test_cpus.py: the rule).
+    auto = cpus.for_sides("auto")
     chosen = (sorted(auto) if auto else usable) if setting == "auto" else usable[:1]
     flag = "auto" if setting == "auto" else str(usable[0])
     seen = _seen(fake_pytester, monkeypatch, "AFFINITY_DIR")

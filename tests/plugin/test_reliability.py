@@ -11,8 +11,14 @@ from typing import Any, Callable
 
 import pytest
 
-from pytest_mxperf.testing.procs import TERMINATED_WORKER_TEST
 from pytest_mxperf.testing.repos import cases_by_key, git
+
+#: A test module, written into a test's directory (`tests/data/terminated_worker.py`).
+TERMINATED_WORKER_TEST = (
+    next(p for p in Path(__file__).resolve().parents if p.name == "tests")
+    / "data"
+    / "terminated_worker.py"
+).read_text()
 
 
 def _cases(pytester: pytest.Pytester) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pytest_mxperf.distributed.launch import RankProcess
 from pytest_mxperf.distributed.rank_env import RUN_ID_ENV
-from pytest_mxperf.measuring.dataparallel import DataParallelSpec
+from pytest_mxperf.measuring.dp_scaling import DataParallelSpec
 from pytest_mxperf.measuring.measure import MeasureConfig
 
 #: A few seconds a launch: `SPEC`'s, for tests that act on a worker while it trains (it dies

@@ -109,3 +109,41 @@ def test_no_module_reaches_into_another_objects_private_members() -> None:
         and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
     ]
     assert reached == []
+
+
+def test_no_module_name_in_two_wings() -> None:
+    # A plural is the same name: judging/verdict beside measuring/verdicts said nothing of either.
+    wings_of: dict[str, set[str]] = {}
+    for path in modules():
+        if path.name != "__init__.py":
+            wings_of.setdefault(path.stem.removesuffix("s"), set()).add(path.parent.name)
+    assert {name: sorted(w) for name, w in wings_of.items() if len(w) > 1} == {}
+
+
+def test_no_import_alias_names_another_wing() -> None:
+    # ``pairstats as paired`` read as the paired wing; ``fixture_pair`` named the flat layout.
+    wings = set(wing_order())
+    misleading = [
+        f"{path.relative_to(PACKAGE)}: {alias.name} as {alias.asname}"
+        for path in modules()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pytest_mxperf.")
+        for alias in node.names
+        if alias.asname in wings - {path.parent.name, (node.module or "").split(".")[1]}
+        or (alias.asname or "").startswith("fixture_")
+    ]
+    assert misleading == []
+
+
+def test_unit_tests_mirror_the_wings() -> None:
+    # A wing's tests beside each other (tests/unit/<wing>/test_*.py); this file, the map's own
+    # test, is the one test of the package as a whole.
+    unit = Path(__file__).parent
+    wings = set(wing_order())
+    elsewhere = [
+        str(path.relative_to(unit))
+        for path in sorted(unit.rglob("test_*.py"))
+        if path != Path(__file__)
+        and (len(path.relative_to(unit).parts) != 2 or path.parent.name not in wings)
+    ]
+    assert elsewhere == []

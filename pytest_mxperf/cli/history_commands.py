@@ -1,0 +1,145 @@
+"""``mxperf history``: entries of paired runs in a store, the commit a job pairs with, and the
+index they give.
+
+::
+
+    mxperf history add REPORT.json...    append the report's entries to the store
+    mxperf history base                  the commit HEAD's job pairs with (last with an entry)
+    mxperf history anchor [--every K]    the anchor this job also pairs with, or nothing
+    mxperf history show                  the index per case at each commit, steps marked
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from pytest_mxperf.history import anchors, entries, entrystore, fromrun, page
+from pytest_mxperf.history.fit import Fit
+from pytest_mxperf.history.index import case_fits, commit_order, first_parent
+from pytest_mxperf.paired.gitcmd import WorktreeError
+
+ERRORS = (entries.EntryError, entrystore.StoreError, anchors.AnchorError, WorktreeError)
+
+
+def add_store_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--store",
+        help="a directory, or git:BRANCH (default: git:mxperf-history, pushed to --remote)",
+    )
+    parser.add_argument("--remote", default="origin", help="remote of the branch (default origin)")
+    parser.add_argument("--repo", type=Path, default=Path("."), help="the repository (default .)")
+
+
+def add_parsers(sub: Any) -> None:
+    history = sub.add_parser("history", help="paired ratios over the commits (the index)")
+    verbs = history.add_subparsers(dest="verb", required=True)
+    add = verbs.add_parser("add", help="append a paired run's JSON report to the store")
+    add.add_argument("reports", nargs="+", type=Path, metavar="REPORT.json")
+    for parser in (add, verbs.add_parser("base", help="the commit HEAD's job pairs with")):
+        add_store_arguments(parser)
+        parser.add_argument("--rev", default="HEAD", help="the job's commit (default HEAD)")
+    anchor = verbs.add_parser("anchor", help="the anchor this job also pairs with, or nothing")
+    add_store_arguments(anchor)
+    anchor.add_argument("--rev", default="HEAD", help="the job's commit (default HEAD)")
+    anchor.add_argument(
+        "--every",
+        type=int,
+        default=anchors.DEFAULT_EVERY,
+        help=f"one anchor pair every K commits with entries (default {anchors.DEFAULT_EVERY})",
+    )
+    show = verbs.add_parser("show", help="the index per case at each commit")
+    add_store_arguments(show)
+    show.add_argument("--no-anchors", action="store_true", help="fit the chain pairs only")
+
+
+def _subject(repo: Path, sha: str) -> str:
+    from pytest_mxperf.paired.gitcmd import git
+
+    done = git(repo, "log", "-1", "--format=%s", sha, check=False)
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    found: list[entries.Entry] = []
+    for path in args.reports:
+        try:
+            report = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise entries.EntryError(f"cannot read {path}: {exc}") from None
+        got = entries.from_report(report, str(path))
+        if not got:
+            raise entries.EntryError(f"{path}: no case of this paired run measured a ratio")
+        found += got
+    found = fromrun.with_subjects(found, args.repo)
+    where = entrystore.open_store(args.store, args.repo, args.remote)
+    added = where.add(found)
+    print(f"mxperf history: {added} new of {len(found)} entries in {where.describe()}")
+    return 0
+
+
+def cmd_base(args: argparse.Namespace) -> int:
+    where = entrystore.open_store(args.store, args.repo, args.remote)
+    print(anchors.base(args.repo, entrystore.read_store(where), args.rev))
+    return 0
+
+
+def cmd_anchor(args: argparse.Namespace) -> int:
+    where = entrystore.open_store(args.store, args.repo, args.remote)
+    found = anchors.anchor(args.repo, entrystore.read_store(where), args.rev, args.every)
+    if found:
+        print(found)
+    return 0
+
+
+def show_fit(case: str, fitted: Fit) -> None:
+    marked = {s.commit for s in fitted.steps if s.changed}
+    print(f"{case}: index (1.0 at {fitted.points[0].commit[:10]}), {fitted.level:.0%} interval")
+    steps = {s.commit: s for s in fitted.steps}
+    for p in fitted.points:
+        step = steps.get(p.commit)
+        text = "" if step is None else f"  step {step.ratio - 1:+.1%}"
+        mark = "  CHANGED" if p.commit in marked else ""
+        print(f"  {p.commit[:10]}  {p.index:.4f}  [{p.low:.4f} .. {p.high:.4f}]{text}{mark}")
+    if fitted.note:
+        print(f"  note: {fitted.note}")
+    print(f"  steps marked: their {fitted.step_level:.0%} interval excludes no change")
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    where = entrystore.open_store(args.store, args.repo, args.remote)
+    found = entrystore.read_store(where)
+    if not found:
+        raise entrystore.StoreError(f"no entries in {where.describe()}")
+    order = commit_order(found, first_parent(args.repo))
+    for case, fitted in case_fits(found, order, anchors=not args.no_anchors).items():
+        show_fit(case, fitted)
+    return 0
+
+
+def history_page(spec: str, repo: Path = Path(".")) -> str:
+    """The history page's index section from the store ``spec`` (`history.page`)."""
+    where = entrystore.open_store(spec, repo)
+    found = entrystore.read_store(where)
+    if not found:
+        raise entrystore.StoreError(f"no entries in {where.describe()}")
+    order = commit_order(found, first_parent(repo))
+    subjects = {c: _subject(repo, c) for c in order}
+    # A page meant to be published names a directory by its name, never this machine's path.
+    shown = (
+        f"directory {where.path.name}"
+        if isinstance(where, entrystore.DirStore)
+        else where.describe()
+    )
+    return page.index_section(page.index_data(found, case_fits(found, order), subjects), shown)
+
+
+COMMANDS = {"add": cmd_add, "base": cmd_base, "anchor": cmd_anchor, "show": cmd_show}
+
+
+def run(root: Path, args: argparse.Namespace) -> int:
+    """``mxperf history VERB`` (``root``, the baseline directory, is not used)."""
+    del root
+    return COMMANDS[args.verb](args)

@@ -1,0 +1,358 @@
+"""The case path (`pytest_mxperf.case.path.CaseBench`) in process, without pytester: a session
+and a fake back end are handed to it as the ``mxperf`` fixture hands them, so each step of a
+case (skip, key claim, device lock, measure, judge against a stored baseline) is seen alone."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_mxperf.baselines.resolution import Resolution, resolve
+from pytest_mxperf.baselines.runinfo import RunInfo
+from pytest_mxperf.case import dataparallel
+from pytest_mxperf.case import stored as stored_step
+from pytest_mxperf.case.path import CaseBench
+from pytest_mxperf.config.markers import MarkerSpec
+from pytest_mxperf.config.settings import Settings
+from pytest_mxperf.judging.decisions import decide
+from pytest_mxperf.measuring.records import CaseResult, Outcome, Status
+from pytest_mxperf.run.session import MxperfSession
+from pytest_mxperf.system.gitinfo import CommitInfo
+from pytest_mxperf.testing import FakeBackend, FakeModel
+
+SHA = "a" * 40
+KEY = "toy/inference/float32/bs8/cpu"
+
+
+def run_info(tmp_path: Path, baselines: Resolution | None = None) -> RunInfo:
+    """The run facts of a controller at commit `SHA`, in no git repository (so no pair can
+    arbitrate), with its locks and baselines under ``tmp_path``."""
+    return RunInfo(
+        run_id="run1",
+        started="2026-01-01T00:00:00+00:00",
+        rootdir=str(tmp_path),
+        baseline_root=str(tmp_path / "baselines"),
+        commit=CommitInfo(SHA, "2026-01-01T00:00:00+00:00", "main", False, "test"),
+        cpu_key="cpu-test-2c",
+        machine=None,
+        gpus=[],
+        baselines=baselines or Resolution(),
+        lock_dir=str(tmp_path / "locks"),
+        machine_id="0123456789ab",
+    )
+
+
+def make_bench(
+    request: pytest.FixtureRequest,
+    session: MxperfSession,
+    backend: FakeBackend,
+    *,
+    marker: MarkerSpec | None = None,
+    ctx: Any = None,
+) -> CaseBench:
+    """A `CaseBench` built as the ``mxperf`` fixture builds it, for the running test's item."""
+    return CaseBench(
+        item=request.node,
+        session=session,
+        backend=backend,
+        marker=marker or MarkerSpec(),
+        default_ctx=backend.context("cpu", 0) if ctx is None else ctx,
+    )
+
+
+def session_of(
+    tmp_path: Path, baselines: Resolution | None = None, **settings: Any
+) -> MxperfSession:
+    # Short virtual-clock blocks; arbitration needs a git repository, so it is off here.
+    base = Settings(enabled=True, arbitrate=False, min_time=0.2, max_time=1.0, warmup_time=1.0)
+    return MxperfSession(replace(base, **settings), run_info(tmp_path, baselines), is_worker=False)
+
+
+def test_a_new_case_is_measured_on_the_fake_clock_and_kept(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    backend = FakeBackend()
+    session = session_of(tmp_path)
+    bench = make_bench(request, session, backend)
+    seen: list[str] = []
+
+    def after(r: CaseResult) -> CaseResult:
+        seen.append(str(r.key))
+        return r
+
+    result = bench.case(FakeModel(400.0), "inference", 8, model="toy", after=after)
+    assert str(result.key) == KEY
+    assert result.status == Status.OK
+    assert result.images_per_sec == pytest.approx(400.0)
+    assert result.device == "cpu(0)" and result.hardware.startswith("cpu-")
+    assert result.software["mxnet"] == "fake-1.9.1"
+    assert result.nodeid == request.node.nodeid
+    assert result.window is not None and result.window[0] <= result.window[1]
+    assert result.verdict is not None and result.verdict.outcome == Outcome.NEW
+    assert not result.verdict.failed
+    assert bench.results == [result] and seen == [KEY]
+    assert session.seen == {KEY: request.node.nodeid}
+    assert backend.syncs > 0  # every timed block ended with a device sync
+
+
+def _cpu_lock_busy(lock_dir: Path) -> bool:
+    """Whether some open file holds the machine-wide CPU lock under ``lock_dir`` now."""
+    import fcntl
+
+    with open(lock_dir / "cpu.lock", "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        return False
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="flock device locks need a POSIX system")
+def test_a_case_measures_inside_the_device_lock_and_frees_it(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    bench = make_bench(request, session_of(tmp_path), FakeBackend())
+    busy: list[bool] = []
+
+    def step() -> bool:
+        busy.append(_cpu_lock_busy(tmp_path / "locks"))
+        return True  # (what it computed: a callable returning None is warned about)
+
+    bench.case(step, "inference", 1, items_per_call=1, model="locked")
+    assert busy and all(busy)  # every call ran with the CPU lock held
+    assert not _cpu_lock_busy(tmp_path / "locks")  # and it was given back
+
+
+def _stored(request: pytest.FixtureRequest, tmp_path: Path, images_per_sec: float) -> Resolution:
+    """A baseline of `KEY` stored at `SHA` by a case path in update mode, resolved as a later
+    run resolves it (nearest ancestor: `SHA` is HEAD's parent)."""
+    backend = FakeBackend()
+    session = session_of(tmp_path, update=True, allow_dirty=True)
+    bench = make_bench(request, session, backend)
+    result = bench.case(FakeModel(images_per_sec), "inference", 8, model="toy")
+    session.collected.add(result.as_dict())
+    assert not session.finish(interrupted=False), session.errors
+    (written,) = (tmp_path / "baselines").rglob("*.json")
+    assert written.name == f"{SHA}.json"
+    return resolve(tmp_path / "baselines", {SHA: 1})
+
+
+@pytest.mark.parametrize(
+    ("speed", "outcome", "failed"),
+    [
+        (100.0, Outcome.PASS, False),
+        (130.0, Outcome.IMPROVED, False),
+        (50.0, Outcome.REGRESSED, True),
+    ],
+)
+def test_a_case_is_judged_against_its_stored_baseline(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    speed: float,
+    outcome: Outcome,
+    failed: bool,
+) -> None:
+    stored = _stored(request, tmp_path, 100.0)
+    assert stored.get(run_info(tmp_path).hardware_for("cpu", 0), KEY) is not None
+    session = session_of(tmp_path, stored)
+    result = make_bench(request, session, FakeBackend()).case(
+        FakeModel(speed), "inference", 8, model="toy"
+    )
+    verdict = result.verdict
+    assert verdict is not None
+    assert verdict.outcome == outcome and verdict.failed is failed
+    assert verdict.baseline_images_per_sec == pytest.approx(100.0)
+    assert verdict.baseline_commit is not None and SHA.startswith(verdict.baseline_commit)
+    assert verdict.change == pytest.approx(speed / 100.0 - 1)
+    if failed:
+        # No pair could confirm it (arbitration off): the message says so, and the evidence.
+        assert verdict.message.startswith(f"{KEY}: 50.0 img/s vs baseline 100.0 img/s (-50.0%)")
+        assert "not confirmed by a paired run (--mxperf-arbitrate is off)" in verdict.message
+        assert "changed since the baseline: nothing recorded" in verdict.message
+
+
+def test_update_mode_takes_every_attempt_and_a_judged_run_only_one(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    updating = make_bench(request, session_of(tmp_path, update=True, confirm=2), FakeBackend())
+    assert len(updating.case(FakeModel(100.0), "inference", 8, model="toy").attempts) == 3
+    judging = make_bench(request, session_of(tmp_path, confirm=2), FakeBackend())
+    assert len(judging.case(FakeModel(100.0), "inference", 8, model="toy").attempts) == 1
+
+
+def test_a_suspected_regression_is_measured_again(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    stored = _stored(request, tmp_path, 100.0)
+    bench = make_bench(request, session_of(tmp_path, stored, confirm=2), FakeBackend())
+    result = bench.case(FakeModel(50.0), "inference", 8, model="toy")
+    assert len(result.attempts) == 3  # every confirmation, as each one still looked regressed
+    assert result.verdict is not None and result.verdict.outcome == Outcome.REGRESSED
+
+
+def test_each_attempt_kept_is_decided_once(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Whether to measure again and whether to profile ask of the same best attempt.
+    stored = _stored(request, tmp_path, 100.0)
+    decided: list[Any] = []
+
+    def counting(result: CaseResult, *args: Any, **kwargs: Any) -> Any:
+        decided.append(result.measurement)
+        return decide(result, *args, **kwargs)
+
+    monkeypatch.setattr(stored_step, "decide", counting)
+    bench = make_bench(request, session_of(tmp_path, stored, confirm=2), FakeBackend())
+    result = bench.case(FakeModel(50.0), "inference", 8, model="toy")
+    assert len(result.attempts) == 3 and decided
+    assert len(decided) == len({id(m) for m in decided})
+
+
+def test_a_second_case_with_one_key_is_refused(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    session = session_of(tmp_path)
+    first = make_bench(request, session, FakeBackend())
+    first.case(FakeModel(100.0), "inference", 8, model="toy")
+    # Another test of the same run (its own bench, the session's claims) with the same key.
+    second = make_bench(request, session, FakeBackend())
+    with pytest.raises(pytest.fail.Exception, match="measured twice in this run") as failed:
+        second.case(FakeModel(100.0), "inference", 8, model="toy")
+    assert f"first by {request.node.nodeid}" in str(failed.value)
+    assert "pass name= to tell the cases apart" in str(failed.value)
+    assert second.results == []
+    # A name tells them apart.
+    named = second.case(FakeModel(100.0), "inference", 8, model="toy", name="b")
+    assert str(named.key) == "toy/inference/float32/bs8/cpu/b"
+
+
+def test_a_dtype_the_device_cannot_run_skips_before_claiming_the_key(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    session = session_of(tmp_path)
+    backend = FakeBackend()
+    bench = make_bench(request, session, backend)
+    with pytest.raises(pytest.skip.Exception, match="float16"):
+        bench.case(FakeModel(100.0), "inference", 8, model="toy", dtype="float16")
+    assert session.seen == {} and bench.results == [] and backend.syncs == 0
+    # The same case on a GPU context is measured, keyed and judged on that device.
+    gpu = FakeBackend(gpus=1)
+    on_gpu = make_bench(request, session, gpu, ctx=gpu.context("gpu", 0))
+    result = on_gpu.case(FakeModel(100.0), "inference", 8, model="toy", dtype="float16")
+    assert str(result.key) == "toy/inference/float16/bs8/gpu" and result.device == "gpu(0)"
+    assert result.status == Status.OK
+
+
+def test_bad_batch_size_is_refused_before_anything_runs(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    session = session_of(tmp_path)
+    bench = make_bench(request, session, FakeBackend())
+    with pytest.raises(ValueError, match="batch_size must be a positive int, got 0"):
+        bench.case(FakeModel(100.0), "inference", 0, model="toy")
+    assert session.seen == {}
+
+
+def test_out_of_memory_is_a_result(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    bench = make_bench(request, session_of(tmp_path), FakeBackend())
+    result = bench.case(FakeModel(100.0, oom_from_batch=8), "inference", 8, model="toy")
+    assert result.status == Status.OOM
+    assert result.verdict is not None and result.verdict.outcome.value == "oom"
+    assert not result.verdict.failed and bench.results == [result]
+
+
+def test_the_label_comes_from_the_argument_the_marker_then_the_test_name(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    session = session_of(tmp_path)
+    plain = make_bench(request, session, FakeBackend())
+    assert plain.label(None) == "the_label_comes_from_the_argument_the_marker_then_the_test_name"
+    marked = make_bench(request, session, FakeBackend(), marker=MarkerSpec(model="zoo"))
+    assert marked.label(None) == "zoo" and marked.label("given") == "given"
+
+
+DP_KEY = "toy/training/float32/bs8/cpu/x2/local"
+
+
+def _data_parallel(bench: CaseBench, speed: float) -> CaseResult:
+    """A data-parallel case of two CPU contexts in this process (the fake back end's figures)."""
+    return dataparallel.data_parallel(
+        bench,
+        FakeModel(speed, scaling=0.9),
+        batch_size=8,
+        input_shape=(3, 8, 8),
+        kvstore="local",
+        workers=1,
+        servers=0,
+        contexts=["cpu(0)", "cpu(1)"],
+        model="toy",
+        name=None,
+        num_classes=None,
+        optimizer="sgd",
+        learning_rate=0.01,
+        step_hook=None,
+        threads_per_worker=None,
+    )
+
+
+def test_a_data_parallel_case_goes_through_the_case_path_and_its_finishing(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A marker memory limit: a plain case's verdict carries it; a data-parallel case has no
+    # memory record, so its verdict must not.
+    bench = make_bench(
+        request, session_of(tmp_path), FakeBackend(), marker=MarkerSpec(max_memory_mb=64.0)
+    )
+    through, finished = bench.through, []
+    paths: list[tuple[list[tuple[str, int]], bool]] = []
+
+    def spy_through(
+        result: CaseResult, devices: Any, measure: Any, after: Any = None, **kw: Any
+    ) -> CaseResult:
+        paths.append((list(devices), kw.get("alone", False)))
+        return through(result, devices, measure, after, **kw)
+
+    finish = bench._finish
+
+    def spy_finish(result: CaseResult, ref: Any, why_no_base: str | None) -> CaseResult:
+        finished.append(str(result.key))
+        return finish(result, ref, why_no_base)
+
+    monkeypatch.setattr(bench, "through", spy_through)
+    monkeypatch.setattr(bench, "_finish", spy_finish)
+    result = _data_parallel(bench, 300.0)
+    assert paths == [([("cpu", 0)], True)]  # the CPU lock; one baton turn in a lock-step side
+    assert finished == [DP_KEY] and bench.results == [result]
+    assert result.scaling is not None and result.window and result.status == Status.OK
+    verdict = result.verdict
+    assert verdict is not None and verdict.outcome == Outcome.NEW
+    assert verdict.max_memory_mb is None and verdict.baseline_memory_mb is None
+    assert result.profile_error is None and result.memory is None and result.warnings == []
+    # The same limit on a plain case is judged by the same finishing step.
+    plain = bench.case(FakeModel(100.0), "inference", 8, model="toy")
+    assert finished == [DP_KEY, KEY] and paths[1:] == [([("cpu", 0)], False)]
+    assert plain.verdict is not None and plain.verdict.max_memory_mb == 64.0
+
+
+def test_a_data_parallel_regression_gets_no_operator_or_memory_evidence(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    updating = session_of(tmp_path, update=True, allow_dirty=True)
+    updating.collected.add(
+        _data_parallel(make_bench(request, updating, FakeBackend()), 300.0).as_dict()
+    )
+    assert not updating.finish(interrupted=False), updating.errors
+    stored = resolve(tmp_path / "baselines", {SHA: 1})
+    bench = make_bench(request, session_of(tmp_path, stored), FakeBackend())
+    result = _data_parallel(bench, 150.0)
+    verdict = result.verdict
+    assert verdict is not None and verdict.outcome == Outcome.REGRESSED and verdict.failed
+    assert "not confirmed by a paired run" in verdict.message
+    assert "changed since the baseline:" in verdict.message
+    assert "top operators" not in verdict.message and "peak memory" not in verdict.message
+    assert verdict.startup == () and result.profile_error is None and result.warnings == []

@@ -1,0 +1,215 @@
+"""examples/user-project's workflows as files (what they must and must not do), and the small
+expression evaluator the harness runs them with (`pytest_mxperf.testing.workflows`). Running
+them is tests/plugin/test_workflow_recipe.py."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_mxperf.testing import workflows
+from pytest_mxperf.testing.workflow_actions import read_outputs
+from pytest_mxperf.testing.workflow_steps import Event, Runner, run_script
+from pytest_mxperf.testing.workflows import Evaluator, Status, WorkflowError
+
+PROJECT = Path(__file__).resolve().parents[3] / "examples" / "user-project"
+FLOWS = PROJECT / ".github" / "workflows"
+
+#: Versions checked on the actions' release pages and by actionlint (node24 runtimes).
+VERSIONS = {
+    "actions/checkout": "v5",
+    "actions/setup-python": "v6",
+    "actions/cache": "v5",
+    "actions/upload-artifact": "v6",
+    "actions/download-artifact": "v7",
+}
+
+
+def flow(name: str) -> dict[str, Any]:
+    return workflows.load(FLOWS / name)
+
+
+def steps(data: dict[str, Any], job: str) -> dict[str, dict[str, Any]]:
+    return {s["name"]: s for s in data["jobs"][job]["steps"]}
+
+
+def test_the_plugin_is_pinned_and_never_installed_from_the_checkout() -> None:
+    lines = (PROJECT / "requirements-perf.txt").read_text().splitlines()
+    assert "pytest-mxperf[cpu]==0.2.0" in lines
+    assert any("pytest-mxperf[cpu] @ git+https://" in line for line in lines if "#" in line)
+    for path in FLOWS.glob("*.yml"):
+        text = path.read_text()
+        assert "pip install -e" not in text and "-r requirements-perf.txt" in text
+
+
+def test_actions_are_the_checked_versions() -> None:
+    for path in FLOWS.glob("*.yml"):
+        for action, version in re.findall(r"uses: ([\w/-]+)@(\S+)", path.read_text()):
+            assert VERSIONS[action] == version, (path.name, action)
+
+
+def test_the_pr_job_holds_no_token_and_the_cache_survives_a_python_update() -> None:
+    pr = flow("mxperf-pr.yml")
+    assert pr["permissions"] == {"contents": "read"}
+    text = (FLOWS / "mxperf-pr.yml").read_text()
+    assert "github.token" not in text and "secrets." not in text
+    s = steps(pr, "benchmarks")
+    key = s["Cache the virtual environment"]["with"]["key"]
+    assert "steps.python.outputs.python-version" in key
+    assert "hashFiles('requirements-perf.txt')" in key
+    assert 'if ! .venv/bin/python -c "import sys"' in s["Install the plugin"]["run"]
+    assert s["Upload the PR comment"]["if"] == "always()"
+
+
+def test_the_comment_job_never_runs_the_prs_code() -> None:
+    comment = flow("mxperf-comment.yml")
+    assert comment["on"] == {"workflow_run": {"workflows": ["mxperf-pr"], "types": ["completed"]}}
+    assert flow("mxperf-pr.yml")["name"] == "mxperf-pr"
+    assert comment["permissions"]["pull-requests"] == "write"
+    s = steps(comment, "comment")
+    checkout = s["Check out the default branch's requirements"]
+    assert "ref" not in checkout["with"] and "repository" not in checkout["with"]
+    assert next(iter(s)) == checkout["name"]  # first: checkout empties the folder
+    download = s["Download the PR comment"]["with"]
+    assert download["run-id"] == "${{ github.event.workflow_run.id }}"
+    assert download["github-token"] == "${{ github.token }}"
+    post = s["Post or update the comment"]
+    assert post["env"]["GITHUB_TOKEN"] == "${{ github.token }}"
+    assert (
+        "--head-sha" in post["run"] and "pytest" not in (FLOWS / "mxperf-comment.yml").read_text()
+    )
+
+
+@pytest.mark.parametrize(
+    ("expression", "value"),
+    [
+        ("github.event_name == 'PULL_REQUEST'", True),
+        ("github.event_name != 'push' && steps.a.outputs.x == ''", True),
+        ("!(steps.a.outputs.y == 'yes') || false", False),
+        ("github.event.workflow_run.id", 42),
+        ("github.event.missing.deeper", None),
+        ("'it''s'", "it's"),
+    ],
+)
+def test_expressions(expression: str, value: Any) -> None:
+    context = {
+        "github": {"event_name": "pull_request", "event": {"workflow_run": {"id": 42}}},
+        "steps": {"a": {"outputs": {"x": "", "y": "yes"}}},
+    }
+    assert Evaluator(context).evaluate(expression) == value
+
+
+@pytest.mark.parametrize(
+    "expression", ["fromJSON('{}')", "matrix.python", "a ||", "1 + 2", "github.x == 'a"]
+)
+def test_an_expression_the_harness_does_not_know_fails(expression: str) -> None:
+    with pytest.raises(WorkflowError):
+        Evaluator({"github": {}}).evaluate(expression)
+
+
+def test_conditions_follow_the_job_status() -> None:
+    ev = Evaluator({"github": {"event_name": "push"}}, Status(failed=False))
+    assert workflows.condition(None, ev) and workflows.condition("always()", ev)
+    assert workflows.condition("${{ github.event_name == 'push' }}", ev)
+    ev.status.failed = True
+    assert not workflows.condition(None, ev)
+    assert not workflows.condition("github.event_name == 'push'", ev)  # success() && (...)
+    assert workflows.condition("always()", ev) and workflows.condition("failure()", ev)
+
+
+def test_substitution_and_output_files(tmp_path: Path) -> None:
+    ev = Evaluator({"github": {"sha": "abc", "flag": True}})
+    assert workflows.substitute("x-${{ github.sha }}-${{github.flag}}", ev) == "x-abc-true"
+    out = tmp_path / "out"
+    out.write_text("a=1\nbody<<EOF\nline 1\nline=2\nEOF\nb=x=y\n")
+    assert read_outputs(out) == {"a": "1", "body": "line 1\nline=2", "b": "x=y"}
+
+
+def test_triggers() -> None:
+    main = flow("mxperf-main.yml")
+    assert workflows.triggered(main, "push", "refs/heads/main")
+    assert not workflows.triggered(main, "push", "refs/heads/feature")
+    assert not workflows.triggered(main, "pull_request", "refs/pull/1/merge")
+    comment = flow("mxperf-comment.yml")
+    assert workflows.triggered(comment, "workflow_run", "refs/heads/main", "mxperf-pr")
+    assert not workflows.triggered(comment, "workflow_run", "refs/heads/main", "other")
+
+
+HARNESS_FLOW = """
+name: probe
+on: [push]
+jobs:
+  one:
+    runs-on: ubuntu-24.04
+    env:
+      WHO: ${{ github.event_name }}
+    steps:
+      - id: a
+        run: |
+          echo "x=from-a" >> "$GITHUB_OUTPUT"
+          echo "LATER=set-by-a" >> "$GITHUB_ENV"
+          mkdir -p tools && printf '#!/bin/sh\\necho tool-ran\\n' > tools/tool && chmod +x tools/tool
+          echo "$PWD/tools" >> "$GITHUB_PATH"
+      - name: b
+        env:
+          X: ${{ steps.a.outputs.x }}
+        run: echo "$WHO $X $LATER $(tool)"
+      - name: failing
+        run: false | cat
+      - name: skipped after a failure
+        run: echo never
+      - name: always
+        if: always()
+        run: echo "$GITHUB_EVENT_NAME $GITHUB_REF"
+"""
+
+
+def test_the_harness_carries_outputs_env_and_path_between_steps(tmp_path: Path) -> None:
+    path = tmp_path / "probe.yml"
+    path.write_text(HARNESS_FLOW)
+    runner = Runner(tmp_path / "no-origin", tmp_path / "runner", "o/p", "http://127.0.0.1:9")
+    job = runner.run(path, Event("push", "0" * 40, "refs/heads/main")).jobs["one"]
+    assert job.step("b").output == "push from-a set-by-a tool-ran\n"
+    assert job.step("failing").outcome == "failure"  # pipefail: false | cat fails
+    assert job.step("skipped after a failure").outcome == "skipped"
+    assert job.step("always").output == "push refs/heads/main\n"
+    assert job.outcome == "failure"
+
+
+def test_the_harness_refuses_what_it_cannot_run(tmp_path: Path) -> None:
+    path = tmp_path / "probe.yml"
+    runner = Runner(tmp_path / "no-origin", tmp_path / "runner", "o/p", "http://127.0.0.1:9")
+    push = Event("push", "0" * 40, "refs/heads/main")
+    path.write_text(HARNESS_FLOW.replace("${{ github.event_name }}", "${{ matrix.os }}"))
+    with pytest.raises(WorkflowError, match="context 'matrix'"):
+        runner.run(path, push)
+    path.write_text(HARNESS_FLOW.replace("- id: a\n", "- id: a\n        uses: someone/action@v1\n"))
+    with pytest.raises(WorkflowError, match="no stand-in for someone/action@v1"):
+        runner.run(path, push)
+    with pytest.raises(WorkflowError, match="does not run on pull_request"):
+        runner.run(path, Event("pull_request", "0" * 40, "refs/pull/1/merge"))
+
+
+def test_a_step_over_its_time_is_ended_with_its_children(tmp_path: Path) -> None:
+    script = tmp_path / "slow.sh"
+    script.write_text(f"sleep 30 &\necho $! > {tmp_path}/child\nwait\n")
+    code, out = run_script(script, tmp_path, {"PATH": "/usr/bin:/bin"}, timeout=1.0)
+    assert code == -1 and "ran over 1 s" in out
+    child = int((tmp_path / "child").read_text())
+    assert not alive(child)
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` still runs (a killed child is reaped by init: allow it a moment)."""
+    for _ in range(50):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        time.sleep(0.1)
+    return True
