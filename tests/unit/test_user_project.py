@@ -64,6 +64,48 @@ def test_the_pr_job_holds_no_token_and_the_cache_survives_a_python_update() -> N
     assert "hashFiles('requirements-perf.txt')" in key
     assert 'if ! .venv/bin/python -c "import sys"' in s["Install the plugin"]["run"]
     assert s["Upload the PR comment"]["if"] == "always()"
+    # No job asks for more, and the checkout keeps no credentials in the PR's workspace.
+    assert all("permissions" not in job for job in pr["jobs"].values())
+    assert s["Check out with history"]["with"]["persist-credentials"] is False
+
+
+def test_only_the_main_job_may_push_its_history() -> None:
+    main = flow("mxperf-main.yml")
+    assert main["permissions"] == {"contents": "read"}
+    job = main["jobs"]["benchmarks"]
+    assert job["permissions"] == {"contents": "write"}
+    s = steps(main, "benchmarks")
+    assert s["Check out with history"]["with"] == {"fetch-depth": 0, "persist-credentials": True}
+    assert "mxperf history base" in s["The last commit in the history"]["run"]
+    assert '--mxperf-ab "$REV"' in s["Benchmarks paired with the last commit in the history"]["run"]
+    # A regressed pair (the step failed) is added too, when its report exists.
+    add = s["Add the pairs to the history"]
+    assert "!cancelled()" in add["if"] and "hashFiles('mxperf.json') != ''" in add["if"]
+    assert add["run"] == "mxperf history add mxperf.json"
+    anchor = s["Benchmarks paired with the anchor"]["run"]
+    assert (
+        "--mxperf-pair-confirm off" in anchor and "mxperf history add mxperf-anchor.json" in anchor
+    )
+    assert '"$status" -gt 1' in anchor  # a crash of the anchor pair fails the step
+    every = s["The anchor this job also pairs with"]["run"]
+    assert 'rev=$(mxperf history anchor --every "$MXPERF_ANCHOR_EVERY")\n' in every
+    assert main["env"]["MXPERF_ANCHOR_EVERY"] == "${{ vars.MXPERF_ANCHOR_EVERY || '5' }}"
+    assert main["concurrency"] == {"group": "mxperf-main", "cancel-in-progress": False}
+    uploaded = s["Upload the results"]["with"]["path"].split()
+    assert uploaded == ["mxperf.json", "mxperf-anchor.json", "mxperf-summary.md"]
+
+
+def test_no_other_workflow_gets_a_write_token_for_contents() -> None:
+    """contents: write: the main job (its history) and the self-hosted refresh (its baselines),
+    both running main's code only."""
+    writers = []
+    for path in sorted(FLOWS.glob("*.yml")):
+        data = workflows.load(path)
+        assert data["permissions"].get("contents") == "read", path.name
+        for name, job in data["jobs"].items():
+            if (job.get("permissions") or {}).get("contents") == "write":
+                writers.append((path.name, name))
+    assert writers == [("mxperf-main.yml", "benchmarks"), ("mxperf-self-hosted.yml", "refresh")]
 
 
 def test_the_comment_job_never_runs_the_prs_code() -> None:
@@ -120,6 +162,20 @@ def test_conditions_follow_the_job_status() -> None:
     assert not workflows.condition(None, ev)
     assert not workflows.condition("github.event_name == 'push'", ev)  # success() && (...)
     assert workflows.condition("always()", ev) and workflows.condition("failure()", ev)
+
+
+def test_hash_files_is_empty_when_no_file_matches(tmp_path: Path) -> None:
+    """As GitHub's: ``hashFiles('x') != ''`` tells whether a step left the file x."""
+    ev = Evaluator({}, hash_files=workflows.hash_files(tmp_path))
+    assert ev.evaluate("hashFiles('mxperf.json')") == ""
+    (tmp_path / "mxperf.json").write_text("{}")
+    assert len(ev.evaluate("hashFiles('mxperf.json', 'missing')")) == 64
+
+
+def test_repository_variables_and_a_fallback() -> None:
+    ev = Evaluator({"vars": {"K": "2"}})
+    assert ev.evaluate("vars.K || '5'") == "2"
+    assert Evaluator({"vars": {}}).evaluate("vars.K || '5'") == "5"
 
 
 def test_substitution_and_output_files(tmp_path: Path) -> None:
