@@ -140,6 +140,8 @@ def test_pushes_to_main_build_the_history(tmp_path: Path) -> None:
         assert pairs(stored) == sorted(expected)  # 12 entries: push 1's kept once, none twice
         status = {(e["case"], e["base"]): e["status"] for e in stored if e["commit"] == two}
         assert status[(SLOWER, one)] == "regressed" and status[(SLOWER, first)] == "regressed"
+        page = (artifact / "mxperf-history.html").read_text()
+        assert all(case in page for case in cases) and two[:10] in page
 
 
 def test_self_hosted_refresh_then_push(fake: ws.Scenarios) -> None:

@@ -92,7 +92,14 @@ def test_only_the_main_job_may_push_its_history() -> None:
     assert main["env"]["MXPERF_ANCHOR_EVERY"] == "${{ vars.MXPERF_ANCHOR_EVERY || '5' }}"
     assert main["concurrency"] == {"group": "mxperf-main", "cancel-in-progress": False}
     uploaded = s["Upload the results"]["with"]["path"].split()
-    assert uploaded == ["mxperf.json", "mxperf-anchor.json", "mxperf-summary.md"]
+    assert uploaded == [
+        "mxperf.json",
+        "mxperf-anchor.json",
+        "mxperf-summary.md",
+        "mxperf-history.html",
+    ]
+    page = s["The history page"]["run"]
+    assert "mxperf report --history git:mxperf-history --out mxperf-history.html" in page
 
 
 def test_no_other_workflow_gets_a_write_token_for_contents() -> None:
