@@ -102,6 +102,44 @@ def test_only_the_main_job_may_push_its_history() -> None:
     assert "mxperf report --history git:mxperf-history --out mxperf-history.html" in page
 
 
+@pytest.mark.parametrize(
+    ("pytest_exit", "report", "add_exit", "passes"),
+    [
+        (0, True, 0, True),
+        (1, True, 0, True),  # a regression (or a failed case) in the anchor pair gates nothing
+        (1, False, 0, False),  # no report: the run did not reach its end
+        (2, True, 0, False),  # interrupted
+        (3, True, 0, False),  # internal error
+        (5, False, 0, False),  # nothing collected
+        (1, True, 2, False),  # no case measured a ratio, or the store cannot be written
+    ],
+)
+def test_the_anchor_step_ignores_its_verdict_never_a_crash(
+    tmp_path: Path, pytest_exit: int, report: bool, add_exit: int, passes: bool
+) -> None:
+    """The anchor step's script, with stand-ins for pytest and mxperf that exit as given."""
+    run = steps(flow("mxperf-main.yml"), "benchmarks")["Benchmarks paired with the anchor"]["run"]
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    made = "touch mxperf-anchor.json" if report else ":"
+    (tools / "pytest").write_text(f"#!/bin/sh\n{made}\nexit {pytest_exit}\n")
+    (tools / "mxperf").write_text(f'#!/bin/sh\necho "$*" >> added\nexit {add_exit}\n')
+    for tool in tools.iterdir():
+        tool.chmod(0o755)
+    (tmp_path / "step.sh").write_text(run)
+    summary = tmp_path / "summary.md"
+    env = {
+        "PATH": f"{tools}:/usr/bin:/bin",
+        "ANCHOR": "a" * 40,
+        "GITHUB_STEP_SUMMARY": str(summary),
+    }
+    status, out = run_script(tmp_path / "step.sh", tmp_path, env, timeout=30.0)
+    assert (status == 0) == passes, out
+    added = (tmp_path / "added").read_text() if (tmp_path / "added").exists() else ""
+    assert added == ("history add mxperf-anchor.json\n" if report and pytest_exit <= 1 else "")
+    assert ("gates nothing" in summary.read_text() if summary.exists() else False) == passes
+
+
 def test_no_other_workflow_gets_a_write_token_for_contents() -> None:
     """contents: write: the main job (its history) and the self-hosted refresh (its baselines),
     both running main's code only."""
