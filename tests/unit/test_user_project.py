@@ -90,7 +90,11 @@ def test_only_the_main_job_may_push_its_history() -> None:
     every = s["The anchor this job also pairs with"]["run"]
     assert 'rev=$(mxperf history anchor --every "$MXPERF_ANCHOR_EVERY")\n' in every
     assert main["env"]["MXPERF_ANCHOR_EVERY"] == "${{ vars.MXPERF_ANCHOR_EVERY || '5' }}"
-    assert main["concurrency"] == {"group": "mxperf-main", "cancel-in-progress": False}
+    assert main["concurrency"] == {
+        "group": "mxperf-main",
+        "cancel-in-progress": False,
+        "queue": "max",
+    }
     uploaded = s["Upload the results"]["with"]["path"].split()
     assert uploaded == [
         "mxperf.json",
