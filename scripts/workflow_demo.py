@@ -47,7 +47,10 @@ def fake_scenarios(root: Path) -> None:
         print(f"    comments on the PR: {len(s.api.comments[1])}")
         before = s.project.main_sha()
         s.project.commit("merge")
-        show("push to main, paired with the commit before", [s.push_main(before)], None)
+        show(
+            "push to main, paired with the last commit in the history", [s.push_main(before)], None
+        )
+        print(f"    entries on mxperf-history: {len(ws.history_on_origin(s))}")
 
 
 def real_scenario(root: Path) -> float:

@@ -188,13 +188,26 @@ class Scenarios:
 
 @contextmanager
 def scenarios(
-    example: Path, root: Path, fake: bool = True, env: dict[str, str] | None = None
+    example: Path,
+    root: Path,
+    fake: bool = True,
+    env: dict[str, str] | None = None,
+    variables: dict[str, str] | None = None,
 ) -> Iterator[Scenarios]:
-    """The example as a scratch project with a fake GitHub API, for the scenarios above."""
+    """The example as a scratch project with a fake GitHub API, for the scenarios above
+    (``variables``: the repository's configuration variables, the ``vars`` context)."""
     project = make_project(example, root, fake)
     with FakeGitHub(repo=REPO, token="write-token") as api:
-        runner = Runner(project.origin, root / "runner", REPO, api.url, dict(env or {}))
+        runner = Runner(
+            project.origin, root / "runner", REPO, api.url, dict(env or {}), dict(variables or {})
+        )
         yield Scenarios(project, runner, api)
+
+
+def history_on_origin(s: Scenarios, branch: str = "mxperf-history") -> list[dict[str, Any]]:
+    """The entries the main workflow pushed to ``branch`` of the origin (GitHub's copy)."""
+    text = git(s.project.origin, "show", f"{branch}:history.jsonl")
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def comment_of(s: Scenarios, number: int) -> str:

@@ -101,13 +101,15 @@ class RunResult:
 class Runner:
     """Runs workflows of a repository whose GitHub copy is the bare repository ``origin``;
     ``root`` holds workspaces, runner temp folders and artifacts. ``env``: more variables for
-    every step (the tests' settings, e.g. shorter measuring)."""
+    every step (the tests' settings, e.g. shorter measuring); ``vars``: the repository's
+    configuration variables (the ``vars`` context)."""
 
     origin: Path
     root: Path
     repo: str
     api_url: str
     env: dict[str, str] = field(default_factory=dict)
+    vars: dict[str, str] = field(default_factory=dict)
     timeout: float = 600.0
     runs: int = 0
 
@@ -138,7 +140,13 @@ class Runner:
             "token": event.token,
         }
         runner = {"os": "Linux", "temp": env.get("RUNNER_TEMP", "")}
-        return {"github": github, "runner": runner, "env": dict(env), "vars": {}, "secrets": {}}
+        return {
+            "github": github,
+            "runner": runner,
+            "env": dict(env),
+            "vars": dict(self.vars),
+            "secrets": {},
+        }
 
     def _job(
         self,

@@ -200,16 +200,18 @@ def condition(text: Any, evaluator: Evaluator) -> bool:
 
 
 def hash_files(workspace: Path) -> Callable[[list[str]], str]:
-    """``hashFiles(...)`` over files of ``workspace`` (plain names; no globs needed here)."""
+    """``hashFiles(...)`` over files of ``workspace`` (plain names; no globs needed here): as
+    GitHub's, the empty string when no file matches."""
 
     def do(patterns: list[str]) -> str:
-        digest = hashlib.sha256()
+        digest, found = hashlib.sha256(), False
         for pattern in patterns:
             path = workspace / pattern
             if not path.is_file():
                 continue
+            found = True
             digest.update(hashlib.sha256(path.read_bytes()).digest())
-        return digest.hexdigest()
+        return digest.hexdigest() if found else ""
 
     return do
 

@@ -17,6 +17,7 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -86,21 +87,61 @@ def test_fork_pr_ten_percent_slower_then_fixed(fake: ws.Scenarios) -> None:
     assert len(fake.api.comments[7]) == 1
 
 
-def test_push_to_main_pairs_with_the_commit_before(fake: ws.Scenarios) -> None:
-    before = fake.project.main_sha()
-    (fake.project.work / "README.md").write_text("A change that moves no speed.\n")
-    after = fake.project.commit("docs")
-    run = fake.push_main(before)
-    job = ok(run.jobs["benchmarks"])
-    assert job.step("The commit before this push").outcome == "success"
-    assert (
-        "mxperf verdicts: 4 pass" in job.step("Benchmarks paired with the previous commit").output
-    )
-    artifact = fake.runner.root / "artifacts" / str(run.run_id) / f"mxperf-main-{after}"
-    report = json.loads((artifact / "mxperf.json").read_text())
-    assert report["paired"]["rev_sha"] == before
-    assert {c["verdict"]["status"] for c in report["cases"]} == {"pass"}
-    assert fake.calls[run.run_id] == []
+PAIR = "Benchmarks paired with the last commit in the history"
+ANCHOR = "Benchmarks paired with the anchor"
+
+
+def pairs(entries: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    return sorted((e["case"], e["commit"], e["base"]) for e in entries)
+
+
+def test_pushes_to_main_build_the_history(tmp_path: Path) -> None:
+    """Each push to main pairs with the last commit in the history and pushes its entries to
+    origin's mxperf-history branch; with an anchor every 2nd job (the repository variable),
+    the second push also pairs with the history's first commit. A regressed pair fails the job
+    and still goes into the history."""
+    flows = {"MXPERF_ANCHOR_EVERY": "2"}
+    with ws.scenarios(EXAMPLE, tmp_path / "scenario", variables=flows) as fake:
+        first = fake.project.main_sha()
+        (fake.project.work / "README.md").write_text("A change that moves no speed.\n")
+        one = fake.project.commit("docs")
+        run = fake.push_main(first)
+        job = ok(run.jobs["benchmarks"])
+        assert "mxperf verdicts: 4 pass" in job.step(PAIR).output
+        assert "4 new of 4 entries" in job.step("Add the pairs to the history").output
+        assert job.step(ANCHOR).outcome == "skipped"  # one commit with entries: not due
+        assert fake.calls[run.run_id] == []
+        stored = ws.history_on_origin(fake)
+        cases = sorted(e["case"] for e in stored)
+        assert len(cases) == 4 and pairs(stored) == [(c, one, first) for c in cases]
+        assert {e["status"] for e in stored} == {"pass"}
+
+        # Two commits in one push, the second making one case 10% slower: paired with the last
+        # commit that has an entry (not HEAD's parent), and with the anchor (the first commit).
+        (fake.project.work / "README.md").write_text("Another change of words.\n")
+        fake.project.commit("docs again")
+        fake.project.set_speeds(MLP=7200.0)
+        two = fake.project.commit("mynets: a slower MLP")
+        run = fake.push_main(one)
+        job = run.jobs["benchmarks"]
+        assert job.outcome == "failure" and job.step(PAIR).outcome == "failure", job.log
+        ok_steps = ("Add the pairs to the history", "The anchor this job also pairs with", ANCHOR)
+        assert all(job.step(n).outcome == "success" for n in ok_steps), job.log
+        artifact = fake.runner.root / "artifacts" / str(run.run_id) / f"mxperf-main-{two}"
+        assert json.loads((artifact / "mxperf.json").read_text())["paired"]["rev_sha"] == one
+        anchor = json.loads((artifact / "mxperf-anchor.json").read_text())
+        assert anchor["paired"]["rev_sha"] == first
+        assert f"The anchor pair against `{first[:10]}` was added" in job.summary
+        assert f"`{SLOWER}`" in job.summary and "**regressed**" in job.summary
+        stored = ws.history_on_origin(fake)
+        expected = [(c, one, first) for c in cases] + [
+            (c, two, b) for c in cases for b in (one, first)
+        ]
+        assert pairs(stored) == sorted(expected)  # 12 entries: push 1's kept once, none twice
+        status = {(e["case"], e["base"]): e["status"] for e in stored if e["commit"] == two}
+        assert status[(SLOWER, one)] == "regressed" and status[(SLOWER, first)] == "regressed"
+        page = (artifact / "mxperf-history.html").read_text()
+        assert all(case in page for case in cases) and two[:10] in page
 
 
 def test_self_hosted_refresh_then_push(fake: ws.Scenarios) -> None:

@@ -64,6 +64,97 @@ def test_the_pr_job_holds_no_token_and_the_cache_survives_a_python_update() -> N
     assert "hashFiles('requirements-perf.txt')" in key
     assert 'if ! .venv/bin/python -c "import sys"' in s["Install the plugin"]["run"]
     assert s["Upload the PR comment"]["if"] == "always()"
+    # No job asks for more, and the checkout keeps no credentials in the PR's workspace.
+    assert all("permissions" not in job for job in pr["jobs"].values())
+    assert s["Check out with history"]["with"]["persist-credentials"] is False
+
+
+def test_only_the_main_job_may_push_its_history() -> None:
+    main = flow("mxperf-main.yml")
+    assert main["permissions"] == {"contents": "read"}
+    job = main["jobs"]["benchmarks"]
+    assert job["permissions"] == {"contents": "write"}
+    s = steps(main, "benchmarks")
+    assert s["Check out with history"]["with"] == {"fetch-depth": 0, "persist-credentials": True}
+    assert "mxperf history base" in s["The last commit in the history"]["run"]
+    assert '--mxperf-ab "$REV"' in s["Benchmarks paired with the last commit in the history"]["run"]
+    # A regressed pair (the step failed) is added too, when its report exists.
+    add = s["Add the pairs to the history"]
+    assert "!cancelled()" in add["if"] and "hashFiles('mxperf.json') != ''" in add["if"]
+    assert add["run"] == "mxperf history add mxperf.json"
+    anchor = s["Benchmarks paired with the anchor"]["run"]
+    assert (
+        "--mxperf-pair-confirm off" in anchor and "mxperf history add mxperf-anchor.json" in anchor
+    )
+    assert '"$status" -gt 1' in anchor  # a crash of the anchor pair fails the step
+    every = s["The anchor this job also pairs with"]["run"]
+    assert 'rev=$(mxperf history anchor --every "$MXPERF_ANCHOR_EVERY")\n' in every
+    assert main["env"]["MXPERF_ANCHOR_EVERY"] == "${{ vars.MXPERF_ANCHOR_EVERY || '5' }}"
+    assert main["concurrency"] == {
+        "group": "mxperf-main",
+        "cancel-in-progress": False,
+        "queue": "max",
+    }
+    uploaded = s["Upload the results"]["with"]["path"].split()
+    assert uploaded == [
+        "mxperf.json",
+        "mxperf-anchor.json",
+        "mxperf-summary.md",
+        "mxperf-history.html",
+    ]
+    page = s["The history page"]["run"]
+    assert "mxperf report --history git:mxperf-history --out mxperf-history.html" in page
+
+
+@pytest.mark.parametrize(
+    ("pytest_exit", "report", "add_exit", "passes"),
+    [
+        (0, True, 0, True),
+        (1, True, 0, True),  # a regression (or a failed case) in the anchor pair gates nothing
+        (1, False, 0, False),  # no report: the run did not reach its end
+        (2, True, 0, False),  # interrupted
+        (3, True, 0, False),  # internal error
+        (5, False, 0, False),  # nothing collected
+        (1, True, 2, False),  # no case measured a ratio, or the store cannot be written
+    ],
+)
+def test_the_anchor_step_ignores_its_verdict_never_a_crash(
+    tmp_path: Path, pytest_exit: int, report: bool, add_exit: int, passes: bool
+) -> None:
+    """The anchor step's script, with stand-ins for pytest and mxperf that exit as given."""
+    run = steps(flow("mxperf-main.yml"), "benchmarks")["Benchmarks paired with the anchor"]["run"]
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    made = "touch mxperf-anchor.json" if report else ":"
+    (tools / "pytest").write_text(f"#!/bin/sh\n{made}\nexit {pytest_exit}\n")
+    (tools / "mxperf").write_text(f'#!/bin/sh\necho "$*" >> added\nexit {add_exit}\n')
+    for tool in tools.iterdir():
+        tool.chmod(0o755)
+    (tmp_path / "step.sh").write_text(run)
+    summary = tmp_path / "summary.md"
+    env = {
+        "PATH": f"{tools}:/usr/bin:/bin",
+        "ANCHOR": "a" * 40,
+        "GITHUB_STEP_SUMMARY": str(summary),
+    }
+    status, out = run_script(tmp_path / "step.sh", tmp_path, env, timeout=30.0)
+    assert (status == 0) == passes, out
+    added = (tmp_path / "added").read_text() if (tmp_path / "added").exists() else ""
+    assert added == ("history add mxperf-anchor.json\n" if report and pytest_exit <= 1 else "")
+    assert ("gates nothing" in summary.read_text() if summary.exists() else False) == passes
+
+
+def test_no_other_workflow_gets_a_write_token_for_contents() -> None:
+    """contents: write: the main job (its history) and the self-hosted refresh (its baselines),
+    both running main's code only."""
+    writers = []
+    for path in sorted(FLOWS.glob("*.yml")):
+        data = workflows.load(path)
+        assert data["permissions"].get("contents") == "read", path.name
+        for name, job in data["jobs"].items():
+            if (job.get("permissions") or {}).get("contents") == "write":
+                writers.append((path.name, name))
+    assert writers == [("mxperf-main.yml", "benchmarks"), ("mxperf-self-hosted.yml", "refresh")]
 
 
 def test_the_comment_job_never_runs_the_prs_code() -> None:
@@ -120,6 +211,20 @@ def test_conditions_follow_the_job_status() -> None:
     assert not workflows.condition(None, ev)
     assert not workflows.condition("github.event_name == 'push'", ev)  # success() && (...)
     assert workflows.condition("always()", ev) and workflows.condition("failure()", ev)
+
+
+def test_hash_files_is_empty_when_no_file_matches(tmp_path: Path) -> None:
+    """As GitHub's: ``hashFiles('x') != ''`` tells whether a step left the file x."""
+    ev = Evaluator({}, hash_files=workflows.hash_files(tmp_path))
+    assert ev.evaluate("hashFiles('mxperf.json')") == ""
+    (tmp_path / "mxperf.json").write_text("{}")
+    assert len(ev.evaluate("hashFiles('mxperf.json', 'missing')")) == 64
+
+
+def test_repository_variables_and_a_fallback() -> None:
+    ev = Evaluator({"vars": {"K": "2"}})
+    assert ev.evaluate("vars.K || '5'") == "2"
+    assert Evaluator({"vars": {}}).evaluate("vars.K || '5'") == "5"
 
 
 def test_substitution_and_output_files(tmp_path: Path) -> None:
