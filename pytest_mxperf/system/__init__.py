@@ -7,6 +7,7 @@ Lowest wing: every other wing may import it; it imports none of them.
 - ``locks``: cross-process ``flock`` locks for device turns and baseline writes.
 - ``files``: the one atomic writer (temporary file, fsync, ``os.replace``).
 - ``procgroup``: a command in its own process group, bounded in time, nothing left behind.
+- ``tempdirs``: the plugin's roots in the shared temporary directory, private and checked.
 - ``scratch``: temporary directories named by their process, swept once it is gone.
 - ``pluginpath``: the directory side and rank processes import this plugin from (it alone).
 - ``gitinfo``: commit facts and ancestry from git, CI variables first.
