@@ -5,9 +5,11 @@ one whose owner check is told another uid.)"""
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -65,18 +67,19 @@ def test_every_shared_root_is_checked(own_tmp: Path) -> None:
     lock_dir = own_tmp / f"pytest-mxperf-{uid}"
     lock_dir.mkdir(mode=0o777)
     lock_dir.chmod(0o777)  # as another user who made it first would leave it
-    for make in (locks.machine_lock_dir, scratch.root):
+    for refused in (locks.machine_lock_dir, scratch.root):
         with pytest.raises(tempdirs.UnsafeTempDir, match=str(lock_dir)):
-            make()
+            refused()
     lock_dir.chmod(0o700)
     assert locks.machine_lock_dir() == lock_dir
     cache = worktree.default_cache_dir(own_tmp).parent.parent
     images = imagedata.cache_root().parent
     assert {cache.parent, images.parent} == {own_tmp}
-    for root, make in (
-        (cache, lambda: worktree.default_cache_dir(own_tmp)),
+    makers: list[tuple[Path, Callable[[], Path]]] = [
+        (cache, functools.partial(worktree.default_cache_dir, own_tmp)),
         (images, imagedata.cache_root),
-    ):
+    ]
+    for root, make in makers:
         assert stat.S_IMODE(root.stat().st_mode) == 0o700
         root.chmod(0o757)
         with pytest.raises(tempdirs.UnsafeTempDir, match=str(root)):
