@@ -3,6 +3,7 @@
 Lowest wing: every other wing may import it; it imports none of them.
 
 - ``fingerprint``: hardware keys, the thread setting in force, the performance environment.
+- ``mxnet_variables``: the MXNet environment variables a result records (documented ones).
 - ``cpus``: which CPUs the sides of a paired run may use (pinning, parsing CPU lists).
 - ``locks``: cross-process ``flock`` locks for device turns and baseline writes.
 - ``files``: the one atomic writer (temporary file, fsync, ``os.replace``).
