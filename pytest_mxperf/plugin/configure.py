@@ -82,6 +82,7 @@ def detect_run(config: pytest.Config, settings: Settings) -> RunInfo:
     unwritable = outputs.check_outputs(
         settings.json, run.baseline_root if settings.update else None
     ) or outputs.check_summaries(settings.markdown, settings.benchmark_action)
+    unwritable = unwritable or outputs.check_profile(settings.profile)
     if unwritable:
         raise pytest.UsageError(unwritable)
     if settings.update:

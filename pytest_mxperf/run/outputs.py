@@ -80,6 +80,16 @@ def check_outputs(json_path: str | None, baseline_root: str | None) -> str | Non
     return None
 
 
+def check_profile(profile: str | None) -> str | None:
+    """A usage error for a ``--mxperf-profile`` directory the run could not write its traces
+    into (checked before measuring: a profile is written after each case is measured)."""
+    if profile:
+        why = unwritable(Path(profile), directory=True)
+        if why:
+            return f"mxperf: --mxperf-profile: cannot write profiles under {profile} ({why})"
+    return None
+
+
 def check_summaries(markdown: str | None, benchmark_action: str | None) -> str | None:
     """A usage error for a CI summary file the run could not write (checked before measuring)."""
     for option, path in (("markdown", markdown), ("benchmark-action", benchmark_action)):
