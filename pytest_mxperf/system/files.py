@@ -56,6 +56,16 @@ def special(path: Path) -> bool | None:
     raise OSError(errno.EINVAL, f"{kind}, not a file, FIFO or character device", str(path))
 
 
+def _check_link_owner(link: Path) -> None:
+    """Refuse a symlink another user made in a shared sticky directory (``/tmp``), as Linux's
+    ``fs.protected_symlinks`` does: it could point this user's output at any file of theirs."""
+    folder, own = os.stat(link.parent), os.lstat(link)
+    shared = folder.st_mode & stat.S_ISVTX and folder.st_mode & stat.S_IWOTH
+    uid = os.getuid() if hasattr(os, "getuid") else own.st_uid
+    if shared and own.st_uid not in (uid, folder.st_uid):
+        raise OSError(errno.EACCES, "a symlink another user made in a shared directory", str(link))
+
+
 def _write_stream(path: Path, text: str) -> None:
     """Write to a FIFO or character device in place. A FIFO nobody reads is refused (ENXIO)
     rather than waited on for ever."""
@@ -76,6 +86,8 @@ def write_text_atomic(path: Path, text: str) -> None:
 
     A symlink stays a link: its target gets the text (atomically). A FIFO or character device
     gets it by a plain write; other kinds of file raise `OSError` (see `special`)."""
+    if path.is_symlink():
+        _check_link_owner(path)
     if special(path):
         _write_stream(path, text)
         return

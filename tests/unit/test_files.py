@@ -136,3 +136,21 @@ def test_a_socket_is_refused_and_kept(tmp_path: Path) -> None:
         with pytest.raises(OSError, match="a socket"):
             files.write_text_atomic(path, "x")
         assert stat.S_ISSOCK(os.lstat(path).st_mode)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="chown needs root")
+def test_a_symlink_another_user_made_in_a_sticky_directory_is_refused(tmp_path: Path) -> None:
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    shared.chmod(0o1777)  # like /tmp
+    target = tmp_path / "victim.txt"
+    target.write_text("keep")
+    link = shared / "pytest-mxperf-report-x.json"
+    link.symlink_to(target)
+    files.write_text_atomic(link, "mine")  # our own link is written through
+    assert target.read_text() == "mine"
+    os.chown(shared, 4242, 4242)
+    os.lchown(link, 4243, 4243)  # made by another user, in a directory of a third
+    with pytest.raises(OSError, match="a symlink another user made"):
+        files.write_text_atomic(link, "theirs")
+    assert target.read_text() == "mine"
