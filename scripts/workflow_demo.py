@@ -44,7 +44,9 @@ def show(
             print(f"    {run.workflow} / {name}: {job.outcome}")
             expected = "failure" if f"{run.workflow}/{name}" in failing else "success"
             if job.outcome not in (expected, "skipped"):
-                UNEXPECTED.append(f"{title}: {run.workflow} / {name}: {job.outcome}, not {expected}")
+                UNEXPECTED.append(
+                    f"{title}: {run.workflow} / {name}: {job.outcome}, not {expected}"
+                )
     if comment is not None:
         print("\n" + comment)
 

@@ -7,10 +7,12 @@ lost file. A file that cannot be read is reported by name and never overwritten.
 
 from __future__ import annotations
 
+import datetime as _dt
 import hashlib
 import json
 import math
 import re
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +26,9 @@ SCHEMA = 1
 #: What a stored file records of its commit: no paths, user or host names.
 STORED_COMMIT_FIELDS = ("sha", "date", "branch", "dirty", "source", "shallow")
 _SHA = re.compile(r"^[0-9a-f]{7,64}$")
+#: The largest baseline file read or written (a case takes about 2 KiB: room for thousands);
+#: a bigger one is a named error, so a runaway file never takes gigabytes to load.
+MAX_FILE_BYTES = 8 * 2**20
 
 
 class BaselineError(Exception):
@@ -191,16 +196,55 @@ def check_hardware_key(key: str) -> str:
         raise BaselineError(str(exc)) from None
 
 
-def load(path: Path) -> BaselineFile:
-    """Read and validate one baseline file."""
+def _read(path: Path) -> Any:
+    """The JSON a baseline file holds; `BaselineError` for one that is not a regular file, is
+    over `MAX_FILE_BYTES`, is not UTF-8 or is not JSON (nested too deeply included)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise BaselineError(f"baseline file {path} is not a regular file")
+        if info.st_size > MAX_FILE_BYTES:
+            raise BaselineError(_too_big(path, info.st_size))
+        raw = path.read_bytes()
     except OSError as exc:
         raise BaselineError(f"cannot read baseline file {path}: {exc.strerror}") from None
     try:
-        data = json.loads(text)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BaselineError(
+            f"baseline file {path} is not UTF-8 text (byte {raw[exc.start]:#04x} at offset "
+            f"{exc.start})"
+        ) from None
+    try:
+        return json.loads(text)
     except ValueError as exc:
         raise BaselineError(f"baseline file {path} is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise BaselineError(f"baseline file {path} is not valid JSON (nested too deeply)") from None
+
+
+def _too_big(path: Path, size: int) -> str:
+    return (
+        f"baseline file {path} is {size / 2**20:.1f} MiB, over the {MAX_FILE_BYTES // 2**20} MiB "
+        "a baseline file may hold (a few KiB a case): not read, never rewritten"
+    )
+
+
+def _check_date(commit: dict[str, Any], path: Path) -> None:
+    date = commit.get("date")
+    if date in (None, ""):
+        return
+    try:
+        _dt.datetime.fromisoformat(date.replace("Z", "+00:00"))
+    except (AttributeError, ValueError):  # not text, or not an ISO date
+        raise BaselineError(
+            f"baseline file {path}: 'commit.date' must be an ISO date, got {date!r}"
+        ) from None
+
+
+def load(path: Path) -> BaselineFile:
+    """Read and validate one baseline file."""
+    data = _read(path)
     if not isinstance(data, dict) or "schema" not in data:
         raise BaselineError(f"baseline file {path} has no 'schema' field: not an mxperf baseline")
     schema = data["schema"]
@@ -215,6 +259,7 @@ def load(path: Path) -> BaselineFile:
     commit = data.get("commit")
     if not isinstance(cases, dict) or not isinstance(commit, dict):
         raise BaselineError(f"baseline file {path} lacks 'cases' or 'commit' objects")
+    _check_date(commit, path)
     typed = {
         str(key): StoredCase.from_dict(case, f"baseline file {path}: case {key!r}")
         for key, case in cases.items()
@@ -294,5 +339,8 @@ def store(
         }
         if kept is not None:
             data["calibration"] = kept.as_dict()
-        files.write_json_atomic(path, data)
+        text = json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n"
+        if len(text.encode()) > MAX_FILE_BYTES:
+            raise BaselineError(_too_big(path, len(text.encode())).replace(" is ", " would be ", 1))
+        files.write_text_atomic(path, text)
     return path

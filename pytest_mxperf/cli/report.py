@@ -68,17 +68,25 @@ def fraction(text: str) -> float:
 
 
 def positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
-    return value
+    """A price per hour, bounded as the plugin's ``--mxperf-price-per-hour``."""
+    try:
+        return parsers.price_per_hour(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{_why(exc)}, got {text!r}") from None
 
 
 def positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {text!r}")
-    return value
+    """Images in an epoch, bounded as the plugin's ``--mxperf-epoch-images``."""
+    try:
+        return parsers.epoch_images(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{_why(exc)}, got {text!r}") from None
+
+
+def _why(exc: ValueError) -> str:
+    # int("x")/float("x") say "invalid literal ...": name what was expected instead.
+    text = str(exc)
+    return text if text.startswith("must") else "must be a number"
 
 
 def add_cost_arguments(parser: Any, epoch: bool = True) -> None:

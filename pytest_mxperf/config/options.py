@@ -240,7 +240,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         "price_per_hour",
-        parsers.positive_float,
+        parsers.price_per_hour,
         None,
         "Price of this machine in dollars per hour: adds dollars per million images (and, with "
         "--mxperf-epoch-images, time and dollars per epoch) to the table and the JSON report.",
@@ -248,7 +248,7 @@ SPECS: tuple[Spec, ...] = (
     ),
     Spec(
         "epoch_images",
-        parsers.positive_int,
+        parsers.epoch_images,
         None,
         "Images in one epoch for the cost figures (e.g. 1281167 for ImageNet-1k).",
         "N",

@@ -22,6 +22,28 @@ def positive_float(text: str) -> float:
     return value
 
 
+#: The dearest machine a price per hour may name, and the largest epoch: bounds that keep the
+#: cost arithmetic finite (1e308 $/h or 10**400 images overflowed it and lost the JSON report).
+MAX_PRICE_PER_HOUR = 1e6
+MAX_EPOCH_IMAGES = 10**12
+
+
+def price_per_hour(text: str) -> float:
+    """Dollars per hour: > 0 and at most `MAX_PRICE_PER_HOUR`."""
+    value = float(text)
+    if not math.isfinite(value) or not 0 < value <= MAX_PRICE_PER_HOUR:
+        raise ValueError(f"must be > 0 dollars an hour and at most {MAX_PRICE_PER_HOUR:,.0f}")
+    return value
+
+
+def epoch_images(text: str) -> int:
+    """Images in an epoch: a whole number from 1 to `MAX_EPOCH_IMAGES`."""
+    value = int(text)
+    if not 1 <= value <= MAX_EPOCH_IMAGES:
+        raise ValueError(f"must be a whole number of images from 1 to {MAX_EPOCH_IMAGES:,}")
+    return value
+
+
 #: The longest time a seconds option takes (a week): timeouts are added to clocks and
 #: timestamps, which overflow on inf or 1e12 ("timestamp out of range for platform time_t").
 MAX_SECONDS = 7 * 24 * 3600

@@ -25,26 +25,29 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from pytest_mxperf.paired import gitcmd
+from pytest_mxperf.system import tempdirs
+
+
+def cache_root() -> Path:
+    """``<tmp>/pytest-mxperf-cache-<user>``, made private to the user and checked to be theirs
+    alone (`tempdirs.private_dir` raises `tempdirs.UnsafeTempDir` otherwise): REV's worktree
+    and environment are checked out and run from under it."""
+    try:
+        user = getpass.getuser()
+    except Exception:  # no name for this uid (some containers): still per uid where possible
+        user = str(os.getuid()) if hasattr(os, "getuid") else "user"
+    return tempdirs.private_dir(Path(tempfile.gettempdir()) / f"pytest-mxperf-cache-{user}")
 
 
 def default_cache_dir(repo_root: str | Path) -> Path:
     """``<tmp>/pytest-mxperf-cache-<user>/worktrees/<repo name>-<hash of its path>``.
 
-    Per user (temp directories are shared) and per repository (two clones never share a
-    worktree, whose registration lives in one repository).
+    Per user (temp directories are shared; the root is `cache_root`, checked) and per
+    repository (two clones never share a worktree, whose registration lives in one repository).
     """
     root = Path(repo_root).resolve()
-    try:
-        user = getpass.getuser()
-    except Exception:  # no name for this uid (some containers): still per uid where possible
-        user = str(os.getuid()) if hasattr(os, "getuid") else "user"
     digest = hashlib.sha256(str(root).encode()).hexdigest()[:10]
-    return (
-        Path(tempfile.gettempdir())
-        / f"pytest-mxperf-cache-{user}"
-        / "worktrees"
-        / f"{root.name}-{digest}"
-    )
+    return cache_root() / "worktrees" / f"{root.name}-{digest}"
 
 
 def remove_empty(path: str | Path, levels: int = 1) -> None:

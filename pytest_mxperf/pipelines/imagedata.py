@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_mxperf.system import locks
+from pytest_mxperf.system import locks, tempdirs
 
 #: Bump when the generated content changes, so stale caches are rebuilt.
 VERSION = 1
@@ -53,7 +53,9 @@ def cache_root() -> Path:
     if override:
         return Path(override)
     uid = os.getuid() if hasattr(os, "getuid") else 0
-    return Path(tempfile.gettempdir()) / f"pytest-mxperf-cache-{uid}" / "images"
+    # The shared root is checked to be this user's alone (tempdirs.UnsafeTempDir otherwise).
+    shared = Path(tempfile.gettempdir()) / f"pytest-mxperf-cache-{uid}"
+    return tempdirs.private_dir(shared) / "images"
 
 
 #: Why generated images cannot be made here, with the install line (pillow draws them; it is

@@ -15,9 +15,10 @@ from pytest_mxperf.baselines.runinfo import RunInfo
 from pytest_mxperf.config import options, parsers, sideorders
 from pytest_mxperf.config.settings import OptionError, Settings, environ, resolve
 from pytest_mxperf.config.sideorders import SideOrders
+from pytest_mxperf.paired import worktree
 from pytest_mxperf.plugin.hooks import STATE_KEY, numprocesses
 from pytest_mxperf.run import outputs
-from pytest_mxperf.system import fingerprint, gitinfo, gpuarch
+from pytest_mxperf.system import fingerprint, gitinfo, gpuarch, tempdirs
 
 
 def dest(name: str) -> str:
@@ -78,12 +79,15 @@ def detect_run(config: pytest.Config, settings: Settings) -> RunInfo:
         run = RunInfo.detect(settings, config.rootpath, os.environ, machine)
     except CompareError as exc:
         raise pytest.UsageError(str(exc)) from None
+    except tempdirs.UnsafeTempDir as exc:  # the user's lock directory is not theirs alone
+        raise pytest.UsageError(f"mxperf: {exc}") from None
     bad_commit = gitinfo.env_commit_problem(run.commit)
     if bad_commit is not None:
         raise pytest.UsageError(bad_commit)
     unwritable = outputs.check_outputs(
         settings.json, run.baseline_root if settings.update else None
     ) or outputs.check_summaries(settings.markdown, settings.benchmark_action)
+    unwritable = unwritable or outputs.check_profile(settings.profile)
     if unwritable:
         raise pytest.UsageError(unwritable)
     if settings.update:
@@ -145,6 +149,10 @@ def check_ab_allowed(config: pytest.Config, settings: Settings, run: RunInfo) ->
             f"--mxperf-ab: unknown revision {settings.ab!r} in {root} "
             "(fetch it first, e.g. git fetch origin main)"
         )
+    try:
+        worktree.cache_root()  # where REV is checked out and run: this user's alone
+    except tempdirs.UnsafeTempDir as exc:
+        raise pytest.UsageError(f"mxperf: --mxperf-ab: {exc}") from None
 
 
 def device_kinds(config: pytest.Config) -> tuple[str, ...]:

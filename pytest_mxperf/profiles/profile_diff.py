@@ -13,22 +13,43 @@ from pytest_mxperf.profiles.profile_record import OPERATOR_CATEGORIES, OperatorP
 _BOOKKEEPING = frozenset({"DeleteVariable"})
 
 
+#: The most characters MXNet 1.9.1 keeps of a profiler entry's name (``src/profiler/profiler.h``:
+#: ``static_string<128>``, with its terminator): a fused entry listing many members is cut
+#: there, mid-word (``...,BatchNorm,Convoluti``).
+MXNET_NAME_LIMIT = 127
+
+
+def _cut(name: str) -> bool:
+    """Whether MXNet cut ``name`` inside its last member."""
+    return len(name) >= MXNET_NAME_LIMIT and not name.endswith(",")
+
+
 def constituents(name: str) -> tuple[str, ...]:
     """The operators behind one profiler entry.
 
     With oneDNN (MXNet's CPU default) a hybridized graph runs fused subgraphs whose profiler
-    name lists their members, e.g. ``"Activation,Convolution,Activation,FullyConnected"``.
+    name lists their members, e.g. ``"Activation,Convolution,Activation,FullyConnected"``. A
+    list MXNet cut at `MXNET_NAME_LIMIT` loses its last, cut member (never a made-up operator
+    such as ``Convoluti``).
     """
-    return tuple(part.strip() for part in name.split(",") if part.strip()) or (name,)
+    parts = [part.strip() for part in name.split(",") if part.strip()]
+    if _cut(name) and len(parts) > 1:
+        parts = parts[:-1]
+    return tuple(parts) or (name,)
 
 
 def operator_label(name: str) -> str:
-    """A short display name: a fused entry becomes ``fused(Activation x2, Convolution)``."""
+    """A short display name: a fused entry becomes ``fused(Activation x2, Convolution)``; one
+    whose name MXNet cut ends in ``…`` after its last whole member (or word of a single name)."""
     parts = constituents(name)
-    if len(parts) == 1:
-        return parts[0]
+    more = ", …" if _cut(name) else ""
+    if len(parts) == 1 and not (more and "," in name):
+        if not more:
+            return parts[0]
+        return (name.rsplit("_", 1)[0] if "_" in name else name) + "…"
     counts = Counter(parts)
-    return "fused(" + ", ".join(op if n == 1 else f"{op} x{n}" for op, n in counts.items()) + ")"
+    members = ", ".join(op if n == 1 else f"{op} x{n}" for op, n in counts.items())
+    return f"fused({members}{more})"
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,9 @@ case as the CI summaries show it (pure)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from pytest_mxperf.baselines.runinfo import RunInfo
@@ -38,11 +40,15 @@ def to_json(
     run: RunInfo,
     settings: Mapping[str, Any],
     extra: Mapping[str, Any] | None = None,
+    cwd: str | None = None,
 ) -> dict[str, Any]:
     """The machine-readable report: every case with its samples, verdict and run facts; with
     ``price_per_hour``/``epoch_images`` in ``settings``, each case's ``cost``; the matrix-multiply
-    peaks measured for the run under ``peaks``."""
+    peaks measured for the run under ``peaks``. Paths are shown by `shown_path` from ``cwd``
+    (default: the working directory): never absolute."""
     price, epoch = settings.get("price_per_hour"), settings.get("epoch_images")
+    here, repo = os.getcwd() if cwd is None else cwd, run.commit.repo_root
+    commit = {**run.commit.as_dict(), "repo_root": shown_path(repo, here, repo)}
     cases = []
     for r in sorted(results, key=lambda r: str(r.key)):
         data = r.as_dict()
@@ -52,11 +58,11 @@ def to_json(
     return {
         "schema": REPORT_SCHEMA,
         "run": {
-            "commit": run.commit.as_dict(),
+            "commit": commit,
             "cpu_hardware": run.machine or run.cpu_key,
             "gpus": run.gpus,
             "started": run.started,
-            "baseline_root": run.baseline_root,
+            "baseline_root": shown_path(run.baseline_root, here, repo),
             "pytest_mxperf_version": run.plugin_version,
         },
         "settings": dict(settings),
@@ -64,6 +70,23 @@ def to_json(
         "peaks": peaks(results),
         **(dict(extra) if extra else {}),
     }
+
+
+def shown_path(path: str | None, cwd: str, repo_root: str | None) -> str | None:
+    """``path`` as the report shows it, never absolute (no user or host name in it): relative
+    to ``cwd`` when it is there or above it (``baselines``, ``..``), ``<repo>/...`` when it is
+    elsewhere in the repository, ``<path>`` when it is outside both."""
+    if not path:
+        return path
+    rel = os.path.relpath(os.path.abspath(path), cwd)
+    parts = Path(rel).parts
+    if ".." not in parts or set(parts) == {".."}:
+        return rel
+    if repo_root:
+        inside = os.path.relpath(os.path.abspath(path), repo_root)
+        if ".." not in Path(inside).parts:
+            return "<repo>" if inside == "." else f"<repo>/{Path(inside).as_posix()}"
+    return "<path>"
 
 
 def case_cost(

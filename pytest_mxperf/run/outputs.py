@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from pytest_mxperf.system import files
 from pytest_mxperf.system.files import write_json_atomic, write_text_atomic
 
 
@@ -19,6 +20,14 @@ def unwritable(path: Path, *, directory: bool) -> str | None:
     """
     if not directory and path.is_dir():
         return f"{path} is a directory"
+    if not directory:
+        try:
+            if files.special(path):  # a FIFO or character device: written in place
+                return None if os.access(path, os.W_OK) else f"{path} is not writable"
+        except OSError as exc:
+            return f"{path} is {exc.strerror}"
+        # A symlink is written through: its target's folder takes the new file.
+        path = Path(os.path.realpath(path)) if path.is_symlink() else path
     probe = path if directory else path.parent
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
@@ -68,6 +77,16 @@ def check_outputs(json_path: str | None, baseline_root: str | None) -> str | Non
                 f"mxperf: --mxperf-update: cannot write baselines under {baseline_root} ({why}); "
                 "see --mxperf-baseline-dir"
             )
+    return None
+
+
+def check_profile(profile: str | None) -> str | None:
+    """A usage error for a ``--mxperf-profile`` directory the run could not write its traces
+    into (checked before measuring: a profile is written after each case is measured)."""
+    if profile:
+        why = unwritable(Path(profile), directory=True)
+        if why:
+            return f"mxperf: --mxperf-profile: cannot write profiles under {profile} ({why})"
     return None
 
 

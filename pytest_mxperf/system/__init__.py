@@ -3,11 +3,13 @@
 Lowest wing: every other wing may import it; it imports none of them.
 
 - ``fingerprint``: hardware keys, the thread setting in force, the performance environment.
+- ``mxnet_variables``: the MXNet environment variables a result records (documented ones).
 - ``cpus``: which CPUs the sides of a paired run may use (pinning, parsing CPU lists).
 - ``locks``: cross-process ``flock`` locks for device turns and baseline writes.
 - ``files``: the one atomic writer (temporary file, fsync, ``os.replace``).
 - ``procgroup``: a command in its own process group, bounded in time, nothing left behind.
 - ``sigterm``: SIGTERM ending a paired run's controller as Ctrl-C does, through its clean-up.
+- ``tempdirs``: the plugin's roots in the shared temporary directory, private and checked.
 - ``scratch``: temporary directories named by their process, swept once it is gone.
 - ``pluginpath``: the directory side and rank processes import this plugin from (it alone).
 - ``gitinfo``: commit facts and ancestry from git, CI variables first.

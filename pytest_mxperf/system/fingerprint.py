@@ -18,9 +18,19 @@ import subprocess
 from collections.abc import Mapping
 from typing import Any
 
-#: Environment variables that change MXNet throughput; recorded with every result.
-PERF_ENV_PREFIXES = ("MXNET_", "OMP_", "KMP_", "GOMP_", "MKL_", "DNNL_", "MKLDNN_", "OPENBLAS_")
+from pytest_mxperf.system import mxnet_variables
+
+#: Environment variables that change MXNet throughput; recorded with every result. The
+#: settings of the OpenMP, MKL, oneDNN and OpenBLAS runtimes by prefix; MXNet's own only by name
+#: (`mxnet_variables.PERF_VARIABLES`): any other ``MXNET_*`` variable (a token a CI job names
+#: MXNET_SECRET_TOKEN) never reaches a committed baseline.
+PERF_ENV_PREFIXES = ("OMP_", "KMP_", "GOMP_", "MKL_", "DNNL_", "MKLDNN_", "OPENBLAS_")
 PERF_ENV_NAMES = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "TF32_OVERRIDE")
+#: Names that say their value is a secret: never stored, whatever the prefix.
+_SECRET_NAME = re.compile(
+    r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|PASS|PWD|KEY|KEYS|APIKEY|CREDENTIALS?|AUTH|PRIVATE|"
+    r"COOKIE|SESSION|SIGNATURE|CERT)(_|$)"
+)
 
 
 def slug(text: str) -> str:
@@ -164,28 +174,58 @@ PATH_VALUE = "<path>"
 PRIVATE_VALUE = "<set>"
 
 
+#: What a baseline stores instead of a value whose name says it is a secret.
+SECRET_VALUE = "<redacted>"
+
+
 def private_names() -> tuple[str, ...]:
-    """This user's and host's names, never to be stored (lower case, 3+ characters)."""
+    """This user's and host's names, never to be stored (lower case; short ones too: see
+    `names_private`)."""
     names = [platform.node(), socket.gethostname()]
     with contextlib.suppress(Exception):  # no passwd entry in some containers
         names.append(getpass.getuser())
-    return tuple({n.lower() for n in names if len(n) >= 3})
+    return tuple({n.lower() for n in names if n})
+
+
+def names_private(value: str, private: tuple[str, ...]) -> bool:
+    """Whether ``value`` holds one of the ``private`` names: anywhere for names of 3 or more
+    characters, as a whole word for shorter ones (a host ``db`` is in ``db:5000``, not in
+    ``dbl``)."""
+    text = value.lower()
+    for name in private:
+        if len(name) >= 3 and name in text:
+            return True
+        if name and re.search(rf"(?<![a-z0-9]){re.escape(name)}(?![a-z0-9])", text):
+            return True
+    return False
+
+
+def is_perf_variable(name: str) -> bool:
+    """Whether the variable ``name`` shapes MXNet's throughput (see `PERF_ENV_PREFIXES`)."""
+    return (
+        name in mxnet_variables.PERF_VARIABLES
+        or name in PERF_ENV_NAMES
+        or name.startswith(PERF_ENV_PREFIXES)
+    )
 
 
 def perf_environment(
     env: Mapping[str, str], private: tuple[str, ...] | None = None
 ) -> dict[str, str]:
-    """The environment variables that shape throughput, as set in this process, with paths
-    and values naming this user or host replaced (`PATH_VALUE`, `PRIVATE_VALUE`): thread
-    counts and MXNET_* numeric or enum settings are kept as they are."""
+    """The environment variables that shape throughput (`is_perf_variable`), as set in this
+    process, with secrets, paths and values naming this user or host replaced (`SECRET_VALUE`,
+    `PATH_VALUE`, `PRIVATE_VALUE`): thread counts and MXNet's numeric or enum settings are kept
+    as they are."""
     private = private_names() if private is None else private
     recorded = {}
     for name, value in sorted(env.items()):
-        if not (name.startswith(PERF_ENV_PREFIXES) or name in PERF_ENV_NAMES):
+        if not is_perf_variable(name):
             continue
-        if _PLACE_NAME.search(name) or "/" in value or "\\" in value or value.startswith("~"):
+        if _SECRET_NAME.search(name):
+            value = SECRET_VALUE
+        elif _PLACE_NAME.search(name) or "/" in value or "\\" in value or value.startswith("~"):
             value = PATH_VALUE
-        elif any(p in value.lower() for p in private):
+        elif names_private(value, private):
             value = PRIVATE_VALUE
         recorded[name] = value
     return recorded

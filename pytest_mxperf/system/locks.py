@@ -17,14 +17,18 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+from pytest_mxperf.system import tempdirs
+
 
 def machine_lock_dir(base: str | Path | None = None) -> Path:
     """``<base or tempdir>/pytest-mxperf-<uid>``: the lock directory shared by every run of
-    this user on this machine (created private to the user)."""
+    this user on this machine (created private to the user, and checked to be theirs alone:
+    `tempdirs.private_dir`)."""
     uid = os.getuid() if hasattr(os, "getuid") else 0
-    path = Path(base or tempfile.gettempdir()) / f"pytest-mxperf-{uid}"
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return path
+    base_dir = Path(base or tempfile.gettempdir())
+    base_dir.mkdir(parents=True, exist_ok=True)
+    # Refused (tempdirs.UnsafeTempDir) when another user owns it or could write into it.
+    return tempdirs.private_dir(base_dir / f"pytest-mxperf-{uid}")
 
 
 @contextlib.contextmanager

@@ -173,7 +173,7 @@ def test_stored_environment_holds_no_paths(
     text = stored_files(suite.path)[0].read_text()
     assert home not in text and str(Path.home()) not in text
     case = json.loads(text)["cases"]["alpha/inference/float32/bs8/cpu"]
-    assert case["environment"]["MXNET_HOME"] == "<path>"
+    assert "MXNET_HOME" not in case["environment"]  # a place, not a performance setting
     assert case["environment"]["MXNET_CPU_WORKER_NTHREADS"] == "2"
 
 

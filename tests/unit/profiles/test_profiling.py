@@ -111,6 +111,27 @@ def test_operator_label() -> None:
     )
 
 
+#: A fused entry as MXNet 1.9.1 names it when its member list passes 127 characters: cut there,
+#: mid-word (its profiler keeps names in a 128-byte buffer).
+CUT = ",".join(["Convolution", "BatchNorm", "Activation"] * 6)[:127]
+
+
+def test_a_name_mxnet_cut_is_never_shown_cut_mid_word() -> None:
+    assert CUT.endswith(",Activa")  # MXNet's cut
+    assert operator_label(CUT) == "fused(Convolution x4, BatchNorm x4, Activation x3, …)"
+    single = "_sg_mkldnn_conv_bn_relu_" * 6
+    assert operator_label(single[:127]) == single[:127].rsplit("_", 1)[0] + "…"
+    # In the profile lines too: a new fused entry, and the per-operator run counts.
+    lines = render_diff(diff_profiles(BEFORE, prof({**dict(_raw(BEFORE)), CUT: (10, 40.0)})))
+    text = "\n".join(lines)
+    assert "fused(Convolution x4, BatchNorm x4, Activation x3, …)" in text
+    assert "Activa," not in text and "Activa)" not in text and "Activa " not in text
+
+
+def _raw(p: OperatorProfile) -> list[tuple[str, tuple[int, float]]]:
+    return [(o.name, (o.count, o.total_ms)) for o in p.operators]
+
+
 def test_top_limits_lines() -> None:
     many_before = prof({f"op{i}": (10, 1.0) for i in range(8)})
     many_after = prof({f"op{i}": (10, 1.0 + i) for i in range(8)})

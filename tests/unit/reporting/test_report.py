@@ -13,7 +13,7 @@ from pytest_mxperf.baselines.resolution import Resolution
 from pytest_mxperf.baselines.runinfo import RunInfo
 from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Status, Verdict
-from pytest_mxperf.reporting.jsonreport import REPORT_SCHEMA, to_json
+from pytest_mxperf.reporting.jsonreport import REPORT_SCHEMA, shown_path, to_json
 from pytest_mxperf.reporting.report_sections import verdict_counts
 from pytest_mxperf.reporting.tables import render_grids, render_table
 from pytest_mxperf.system.gitinfo import CommitInfo
@@ -300,3 +300,35 @@ def test_change_column_of_paired_and_arbitrated_verdicts() -> None:
         Outcome.MACHINE, False, change=-0.286, threshold=0.05, interval=(0.971, 1.030), rounds=3
     )
     assert _change(arbitrated) == "-28.6%, pair +0.0% ±3.0%"
+
+
+def test_report_paths_are_never_absolute() -> None:
+    repo, baselines = "/home/alice/proj", "/home/alice/proj/baselines"
+    assert shown_path(baselines, repo, repo) == "baselines"
+    assert shown_path(repo, repo, repo) == "."
+    assert shown_path(repo, f"{repo}/tests", repo) == ".."  # run from inside the repository
+    assert shown_path(baselines, f"{repo}/tests", repo) == "<repo>/baselines"
+    assert shown_path(repo, "/srv/ci", repo) == "<repo>"
+    assert shown_path(baselines, "/srv/ci", repo) == "<repo>/baselines"
+    assert shown_path("/mnt/shared/bl", "/srv/ci", repo) == "<path>"
+    assert shown_path(None, "/srv/ci", repo) is None
+
+
+def test_to_json_shows_the_repository_and_baselines_relative() -> None:
+    commit = CommitInfo("a" * 40, None, None, None, "git", repo_root="/home/alice/proj")
+    run = RunInfo(
+        run_id="r",
+        started="2024-01-01T00:00:00+00:00",
+        rootdir="/home/alice/proj",
+        baseline_root="/home/alice/proj/baselines",
+        commit=commit,
+        cpu_key=CPU,
+        machine=None,
+        gpus=[],
+        baselines=Resolution(),
+        lock_dir="/tmp/x",
+    )
+    data = to_json(results(), run, {}, cwd="/home/alice/proj")
+    assert data["run"]["commit"]["repo_root"] == "."
+    assert data["run"]["baseline_root"] == "baselines"
+    assert "alice" not in json.dumps(data)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -36,3 +38,20 @@ def test_write_report_falls_back_and_says_where(
     assert problem.endswith(f"; measured results saved to {where}")
     ok, none = outputs.write_report(tmp_path / "r.json", {}, "abc")
     assert (ok, none) == (tmp_path / "r.json", None)
+
+
+def test_unwritable_takes_streams_and_links_and_names_a_socket(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    assert outputs.unwritable(fifo, directory=False) is None
+    assert outputs.unwritable(Path("/dev/null"), directory=False) is None
+    (tmp_path / "file").write_text("x")
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "file" / "r.json")  # its target's folder is a regular file
+    assert outputs.unwritable(link, directory=False) == f"{tmp_path / 'file'} is not a directory"
+    path = tmp_path / "s"
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(path))
+        assert outputs.unwritable(path, directory=False) == (
+            f"{path} is a socket, not a file, FIFO or character device"
+        )
