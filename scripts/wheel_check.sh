@@ -115,3 +115,15 @@ assert stored and all(
 ), "a stored case lacks the version"
 print(f"wheel_check: ok: pytest-mxperf {version} from its wheel ran the project's benchmarks")
 EOF
+
+# 4. The example's workflows, run by the harness the suite uses (pytest_mxperf.testing, from the
+#    wheel) with this venv's interpreter standing in for setup-python: the PR (a fork's, one case
+#    10% slower, then fixed: the sticky comment updated), the comment job and a push to main
+#    that keeps the history, each job's outcome checked (the fake back end; real MXNet ran above).
+if [ -d "$project/.github/workflows" ]; then
+  say "the example's workflows from the wheel (scripts/workflow_demo.py --no-real)"
+  "$venv_python" "$checkout/scripts/workflow_demo.py" --no-real --example "$project" \
+    >"$work/workflows.log" 2>&1 || { cat "$work/workflows.log" >&2; exit 1; }
+  grep -E "^    mxperf-|^=== " "$work/workflows.log"
+  say "ok: the example's PR, comment and main workflows ran green from the wheel"
+fi
