@@ -131,42 +131,17 @@ def resolve(
     """
     res = Resolution()
     for hardware in hardware_keys(root):
-        files: list[BaselineFile] = []
-        for _sha, path in commit_files(root, hardware).items():
-            try:
-                files.append(load(path))
-            except BaselineError as exc:
-                res.errors.append(str(exc))
-        refs: dict[str, BaselineRef] = {}
+        files = _load_files(root, hardware, res)
         if explicit is not None:
-            chosen = [f for f in files if f.sha.startswith(explicit) or explicit.startswith(f.sha)]
-            for f in chosen[:1]:
-                for key, case in f.cases.items():
-                    refs[key] = _ref(f, root, case, f"explicit revision {explicit_label}", None)
-            res.refs[hardware] = refs
+            res.refs[hardware] = _explicit_refs(root, files, explicit, explicit_label)
             continue
-        fallback_used = False
+        refs: dict[str, BaselineRef] = {}
         if ancestors is not None:
-            topo = {sha: i for i, sha in enumerate(ancestors)}
-            ranked = sorted(
-                (f for f in files if f.sha in ancestors),
-                key=lambda f: (ancestors[f.sha], _neg_date(f.date), topo[f.sha]),
-            )
-            used: list[BaselineFile] = []
-            for f in ranked:
-                fresh = [key for key in f.cases if key not in refs]
-                for key in fresh:
-                    refs[key] = _ref(f, root, f.cases[key], "nearest ancestor", ancestors[f.sha])
-                used += [f] if fresh else []
+            used = _nearest_ancestors(root, files, ancestors, refs)
             if used and not shallow and hardware in this_machine:
                 passed_over = _newest_passed_over(hardware, files, ancestors, used)
                 res.warnings += [passed_over] if passed_over else []
-        if ancestors is None or shallow:
-            for f in sorted(files, key=lambda f: _neg_date(f.date)):
-                for key, case in f.cases.items():
-                    if key not in refs:
-                        refs[key] = _ref(f, root, case, "newest by commit date", None)
-                        fallback_used = True
+        fallback_used = (ancestors is None or shallow) and _newest_by_date(root, files, refs)
         rewritten = ancestors is not None and not shallow and files and not refs
         if rewritten and hardware in this_machine:
             res.warnings.append(_none_an_ancestor(hardware, files))
@@ -178,6 +153,65 @@ def resolve(
             )
         res.refs[hardware] = refs
     return res
+
+
+def _load_files(root: Path, hardware: str, res: Resolution) -> list[BaselineFile]:
+    """The files of ``hardware`` that load; each that does not is one of ``res``'s errors."""
+    files: list[BaselineFile] = []
+    for _sha, path in commit_files(root, hardware).items():
+        try:
+            files.append(load(path))
+        except BaselineError as exc:
+            res.errors.append(str(exc))
+    return files
+
+
+def _explicit_refs(
+    root: Path, files: Sequence[BaselineFile], explicit: str, label: str | None
+) -> dict[str, BaselineRef]:
+    """Every case of the file of the commit asked for (a full or abbreviated sha)."""
+    refs: dict[str, BaselineRef] = {}
+    chosen = [f for f in files if f.sha.startswith(explicit) or explicit.startswith(f.sha)]
+    for f in chosen[:1]:
+        for key, case in f.cases.items():
+            refs[key] = _ref(f, root, case, f"explicit revision {label}", None)
+    return refs
+
+
+def _nearest_ancestors(
+    root: Path,
+    files: Sequence[BaselineFile],
+    ancestors: dict[str, int],
+    refs: dict[str, BaselineRef],
+) -> list[BaselineFile]:
+    """Fill ``refs`` from the nearest ancestor holding each case (ties: newer date, then the
+    later commit in topological order); returns the files that gave a case."""
+    topo = {sha: i for i, sha in enumerate(ancestors)}
+    ranked = sorted(
+        (f for f in files if f.sha in ancestors),
+        key=lambda f: (ancestors[f.sha], _neg_date(f.date), topo[f.sha]),
+    )
+    used: list[BaselineFile] = []
+    for f in ranked:
+        fresh = [key for key in f.cases if key not in refs]
+        for key in fresh:
+            refs[key] = _ref(f, root, f.cases[key], "nearest ancestor", ancestors[f.sha])
+        used += [f] if fresh else []
+    return used
+
+
+def _newest_by_date(
+    root: Path, files: Sequence[BaselineFile], refs: dict[str, BaselineRef]
+) -> bool:
+    """Fill the cases ``refs`` lacks from the newest file by commit date holding each; True
+    when one was."""
+    filled = False
+    for f in sorted(files, key=lambda f: _neg_date(f.date)):
+        for key, case in f.cases.items():
+            if key not in refs:
+                refs[key] = _ref(f, root, case, "newest by commit date", None)
+                filled = True
+    return filled
 
 
 #: How many stored commits a warning names before "and N more".
