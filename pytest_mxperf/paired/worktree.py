@@ -229,20 +229,3 @@ def _hold(
             _remove(root, target, env)
         else:  # kept on purpose: not a killed run's leftover for `sweep_stale`
             _kept_path(target).touch()
-
-
-def remove_all(
-    repo_root: str | Path, cache_dir: str | Path, env: Mapping[str, str] | None = None
-) -> int:
-    """Remove every worktree of the repository under ``cache_dir``; return how many.
-
-    For a "clear the cache" command; :func:`checkout` itself never needs it.
-    """
-    root = Path(repo_root).resolve()
-    cache = Path(cache_dir).resolve()
-    count = 0
-    for path in gitcmd.list_worktrees(root, env):
-        if cache in path.parents:
-            _remove(root, path, env)
-            count += 1
-    return count

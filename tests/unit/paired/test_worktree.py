@@ -11,7 +11,7 @@ import pytest
 
 from pytest_mxperf.paired import gitcmd
 from pytest_mxperf.paired.gitcmd import WorktreeError, list_worktrees, resolve_rev
-from pytest_mxperf.paired.worktree import checkout, default_cache_dir, remove_all
+from pytest_mxperf.paired.worktree import checkout, default_cache_dir
 
 IDENTITY = {
     "GIT_AUTHOR_NAME": "mxperf test",
@@ -237,15 +237,6 @@ def test_git_location_variables_of_the_caller_are_ignored(repo: Repo, cache: Pat
     assert resolve_rev(repo.path, "HEAD~1", env) == repo.first
     with checkout(repo.path, repo.first, cache, env=env) as path:
         assert (path / "v.txt").read_text() == "one\n"
-
-
-def test_remove_all_clears_the_cache(repo: Repo, cache: Path) -> None:
-    for sha in (repo.first, repo.second):
-        with checkout(repo.path, sha, cache, keep=True, env=repo.env):
-            pass
-    assert remove_all(repo.path, cache, repo.env) == 2
-    assert len(repo.worktree_lines()) == 1
-    assert not any(cache.iterdir())
 
 
 def test_default_cache_dir_is_outside_the_repo_and_per_repo(repo: Repo, tmp_path: Path) -> None:
