@@ -19,7 +19,6 @@ or a run overtaken by a newer push, posts nothing.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any
 
 from pytest_mxperf.cli import github
 from pytest_mxperf.reporting import pr_comment as comment
+from pytest_mxperf.reporting.jsonreport import ReportError, read_report
 from pytest_mxperf.system import files
 
 
@@ -66,9 +66,9 @@ def run(root: Path, args: argparse.Namespace) -> int:
 def cmd_render(args: argparse.Namespace) -> int:
     path: Path = args.report
     try:
-        report = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise CommentCommandError(f"cannot read the report {path}: {exc}") from exc
+        report = read_report(path)
+    except ReportError as exc:
+        raise CommentCommandError(str(exc)) from None
     try:
         body = comment.render(report, run_url=args.run_url)
     except comment.CommentError as exc:

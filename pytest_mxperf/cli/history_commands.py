@@ -12,7 +12,6 @@ index they give.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from pytest_mxperf.history import anchors, entries, entrystore, fromrun, page
 from pytest_mxperf.history.fit import Fit
 from pytest_mxperf.history.index import case_fits, commit_order, first_parent
 from pytest_mxperf.paired.gitcmd import WorktreeError
+from pytest_mxperf.reporting.jsonreport import ReportError, read_report
 
 ERRORS = (entries.EntryError, entrystore.StoreError, anchors.AnchorError, WorktreeError)
 
@@ -66,9 +66,9 @@ def cmd_add(args: argparse.Namespace) -> int:
     found: list[entries.Entry] = []
     for path in args.reports:
         try:
-            report = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise entries.EntryError(f"cannot read {path}: {exc}") from None
+            report = read_report(path)
+        except ReportError as exc:
+            raise entries.EntryError(str(exc)) from None
         got = entries.from_report(report, str(path))
         if not got:
             raise entries.EntryError(f"{path}: no case of this paired run measured a ratio")

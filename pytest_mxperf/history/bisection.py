@@ -10,7 +10,6 @@ skipped as ``git bisect skip`` skips a commit. BAD is taken as moved, as ``git b
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import tempfile
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_mxperf.paired.gitcmd import WorktreeError, git, resolve_rev
+from pytest_mxperf.reporting.jsonreport import ReportError, read_report
 
 MOVED, SAME, UNDECIDED = "moved", "same", "undecided"
 #: Seconds one step's paired run may take before it counts as undecided.
@@ -89,11 +89,13 @@ def paired_step(
                     timeout=timeout,
                     check=False,
                 )
-                report = json.loads(out.read_text()) if out.exists() else None
+                report = read_report(out) if out.exists() else None
                 last = (done.stdout.strip() or done.stderr.strip()).splitlines()[-1:]
                 why += f" ({last[0][:200]})" if last else ""
             except subprocess.TimeoutExpired:
                 report, why = None, f"the paired run took more than {timeout:.0f} s"
+            except ReportError as exc:
+                report, why = None, str(exc)
             finally:
                 git(repo, "worktree", "remove", "--force", str(tree), check=False)
         if report is None:

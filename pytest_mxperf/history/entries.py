@@ -120,7 +120,7 @@ def parse_lines(text: str, where: str) -> list[Entry]:
             continue
         try:
             found.append(Entry.from_dict(json.loads(line)))
-        except (json.JSONDecodeError, EntryError) as exc:
+        except (ValueError, RecursionError, EntryError) as exc:  # ValueError: JSON's too
             raise EntryError(f"{where}, line {n}: {exc}") from None
     return found
 

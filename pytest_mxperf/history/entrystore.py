@@ -51,7 +51,11 @@ class DirStore:
         file = self.path / FILE
         if not file.exists():
             return []
-        return parse_lines(file.read_text(encoding="utf-8"), str(file))
+        try:
+            text = file.read_text(encoding="utf-8")
+        except (OSError, ValueError) as exc:  # ValueError: not UTF-8
+            raise StoreError(f"cannot read {file}: {exc}") from None
+        return parse_lines(text, str(file))
 
     def add(self, new: list[Entry]) -> int:
         with locks.exclusive(self.path / f".{FILE}.lock"):

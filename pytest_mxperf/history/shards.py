@@ -5,13 +5,14 @@ read, crashed, reported errors or measured another commit is named, never droppe
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tabulate import tabulate
+
+from pytest_mxperf.reporting.jsonreport import ReportError, read_report
 
 
 @dataclass
@@ -37,11 +38,9 @@ def _read(path: Path) -> tuple[dict[str, Any] | None, Shard]:
     if not path.exists():
         return None, Shard(path.name, "missing", "no report (the shard did not run or finish)")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+        data = read_report(path)
+    except ReportError as exc:
         return None, Shard(path.name, "unreadable", str(exc))
-    if not isinstance(data, dict) or not isinstance(data.get("cases"), list):
-        return None, Shard(path.name, "unreadable", "not an mxperf JSON report")
     why = []
     if data.get("crashed"):
         why.append(f"crashed: {len(data['crashed'])} case(s)")

@@ -3,6 +3,7 @@ case as the CI summaries show it (pure)."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -13,6 +14,30 @@ from pytest_mxperf.measuring.records import CaseResult
 from pytest_mxperf.reporting import cost, summary
 
 REPORT_SCHEMA = 1
+
+
+class ReportError(Exception):
+    """A JSON report that cannot be used; the message names the file and why."""
+
+
+def read_report(path: Path) -> dict[str, Any]:
+    """The JSON report (``--mxperf-json``) at ``path``, for the commands that read one
+    (``comment``, ``history add``, ``merge``, ``bisect``): a file that cannot be read, is not
+    UTF-8, is not JSON or is nested too deeply, is not an mxperf report or has another schema
+    is a `ReportError` naming it, never a traceback."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:  # ValueError: also not UTF-8
+        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise ReportError(f"cannot read the report {path}: {why}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("cases"), list):
+        raise ReportError(f"{path}: not an mxperf JSON report (no list of 'cases')")
+    if data.get("schema") != REPORT_SCHEMA:
+        raise ReportError(
+            f"{path}: report schema {data.get('schema')!r} is not {REPORT_SCHEMA} (another "
+            "pytest-mxperf version wrote it)"
+        )
+    return data
 
 
 def summary_row(result: CaseResult) -> summary.Row:
