@@ -15,7 +15,8 @@ from pytest_mxperf.testing.repos import GIT_ENV
 
 #: setup-python's interpreter: this one, whose ``-m venv DIR`` makes a venv of shims to it and
 #: whose ``-m pip install -r FILE`` checks that FILE pins pytest-mxperf and installs nothing (as
-#: does ``-m pip install "pytest-mxperf[EXTRA]"``, an extra of the plugin already installed).
+#: does ``-m pip install "pytest-mxperf[EXTRA]==VERSION"``, an extra of the plugin already
+#: installed; an extra without a pinned version is not stood in for).
 _PYTHON_SHIM = """#!/usr/bin/env bash
 # setup-python's interpreter in the test harness (pytest_mxperf.testing.workflow_steps).
 real={real}
@@ -35,7 +36,7 @@ if [ "$1" = -m ] && [ "$2" = pip ] && [ "$3" = install ]; then
   prev=""
   for arg in "$@"; do
     [ "$prev" = -r ] && req=$arg
-    case "$arg" in pytest-mxperf\\[*\\]) extra=$arg ;; esac
+    case "$arg" in pytest-mxperf\\[*\\]==*) extra=$arg ;; esac
     prev=$arg
   done
   if [ -z "$req" ] && [ -n "$extra" ]; then
