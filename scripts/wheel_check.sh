@@ -122,8 +122,10 @@ EOF
 #    that keeps the history, each job's outcome checked (the fake back end; real MXNet ran above).
 if [ -d "$project/.github/workflows" ]; then
   say "the example's workflows from the wheel (scripts/workflow_demo.py --no-real)"
-  # The harness reads the workflow files with PyYAML, which only the tests need (no extra).
-  "$venv_python" -m pip install --quiet "pyyaml>=6.0,<7"
+  # The main workflow installs the [report] extra for its history page (the harness stands in
+  # for that pip line, so it is installed here), and the harness reads the workflow files with
+  # PyYAML, which only the tests need.
+  "$venv_python" -m pip install --quiet "$wheel[report]" "pyyaml>=6.0,<7"
   "$venv_python" "$checkout/scripts/workflow_demo.py" --no-real --example "$project" \
     >"$work/workflows.log" 2>&1 || { cat "$work/workflows.log" >&2; exit 1; }
   grep -E "^    mxperf-|^=== " "$work/workflows.log"

@@ -36,13 +36,13 @@ UNEXPECTED: list[str] = []
 def show(
     title: str, runs: list[RunResult], comment: str | None, failing: tuple[str, ...] = ()
 ) -> None:
-    """Print the scenario's jobs and comment; a job not in ``failing`` must succeed (or be
-    skipped by its own condition), one in it must fail."""
+    """Print the scenario's jobs and comment; a job not in ``failing`` ("workflow / job") must
+    succeed (or be skipped by its own condition), one in it must fail."""
     print(f"\n=== {title}")
     for run in runs:
         for name, job in run.jobs.items():
             print(f"    {run.workflow} / {name}: {job.outcome}")
-            expected = "failure" if f"{run.workflow}/{name}" in failing else "success"
+            expected = "failure" if f"{run.workflow} / {name}" in failing else "success"
             if job.outcome not in (expected, "skipped"):
                 UNEXPECTED.append(
                     f"{title}: {run.workflow} / {name}: {job.outcome}, not {expected}"
@@ -60,7 +60,7 @@ def fake_scenarios(root: Path, example: Path) -> None:
             "fork PR, one case 10% slower",
             runs,
             ws.comment_of(s, 1),
-            failing=("mxperf-pr.yml/benchmarks",),
+            failing=("mxperf-pr / benchmarks",),
         )
         s.project.set_speeds(MLP=8000.0)
         fixed = s.project.commit("mynets: the MLP as fast as before")
