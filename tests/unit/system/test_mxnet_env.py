@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_mxperf.config import parsers
-from pytest_mxperf.system import mxnet_env, mxnet_import
+from pytest_mxperf.system import mxnet_env, mxnet_import, mxnet_variables
 from pytest_mxperf.system.mxnet_import import MXNetUnavailable
 
 
@@ -58,3 +58,51 @@ def test_import_mxnet_refuses_the_variable_before_importing(
 def test_the_threads_option_is_bounded(text: str) -> None:
     with pytest.raises(ValueError, match=r"\[1, 4096\]"):
         parsers.thread_count(text)
+
+
+#: Every variable MXNet 1.9.1's docs/static_site/src/pages/api/faq/env_var.md gives as
+#: "Values: Int" (read off the page at tag 1.9.1).
+DOCUMENTED_INT = {
+    "DMLC_LOG_STACK_TRACE_DEPTH",
+    "MXNET_CPU_NNPACK_NTHREADS",
+    "MXNET_CPU_PARALLEL_RAND_COPY",
+    "MXNET_CPU_PARALLEL_SIZE",
+    "MXNET_CPU_PRIORITY_NTHREADS",
+    "MXNET_CPU_TEMP_COPY",
+    "MXNET_CPU_WORKER_NTHREADS",
+    "MXNET_CUDA_GRAPHS_MAX_LOG_ENTRIES",
+    "MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN",
+    "MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN_BWD",
+    "MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN_FWD",
+    "MXNET_EXEC_NUM_TEMP",
+    "MXNET_GPU_COPY_NTHREADS",
+    "MXNET_GPU_CUDNN_DROPOUT_STATE_COPY",
+    "MXNET_GPU_MEM_LARGE_ALLOC_ROUND_SIZE",
+    "MXNET_GPU_MEM_POOL_RESERVE",
+    "MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF",
+    "MXNET_GPU_PARALLEL_RAND_COPY",
+    "MXNET_GPU_TEMP_COPY",
+    "MXNET_GPU_WORKER_NTHREADS",
+    "MXNET_KVSTORE_BIGARRAY_BOUND",
+    "MXNET_KVSTORE_REDUCTION_NTHREADS",
+    "MXNET_KVSTORE_SLICE_THRESHOLD",
+    "MXNET_KVSTORE_TREE_ARRAY_BOUND",
+    "MXNET_MKLDNN_CACHE_NUM",
+    "MXNET_MP_OPENCV_NUM_THREADS",
+    "MXNET_MP_WORKER_NTHREADS",
+    "MXNET_OPTIMIZER_AGGREGATION_SIZE",
+    "NNVM_EXEC_MATCH_RANGE",
+}
+
+
+def test_every_integer_variable_mxnet_documents_is_checked() -> None:
+    assert DOCUMENTED_INT - set(mxnet_env.INT_VARIABLES) == set()
+
+
+def test_the_checked_variables_that_change_speed_are_recorded_with_results() -> None:
+    # One list of names behind both: an integer MXNet variable that is checked before the
+    # import but never recorded (or the other way round) is a list written twice.
+    logging = {"MXNET_CUDA_GRAPHS_MAX_LOG_ENTRIES", "DMLC_LOG_STACK_TRACE_DEPTH"}
+    checked = set(mxnet_env.INT_VARIABLES) - logging - {"OMP_NUM_THREADS"}
+    assert checked - mxnet_variables.PERF_VARIABLES == set()
+    assert (DOCUMENTED_INT - logging) - mxnet_variables.PERF_VARIABLES == set()
