@@ -11,7 +11,6 @@ import datetime as _dt
 import hashlib
 import json
 import math
-import re
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -21,11 +20,11 @@ from typing import Any
 from pytest_mxperf.baselines.calibration import Calibration, CalibrationError, first
 from pytest_mxperf.baselines.kept_runs import nearest, with_runs
 from pytest_mxperf.system import files, fingerprint, locks
+from pytest_mxperf.system.gitinfo import SHA
 
 SCHEMA = 1
 #: What a stored file records of its commit: no paths, user or host names.
 STORED_COMMIT_FIELDS = ("sha", "date", "branch", "dirty", "source", "shallow")
-_SHA = re.compile(r"^[0-9a-f]{7,64}$")
 #: The largest baseline file read or written (a case takes about 2 KiB: room for thousands);
 #: a bigger one is a named error, so a runaway file never takes gigabytes to load.
 MAX_FILE_BYTES = 8 * 2**20
@@ -283,7 +282,7 @@ def commit_files(root: Path, hardware: str) -> dict[str, Path]:
     folder = root / hardware
     if not folder.is_dir():
         return {}
-    return {p.stem: p for p in sorted(folder.glob("*.json")) if _SHA.match(p.stem)}
+    return {p.stem: p for p in sorted(folder.glob("*.json")) if SHA.fullmatch(p.stem)}
 
 
 #: How many write-lock files baseline directories share: a directory's lock is one of these,
@@ -313,7 +312,7 @@ def store(
     stay; ``calibration`` (the probe's images/sec in this run) joins the file's calibration runs."""
     check_hardware_key(hardware)
     sha = str(commit.get("sha") or "")
-    if not _SHA.match(sha):
+    if not SHA.fullmatch(sha):
         raise BaselineError(f"cannot store a baseline without a git commit sha (got {sha!r})")
     folder = root / hardware
     path = folder / f"{sha}.json"
