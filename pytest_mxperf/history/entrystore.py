@@ -16,6 +16,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Union
 
 from pytest_mxperf.history.entries import Entry, EntryError, parse_lines, to_text, union
 from pytest_mxperf.paired.gitcmd import WorktreeError, git
@@ -169,7 +170,7 @@ class GitStore:
         return done.returncode == 0
 
 
-Store = DirStore | GitStore
+Store = Union[DirStore, GitStore]
 
 
 def open_store(spec: str | None, repo: Path, remote: str | None = "origin") -> Store:
