@@ -83,21 +83,10 @@ class GitStore:
         env = {**os.environ, **_IDENTITY}
         if stdin is None:
             return git(self.repo, *args, env=env, check=check).stdout.strip()
-        import subprocess
-
-        done = subprocess.run(
-            ["git", *args],
-            cwd=self.repo,
-            env=env,
-            input=stdin,
-            text=True,
-            capture_output=True,
-            timeout=120,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise StoreError(f"git {args[0]} failed: {done.stderr.strip()}")
-        return done.stdout.strip()
+        try:  # writing objects: a failure is the store's
+            return git(self.repo, *args, env=env, input=stdin).stdout.strip()
+        except WorktreeError as exc:
+            raise StoreError(f"git {args[0]} failed: {exc}") from None
 
     @property
     def _ref(self) -> str:

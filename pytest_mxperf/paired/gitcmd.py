@@ -26,9 +26,14 @@ def _git_env(env: Mapping[str, str] | None) -> dict[str, str]:
 
 
 def git(
-    cwd: Path, *args: str, env: Mapping[str, str] | None = None, check: bool = True
+    cwd: Path,
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    check: bool = True,
+    input: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """``git args`` in ``cwd``, bounded by `GIT_TIMEOUT`; with ``check`` a failure raises."""
+    """``git args`` in ``cwd``, bounded by `GIT_TIMEOUT`, ``input`` on its standard input (none
+    by default); with ``check`` a failure raises."""
     # Hooks of the user's repository (post-checkout and friends) must not run for our
     # throwaway checkouts: they may be slow, print, or prompt.
     argv = ["git", "-c", f"core.hooksPath={os.devnull}", *args]
@@ -37,7 +42,7 @@ def git(
             argv,
             cwd=cwd,
             env=_git_env(env),
-            stdin=subprocess.DEVNULL,
+            **({"stdin": subprocess.DEVNULL} if input is None else {"input": input}),
             capture_output=True,
             text=True,
             timeout=GIT_TIMEOUT,
