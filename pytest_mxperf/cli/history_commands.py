@@ -55,13 +55,6 @@ def add_parsers(sub: Any) -> None:
     show.add_argument("--no-anchors", action="store_true", help="fit the chain pairs only")
 
 
-def _subject(repo: Path, sha: str) -> str:
-    from pytest_mxperf.paired.gitcmd import git
-
-    done = git(repo, "log", "-1", "--format=%s", sha, check=False)
-    return done.stdout.strip() if done.returncode == 0 else ""
-
-
 def cmd_add(args: argparse.Namespace) -> int:
     found: list[entries.Entry] = []
     for path in args.reports:
@@ -126,7 +119,7 @@ def history_page(spec: str, repo: Path = Path(".")) -> str:
     if not found:
         raise entrystore.StoreError(f"no entries in {where.describe()}")
     order = commit_order(found, first_parent(repo))
-    subjects = {c: _subject(repo, c) for c in order}
+    subjects = {c: fromrun.subject(repo, c) for c in order}
     # A page meant to be published names a directory by its name, never this machine's path.
     shown = (
         f"directory {where.path.name}"

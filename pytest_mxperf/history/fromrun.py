@@ -13,12 +13,15 @@ from pytest_mxperf.history.entrystore import StoreError, open_store
 from pytest_mxperf.paired.gitcmd import WorktreeError, git
 
 
+def subject(repo: Path, sha: str) -> str:
+    """The commit's subject line, or "" where git at ``repo`` does not know the commit."""
+    done = git(repo, "log", "-1", "--format=%s", sha, check=False)
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
 def with_subjects(found: Sequence[Entry], repo: Path) -> list[Entry]:
     """The entries with their commit's subject, where git at ``repo`` knows the commit."""
-    subjects: dict[str, str] = {}
-    for sha in {e.commit for e in found}:
-        done = git(repo, "log", "-1", "--format=%s", sha, check=False)
-        subjects[sha] = done.stdout.strip() if done.returncode == 0 else ""
+    subjects = {sha: subject(repo, sha) for sha in {e.commit for e in found}}
     return [dataclasses.replace(e, subject=subjects[e.commit]) for e in found]
 
 
