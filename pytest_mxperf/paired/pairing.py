@@ -23,10 +23,7 @@ from pytest_mxperf.paired.pairdata import (
     regressed,
 )
 from pytest_mxperf.paired.rounds import run_rounds
-from pytest_mxperf.paired.sides import (
-    SideSpec,
-    side_env,
-)
+from pytest_mxperf.paired.sides import SideSpec, side_env
 from pytest_mxperf.system import cpus as cpu_sets
 from pytest_mxperf.system.sigterm import sigterm_as_interrupt
 
@@ -233,6 +230,10 @@ class Pairer:
             run(nodeids_of(data, slower), 1, profile=True)
         self._cache[(sha, tuple(sorted(nodeids)))] = data
         return data
+
+    def runs(self) -> list[PairedData]:
+        """Every paired run of this session, in the order they ran."""
+        return list(self._cache.values())
 
     def cached(self, sha: str, nodeids: Sequence[str]) -> PairedData | None:
         """The latest paired run of ``sha`` in this session that measured every one of

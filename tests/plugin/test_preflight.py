@@ -173,6 +173,23 @@ def test_two_cases_the_machine_explains_pair_the_rest_of_the_run_jointly(
         "abcd", "machine"
     )
     assert len(worktrees(fake_pytester.path)) == 1
+    # Where the time went: every pair of the run (a's, b's, the joint one), each round's wall
+    # and each case's seconds per side.
+    runs = report["pair_runs"]
+    assert len(runs) == 3
+    assert runs[-1]["rounds"] == rounds
+    for run in runs:
+        assert len(run["round_seconds"]) == len(run["rounds"]) >= 2
+        assert all(x > 0 for x in run["round_seconds"])
+    measured = {k for r in runs for rnd in r["rounds"] for k in rnd["head"]["seconds"]}
+    assert {k[0] for k in measured} == set("abcd")
+    assert all(
+        x is not None and x >= 0
+        for r in runs
+        for rnd in r["rounds"]
+        for side in ("rev", "head")
+        for x in rnd[side]["seconds"].values()
+    )
 
 
 def test_a_regression_is_no_evidence_that_the_machine_is_off(
