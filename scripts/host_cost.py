@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Callable
 
@@ -110,7 +110,7 @@ def where_time_went(report: dict[str, Any]) -> list[str]:
     """Per case: status, change, the pairs' rounds and seconds (both sides), what decided it;
     then each pair's round walls."""
     rounds: Counter[str] = Counter()
-    seconds: Counter[str] = Counter()
+    seconds: defaultdict[str, float] = defaultdict(float)
     lines = []
     for pair in report.get("pair_runs", []):
         walls = ", ".join(f"{x:.0f}" for x in pair.get("round_seconds", []))
