@@ -126,8 +126,8 @@ def where_time_went(report: dict[str, Any]) -> list[str]:
             for key in rnd["head"]["images_per_sec"]:
                 rounds[key] += 1
     table = []
-    for case in sorted(report["cases"], key=lambda c: -seconds["/".join(map(str, c["key"]))]):
-        key = "/".join(map(str, case["key"]))
+    for case in sorted(report["cases"], key=lambda c: -seconds[str(c["key"])]):
+        key = str(case["key"])
         v = case.get("verdict") or {}
         change = v.get("change")
         said = (v.get("message") or "").split("\n")[0][:110]
