@@ -126,7 +126,10 @@ class CaseBench(Bench):
                 result, ref = measure(result)
                 result = replace(result, window=[start, time.time()])
             why_no_base: str | None = None
-            if result.verdict is not None and suspected(result.verdict, self.settings.tolerance):
+            machine = self.session.preflight.factor  # the probe, where it ran
+            if result.verdict is not None and suspected(
+                result.verdict, self.settings.tolerance, machine
+            ):
                 # outside the locks: the sides take them
                 judged = result
                 result, why_no_base = self.arbitrate(judged, ref)

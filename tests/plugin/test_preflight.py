@@ -392,3 +392,36 @@ def test_an_inconclusive_case_of_the_test_that_would_start_the_joint_pair_is_kep
         ("z", "machine"),
     ]  # fmt: skip
     assert "joint_pair" not in report
+
+
+@pytest.mark.parametrize("probe_slower", [False, True])
+def test_a_slower_hour_the_probe_measures_needs_no_pair(
+    fake_pytester: pytest.Pytester,
+    commit: Callable[[str], str],
+    store_baseline: Callable[..., str],
+    probe_slower: bool,
+) -> None:
+    # Both cases 3.8% below their stored figures, code changed since: beyond half the 5% floor,
+    # so a pair looks at them, unless the probe runs as much slower now (a slower hour).
+    store_baseline(PAIR_SUITE.format(speed=100.0))
+    inflate_baselines(fake_pytester.path, 1.04, calibration=probe_slower)
+    fake_pytester.makepyfile(test_suite=PAIR_SUITE.format(speed=100.0) + "\n# changed\n")
+    commit("B: a code change since the baselines")
+    result = fake_pytester.runpytest("--mxperf", "--mxperf-json", "report.json")
+    result.assert_outcomes(passed=2)
+    report = read_report(fake_pytester.path)
+    assert report["calibration"]["factor"] == pytest.approx(1 / 1.04 if probe_slower else 1.0)
+    paired = {k for r in report.get("pair_runs", []) for k in r["rounds"][0]["head"]["seconds"]}
+    assert paired == (set() if probe_slower else {FAST, STEADY})
+    assert {c["verdict"]["status"] for c in report["cases"]} == {"pass"}
+    if probe_slower:
+        # A real loss on top of that hour is still paired, and fails.
+        fake_pytester.makepyfile(test_suite=PAIR_SUITE.format(speed=90.0))
+        commit("C: fast is 10% slower")
+        result = fake_pytester.runpytest("--mxperf", "--mxperf-json", "report.json")
+        result.assert_outcomes(passed=1, failed=1)
+        report = read_report(fake_pytester.path)
+        assert {c["key"]: c["verdict"]["status"] for c in report["cases"]} == {
+            FAST: "regressed",
+            STEADY: "pass",
+        }
