@@ -321,9 +321,8 @@ def main() -> int:
                 f"cost: stored-baseline runs {label}: {len(arbitrated[was])} runs, median "
                 f"{median_of(arbitrated[was]):.0f} s"
             )
-    print(
-        f"\nSUMMARY (model {args.model}, {args.size}px, {args.runs} runs per line, {args.pytest_args!r})"
-    )
+    what = f"model {args.model}, {args.size}px, {args.runs} runs per line"
+    print(f"\nSUMMARY ({what}, options {args.pytest_args!r})")
     for line in summary:
         print("  " + line)
     return 0
