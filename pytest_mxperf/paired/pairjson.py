@@ -52,6 +52,10 @@ def _round_dict(r: dict[str, SideResult]) -> dict[str, Any]:
                     "images_per_sec": c.measurement.block_rates,
                     "interleaved": bool(c.measurement.extra.get("interleaved")),
                     "steps_per_block": c.measurement.steps_per_block,
+                    # The warm-up before the blocks: its seconds, and whether it ended steady
+                    # (False: it ran to --mxperf-warmup-time).
+                    "warmup_seconds": round(c.measurement.warmup_seconds, 3),
+                    "warmup_steady": c.measurement.warmup_steady,
                 }
                 for k, c in res.cases.items()
                 if c.measurement is not None

@@ -181,6 +181,10 @@ def test_two_cases_the_machine_explains_pair_the_rest_of_the_run_jointly(
     for run in runs:
         assert len(run["round_seconds"]) == len(run["rounds"]) >= 2
         assert all(x > 0 for x in run["round_seconds"])
+    blocks = [b for r in runs for rnd in r["rounds"] for b in rnd["head"]["blocks"].values()]
+    assert blocks and all(
+        b["warmup_seconds"] >= 0 and b["warmup_steady"] in (True, False) for b in blocks
+    )
     measured = {k for r in runs for rnd in r["rounds"] for k in rnd["head"]["seconds"]}
     assert {k[0] for k in measured} == set("abcd")
     assert all(
