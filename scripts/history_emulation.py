@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 
 from pytest_mxperf.history import entrystore
-from pytest_mxperf.history.index import case_fits, commit_order, first_parent
+from pytest_mxperf.history.index import case_fits, commit_order, line_of
 from pytest_mxperf.paired.forkserver import PRELOAD_ENV
 from pytest_mxperf.testing.repos import GIT_ENV
 
@@ -216,9 +216,9 @@ def report(
     origin: Path, walls: list[tuple[int, float, float, bool]], args: argparse.Namespace
 ) -> None:
     found = entrystore.GitStore(origin).read()
-    line = first_parent(origin, "main")
+    line = line_of(origin, "main")
     order = commit_order(found, line)
-    number = {sha: len(line) - 1 - n for n, sha in enumerate(line)}
+    number = {sha: n for n, sha in enumerate(line)}
     anchored = case_fits(found, order)
     chain = case_fits(found, order, anchors=False)
     for case, fitted in anchored.items():

@@ -17,7 +17,7 @@ from typing import Any
 
 from pytest_mxperf.history import anchors, entries, entrystore, fromrun, page
 from pytest_mxperf.history.fit import Fit
-from pytest_mxperf.history.index import case_fits, commit_order, first_parent
+from pytest_mxperf.history.index import case_fits, commit_order, line_of
 from pytest_mxperf.paired.gitcmd import WorktreeError
 from pytest_mxperf.reporting.jsonreport import ReportError, read_report
 
@@ -106,7 +106,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     found = entrystore.read_store(where)
     if not found:
         raise entrystore.StoreError(f"no entries in {where.describe()}")
-    order = commit_order(found, first_parent(args.repo))
+    order = commit_order(found, line_of(args.repo))
     for case, fitted in case_fits(found, order, anchors=not args.no_anchors).items():
         show_fit(case, fitted)
     return 0
@@ -118,7 +118,7 @@ def history_page(spec: str, repo: Path = Path(".")) -> str:
     found = entrystore.read_store(where)
     if not found:
         raise entrystore.StoreError(f"no entries in {where.describe()}")
-    order = commit_order(found, first_parent(repo))
+    order = commit_order(found, line_of(repo))
     subjects = {c: fromrun.subject(repo, c) for c in order}
     # A page meant to be published names a directory by its name, never this machine's path.
     shown = (

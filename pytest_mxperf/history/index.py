@@ -1,5 +1,6 @@
-"""Entries to per-case index fits: the commits in order (git's first-parent history when the
-repository is at hand), each case's pairs, the fit with or without anchor pairs."""
+"""Entries to per-case index fits: the commits in order (git's first-parent line when the
+repository is at hand, `gitcmd.first_parent`), each case's pairs, the fit with or without
+anchor pairs."""
 
 from __future__ import annotations
 
@@ -8,22 +9,19 @@ from pathlib import Path
 
 from pytest_mxperf.history.entries import Entry
 from pytest_mxperf.history.fit import Fit, Pair, fit
-from pytest_mxperf.paired.gitcmd import git
+from pytest_mxperf.paired.gitcmd import first_parent
 
 
-def first_parent(repo: Path | None, rev: str = "HEAD") -> list[str]:
-    """The first-parent history of ``rev``, newest first ([] without a repository)."""
-    if repo is None:
-        return []
-    done = git(repo, "rev-list", "--first-parent", rev, check=False)
-    return done.stdout.split() if done.returncode == 0 else []
+def line_of(repo: Path | None, rev: str = "HEAD") -> list[str]:
+    """The shas of ``rev``'s first-parent line, oldest first ([] without a repository)."""
+    return [c.sha for c in first_parent(repo, rev)]
 
 
 def commit_order(entries: Sequence[Entry], line: Sequence[str] = ()) -> list[str]:
-    """Every commit the entries name, oldest first: those on ``line`` (first-parent history,
-    newest first) in its order, then the others by the date their entries give, bases first."""
+    """Every commit the entries name, oldest first: those on ``line`` (the first-parent line,
+    oldest first) in its order, then the others by the date their entries give, bases first."""
     named = {c for e in entries for c in e.pair}
-    on_line = [c for c in reversed(line) if c in named]
+    on_line = [c for c in line if c in named]
     rest: list[str] = []
     for e in sorted(entries, key=lambda e: e.date):
         rest += [c for c in e.pair if c not in on_line and c not in rest]
