@@ -98,7 +98,7 @@ def show_fit(case: str, fitted: Fit) -> None:
         print(f"  {p.commit[:10]}  {p.index:.4f}  [{p.low:.4f} .. {p.high:.4f}]{text}{mark}")
     if fitted.note:
         print(f"  note: {fitted.note}")
-    print(f"  steps marked: their {fitted.step_level:.0%} interval excludes no change")
+    print(f"  a step is marked (CHANGED) when {page.mark_rule(fitted.step_level, fitted.min_step)}")
 
 
 def cmd_show(args: argparse.Namespace) -> int:
