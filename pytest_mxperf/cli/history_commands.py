@@ -33,16 +33,33 @@ def add_store_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repo", type=Path, default=Path("."), help="the repository (default .)")
 
 
+def add_no_fetch(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-fetch",
+        action="store_true",
+        help="read the branch as last fetched (the checkout's copy) without asking the remote: "
+        "a step that has no credentials",
+    )
+
+
+def _reading(args: argparse.Namespace) -> entrystore.Store:
+    """The store a reading verb names (``--no-fetch``: as last fetched)."""
+    return entrystore.open_store(args.store, args.repo, args.remote, not args.no_fetch)
+
+
 def add_parsers(sub: Any) -> None:
     history = sub.add_parser("history", help="paired ratios over the commits (the index)")
     verbs = history.add_subparsers(dest="verb", required=True)
     add = verbs.add_parser("add", help="append a paired run's JSON report to the store")
     add.add_argument("reports", nargs="+", type=Path, metavar="REPORT.json")
-    for parser in (add, verbs.add_parser("base", help="the commit HEAD's job pairs with")):
+    base = verbs.add_parser("base", help="the commit HEAD's job pairs with")
+    for parser in (add, base):
         add_store_arguments(parser)
         parser.add_argument("--rev", default="HEAD", help="the job's commit (default HEAD)")
+    add_no_fetch(base)
     anchor = verbs.add_parser("anchor", help="the anchor this job also pairs with, or nothing")
     add_store_arguments(anchor)
+    add_no_fetch(anchor)
     anchor.add_argument("--rev", default="HEAD", help="the job's commit (default HEAD)")
     anchor.add_argument(
         "--every",
@@ -52,6 +69,7 @@ def add_parsers(sub: Any) -> None:
     )
     show = verbs.add_parser("show", help="the index per case at each commit")
     add_store_arguments(show)
+    add_no_fetch(show)
     show.add_argument("--no-anchors", action="store_true", help="fit the chain pairs only")
 
 
@@ -74,14 +92,12 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 
 def cmd_base(args: argparse.Namespace) -> int:
-    where = entrystore.open_store(args.store, args.repo, args.remote)
-    print(anchors.base(args.repo, entrystore.read_store(where), args.rev))
+    print(anchors.base(args.repo, entrystore.read_store(_reading(args)), args.rev))
     return 0
 
 
 def cmd_anchor(args: argparse.Namespace) -> int:
-    where = entrystore.open_store(args.store, args.repo, args.remote)
-    found = anchors.anchor(args.repo, entrystore.read_store(where), args.rev, args.every)
+    found = anchors.anchor(args.repo, entrystore.read_store(_reading(args)), args.rev, args.every)
     if found:
         print(found)
     return 0
@@ -102,7 +118,7 @@ def show_fit(case: str, fitted: Fit) -> None:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    where = entrystore.open_store(args.store, args.repo, args.remote)
+    where = _reading(args)
     found = entrystore.read_store(where)
     if not found:
         raise entrystore.StoreError(f"no entries in {where.describe()}")
@@ -112,9 +128,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def history_page(spec: str, repo: Path = Path(".")) -> str:
-    """The history page's index section from the store ``spec`` (`history.page`)."""
-    where = entrystore.open_store(spec, repo)
+def history_page(spec: str, repo: Path = Path("."), fetch: bool = True) -> str:
+    """The history page's index section from the store ``spec`` (`history.page`; ``fetch``:
+    a git store is fetched first, else read as last fetched)."""
+    where = entrystore.open_store(spec, repo, fetch=fetch)
     found = entrystore.read_store(where)
     if not found:
         raise entrystore.StoreError(f"no entries in {where.describe()}")
