@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import shlex
 import shutil
 import subprocess
 import sys
@@ -191,13 +192,12 @@ def job(
     try:
         start = time.monotonic()
         run(root, env, "git", "clone", "-q", str(origin), str(clone))
+        more = [*ONLY_RATIO, *shlex.split(args.pair_args)]
         base = mxperf(clone, env, "history", "base", "--no-fetch")
-        pytest(
-            clone, env, "--mxperf", "--mxperf-ab", base, *ONLY_RATIO, "--mxperf-json", "pair.json"
-        )
+        pytest(clone, env, "--mxperf", "--mxperf-ab", base, *more, "--mxperf-json", "pair.json")
         anchor = mxperf(clone, env, "history", "anchor", "--no-fetch", "--every", str(args.every))
         if anchor:
-            argv = ["--mxperf-ab", anchor, *ONLY_RATIO, "--mxperf-json", "anchor.json"]
+            argv = ["--mxperf-ab", anchor, *more, "--mxperf-json", "anchor.json"]
             pytest(clone, env, "--mxperf", *argv)
         mxperf(clone, env, "history", "add", "pair.json")
         if anchor and (clone / "anchor.json").exists():
@@ -280,6 +280,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slow-at", type=int, default=10, help="commit making alpha slower (10)")
     parser.add_argument("--fast-at", type=int, default=20, help="commit making beta faster (20)")
     parser.add_argument("--keep", type=Path, help="build in this directory and keep it")
+    parser.add_argument(
+        "--pair-args",
+        default="",
+        metavar="ARGS",
+        help="more pytest arguments for both pairs of every job (e.g. "
+        "'--mxperf-pair-budget 10'), to try a setting without editing the workflow",
+    )
     args = parser.parse_args(argv)
     if args.noise and not args.noise.exists():
         parser.error(f"--noise: no such file {args.noise}")
