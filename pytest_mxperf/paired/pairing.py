@@ -227,9 +227,8 @@ class Pairer:
             if again := [key for key in found if not data.scaling_pairs(key)]:
                 data.confirmation = self._confirm(data, specs, again, progress, clears)
         # Operator profiles only where they explain something: one more process per side for
-        # the cases found slower (with --mxperf-profile the first round profiled them all;
-        # with --mxperf-pair-profile off, none: the pair only measures).
-        wanted = s.pair_profile and not s.profile
+        # the cases found slower (with --mxperf-profile the first round profiled them all).
+        wanted = s.pair_profile and not s.profile  # --mxperf-pair-profile off: none
         slower = regressed(data, case_keys(data), s.min_effect) if wanted else []
         if slower:
             run(nodeids_of(data, slower), 1, profile=True)
