@@ -167,6 +167,7 @@ def decide_paired(estimate: PairedEstimate | None, policy: Policy) -> Verdict:
         failed,
         change=estimate.ratio - 1,
         interval=(estimate.same_low, estimate.same_high) if same else (estimate.low, estimate.high),
+        interval_level=estimate.same_level if same else estimate.confidence,
         rounds=estimate.n_rounds,
     )
 
@@ -193,7 +194,11 @@ def decide_arbitration_pair(
     ):
         return pair
     return replace(
-        pair, outcome=Outcome.PASS, failed=False, interval=(estimate.same_low, estimate.same_high)
+        pair,
+        outcome=Outcome.PASS,
+        failed=False,
+        interval=(estimate.same_low, estimate.same_high),
+        interval_level=estimate.same_level,
     )
 
 
@@ -244,6 +249,7 @@ def decide_arbitrated(
     if pair is None or pair.outcome == Outcome.NEW:
         return stored
     interval, rounds = pair.interval, pair.rounds
+    stored = replace(stored, interval_level=pair.interval_level)
     if pair.outcome == Outcome.REGRESSED:
         return replace(
             stored,

@@ -225,7 +225,8 @@ class Pairer:
                 data.confirmation = self._confirm(data, specs, again, progress, clears)
         # Operator profiles only where they explain something: one more process per side for
         # the cases found slower (with --mxperf-profile the first round profiled them all).
-        slower = [] if s.profile else regressed(data, case_keys(data), s.min_effect)
+        wanted = s.pair_profile and not s.profile  # --mxperf-pair-profile off: none
+        slower = regressed(data, case_keys(data), s.min_effect) if wanted else []
         if slower:
             run(nodeids_of(data, slower), 1, profile=True)
         self._cache[(sha, tuple(sorted(nodeids)))] = data
