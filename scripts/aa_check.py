@@ -30,7 +30,11 @@ Every line is printed as it is measured; a ``SUMMARY`` block at the end repeats 
     python scripts/aa_check.py --modes cost,paired,stored,host --runs 10 \
         --slowdowns 0,0.053,0.11,0.25
     python scripts/aa_check.py --modes cost,paired --model convs20 --batch 8 --size 32 \
-        --slowdowns 0,0.047 --pytest-args "--mxperf-min-effect 0.03"
+        --slowdowns 0 --model-b convs21 --pytest-args "--mxperf-min-effect 0.03"
+
+``--model-b convs21`` makes commit B's net one Conv2D longer (about 4.5% more work in every
+step, as a user's change would be); extra work per batch comes in lumps (one more forward every
+so many steps), which a fast net's median block can miss.
 """
 
 from __future__ import annotations
@@ -127,8 +131,12 @@ def describe_rate(case: dict[str, Any]) -> str:
     return f"{case['model']} {case['measurement']['images_per_sec']:.1f} img/s"
 
 
-def commit_work(repo: Path, env: dict[str, str], extra: float, message: str) -> str:
+def commit_work(
+    repo: Path, env: dict[str, str], extra: float, message: str, model: str | None = None
+) -> str:
     (repo / "extra_work.txt").write_text(f"{extra}\n")
+    if model:  # the net itself changed (e.g. convs21: one Conv2D more than convs20)
+        (repo / "model.txt").write_text(f"{model}\n")
     git(repo, env, "add", "-A")
     git(repo, env, "commit", "-qm", message, "--allow-empty")
     return git(repo, env, "rev-parse", "HEAD")
@@ -196,6 +204,9 @@ def main() -> int:
     parser.add_argument("--size", type=int, default=32)
     parser.add_argument("--batch", type=int, default=10)
     parser.add_argument(
+        "--model-b", help="commit B also changes the target's net to this one (e.g. convs21)"
+    )
+    parser.add_argument(
         "--pytest-args",
         default="",
         help="more options for every pytest run, e.g. '--mxperf-min-effect 0.03' (PYTEST_ADDOPTS)",
@@ -245,7 +256,7 @@ def main() -> int:
                 start = git(repo, env, "rev-parse", "HEAD")
             for extra in slowdowns:
                 git(repo, env, "checkout", "-q", "-B", f"b-{mode}-{extra}", start)
-                commit_work(repo, env, extra, f"B: {extra:.0%} more work")
+                commit_work(repo, env, extra, f"B: {extra:.0%} more work", args.model_b)
                 failed, changes, these = 0, [], walls.setdefault((mode, extra), [])
                 zs: list[float] = []
                 second = 0  # runs whose pair found a regression and paired it again
@@ -322,6 +333,8 @@ def main() -> int:
                 f"{median_of(arbitrated[was]):.0f} s"
             )
     what = f"model {args.model}, {args.size}px, {args.runs} runs per line"
+    if args.model_b:
+        what += f", B's net {args.model_b}"
     print(f"\nSUMMARY ({what}, options {args.pytest_args!r})")
     for line in summary:
         print("  " + line)
