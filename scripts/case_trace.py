@@ -11,7 +11,7 @@ the sides' traces are summed). A process's window opens at the first call of the
 ``mxperf.inference`` and closes when the table is rendered (`reporting.tables.render_table`
 returns) or the process ends; counted in that window, for calls made from the package:
 
-- ``decide()``: calls of `judging.decisions.decide`;
+- ``decide()``: calls of `judging.decisions.decide` (and, apart, of its ``decide_*`` siblings);
 - ``replace()``: calls of `dataclasses.replace`;
 - ``as_dict`` / ``from_dict``: calls of methods of those names (every record);
 - modules and wings of ``pytest_mxperf`` that ran code;
@@ -116,8 +116,8 @@ class Tracer:
                 self.calls["replace()"] += 1
             return
         self.modules.add(mod)
-        if mod == "pytest_mxperf.judging.decisions" and code.co_name == "decide":
-            self.calls["decide()"] += 1
+        if mod == "pytest_mxperf.judging.decisions" and code.co_name.startswith("decide"):
+            self.calls[f"{code.co_name}()"] += 1
         if code.co_name in ("as_dict", "from_dict") and caller_mod:
             self.calls[code.co_name] += 1
         if mod == "pytest_mxperf.reporting.tables" and code.co_name == "render_table":
@@ -222,6 +222,10 @@ def report(label: str, traces: list[dict[str, Any]], verbose: bool) -> None:
         who = f"{label}, {role}" + (f" ({len(mine)} processes)" if len(mine) > 1 else "")
         rows = [
             ("decide() calls", calls["decide()"]),
+            (
+                "decide_*() calls (paired, arbitrated, same-code decisions)",
+                sum(n for name, n in calls.items() if name.startswith("decide_")),
+            ),
             ("dataclasses.replace calls", calls["replace()"]),
             ("as_dict calls", calls["as_dict"]),
             ("from_dict calls", calls["from_dict"]),
