@@ -35,6 +35,7 @@ from pytest_mxperf.plugin import configure
 from pytest_mxperf.plugin.hooks import (
     BENCH_KEY,
     MARKER_KEY,
+    ROLE_KEY,
     STATE_KEY,
     ProgressHooks,
     SessionHooks,
@@ -140,6 +141,9 @@ def pytest_configure(config: pytest.Config) -> None:
     scratch.share_worker_tempdir()
     state = MxperfSession(settings, run, is_worker=workerinput is not None, side=orders)
     config.stash[STATE_KEY] = state
+    from pytest_mxperf.case.roles import role_for  # the case wing loads with an enabled run
+
+    config.stash[ROLE_KEY] = role_for(settings, orders)
     config.pluginmanager.register(SessionHooks(config, state), "mxperf-session")
     if orders is not None:
         config.pluginmanager.register(SideHooks(state, orders), "mxperf-side")
@@ -163,6 +167,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if state is not None:
         state.close()
         del config.stash[STATE_KEY]
+        if ROLE_KEY in config.stash:
+            del config.stash[ROLE_KEY]
         for name in ("mxperf-session", "mxperf-side", "mxperf-progress"):
             hooks = config.pluginmanager.get_plugin(name)
             if hooks is not None:
@@ -249,6 +255,7 @@ def mxperf(request: pytest.FixtureRequest, mxperf_backend: Backend) -> MxPerf:
         backend=mxperf_backend,
         marker=item.stash.get(MARKER_KEY, MarkerSpec()),
         default_ctx=ctx,
+        role=request.config.stash.get(ROLE_KEY, None),
     )
     item.stash[BENCH_KEY] = bench
     return bench

@@ -21,6 +21,7 @@ from pytest_mxperf.run.session import PROPERTY, MxperfSession
 
 if TYPE_CHECKING:
     from pytest_mxperf.case.fixture import MxPerf  # noqa: F401 (the BENCH_KEY annotation)
+    from pytest_mxperf.case.roles import CaseRole  # noqa: F401 (the ROLE_KEY annotation)
 
 
 class SessionHooks:
@@ -195,6 +196,8 @@ def numprocesses(config: pytest.Config) -> int:
 STATE_KEY = pytest.StashKey[MxperfSession]()
 MARKER_KEY = pytest.StashKey[MarkerSpec]()
 BENCH_KEY = pytest.StashKey["MxPerf"]()
+#: What this process does with each case (`pytest_mxperf.case.roles`), chosen at configure time.
+ROLE_KEY = pytest.StashKey["CaseRole"]()
 
 
 class XdistHooks:

@@ -124,9 +124,8 @@ class MxperfSession:
         self, backend: Backend, ctx: Any, device: tuple[str, int], dtype: str
     ) -> float | None:
         """The device's peak for ``dtype``, probed on first use in this process (the one that
-        measures: a worker or the controller) and kept for the run."""
-        if self.side is not None:
-            return None  # a side of a paired run: only its img/s is compared, save the probe
+        measures: a worker or the controller) and kept for the run (a paired run's side probes
+        none: `case.roles.Side`)."""
         key = (*device, dtype)
         if key not in self.peaks:
             try:

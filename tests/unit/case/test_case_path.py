@@ -13,7 +13,7 @@ import pytest
 
 from pytest_mxperf.baselines.resolution import Resolution, resolve
 from pytest_mxperf.baselines.runinfo import RunInfo
-from pytest_mxperf.case import dataparallel
+from pytest_mxperf.case import dataparallel, evidence
 from pytest_mxperf.case import stored as stored_step
 from pytest_mxperf.case.path import CaseBench
 from pytest_mxperf.config.markers import MarkerSpec
@@ -317,14 +317,14 @@ def test_a_data_parallel_case_goes_through_the_case_path_and_its_finishing(
         paths.append((list(devices), kw.get("alone", False)))
         return through(result, devices, measure, after, **kw)
 
-    finish = bench._finish
+    finish = evidence.finish_stored
 
-    def spy_finish(result: CaseResult, ref: Any, why_no_base: str | None) -> CaseResult:
+    def spy_finish(ctx: Any, result: CaseResult, ref: Any, why_no_base: str | None) -> CaseResult:
         finished.append(str(result.key))
-        return finish(result, ref, why_no_base)
+        return finish(ctx, result, ref, why_no_base)
 
     monkeypatch.setattr(bench, "through", spy_through)
-    monkeypatch.setattr(bench, "_finish", spy_finish)
+    monkeypatch.setattr(evidence, "finish_stored", spy_finish)
     result = _data_parallel(bench, 300.0)
     assert paths == [([("cpu", 0)], True)]  # the CPU lock; one baton turn in a lock-step side
     assert finished == [DP_KEY] and bench.results == [result]
