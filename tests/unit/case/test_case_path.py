@@ -16,8 +16,11 @@ from pytest_mxperf.baselines.runinfo import RunInfo
 from pytest_mxperf.case import dataparallel, evidence
 from pytest_mxperf.case import stored as stored_step
 from pytest_mxperf.case.path import CaseBench
+from pytest_mxperf.case.roles import PairJudge, Side, StoredJudge, role_for
 from pytest_mxperf.config.markers import MarkerSpec
 from pytest_mxperf.config.settings import Settings
+from pytest_mxperf.config.sideorders import SideOrders
+from pytest_mxperf.judging import decisions
 from pytest_mxperf.judging.decisions import decide
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Status
 from pytest_mxperf.run.session import MxperfSession
@@ -356,3 +359,44 @@ def test_a_data_parallel_regression_gets_no_operator_or_memory_evidence(
     assert "changed since the baseline:" in verdict.message
     assert "top operators" not in verdict.message and "peak memory" not in verdict.message
     assert verdict.startup == () and result.profile_error is None and result.warnings == []
+
+
+# The role of a process is chosen once (`pytest_mxperf.case.roles`): the stored baselines'
+# judge, the pair's judge (--mxperf-ab), or a paired run's side, which measures and reports
+# figures and never looks up a baseline nor builds a verdict.
+def test_the_role_follows_the_settings_and_the_side_orders() -> None:
+    assert isinstance(role_for(Settings(enabled=True), None), StoredJudge)
+    assert isinstance(role_for(Settings(enabled=True, ab="HEAD~1"), None), PairJudge)
+    side = role_for(Settings(enabled=True), SideOrders(out=Path("out.json"), profile=True))
+    assert isinstance(side, Side) and side.orders.profile
+
+
+def test_a_side_reports_figures_without_a_baseline_or_a_verdict(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stored = _stored(request, tmp_path, 100.0)
+    settings = Settings(enabled=True, arbitrate=False, min_time=0.2, max_time=1.0, warmup_time=1.0)
+    orders = SideOrders(out=tmp_path / "side.json")
+    session = MxperfSession(settings, run_info(tmp_path, stored), is_worker=False, side=orders)
+    looked_up: list[Any] = []
+    monkeypatch.setattr(session.run, "baseline_for", lambda *a: looked_up.append(a))
+    monkeypatch.setattr(stored_step, "decide", lambda *a, **k: pytest.fail("decided"))
+    monkeypatch.setattr(decisions, "decide", lambda *a, **k: pytest.fail("decided"))
+    bench = make_bench(request, session, FakeBackend())
+    assert isinstance(bench.role, Side)
+    result = bench.case(FakeModel(50.0), "inference", 8, model="toy")
+    assert result.status == Status.OK and result.images_per_sec == pytest.approx(50.0)
+    assert result.verdict is None and looked_up == [] and result.peak_gflops is None
+    assert result.software and result.window and bench.results == [result]
+
+
+def test_the_stored_judge_judges_the_same_case(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    stored = _stored(request, tmp_path, 100.0)
+    settings = Settings(enabled=True, arbitrate=False, min_time=0.2, max_time=1.0, warmup_time=1.0)
+    session = MxperfSession(settings, run_info(tmp_path, stored), is_worker=False)
+    bench = make_bench(request, session, FakeBackend())
+    assert isinstance(bench.role, StoredJudge)
+    result = bench.case(FakeModel(50.0), "inference", 8, model="toy")
+    assert result.verdict is not None and result.verdict.outcome == Outcome.REGRESSED
