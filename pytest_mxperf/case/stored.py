@@ -24,7 +24,7 @@ from pytest_mxperf.judging.explain import judge
 from pytest_mxperf.measuring import diagnosis
 from pytest_mxperf.measuring.measure import MeasureConfig, Measurement
 from pytest_mxperf.measuring.protocol import PrepareSpec, SpecError
-from pytest_mxperf.measuring.records import CaseResult, Outcome, Status
+from pytest_mxperf.measuring.records import CaseResult, Outcome, Status, Verdict
 from pytest_mxperf.measuring.runner import CaseRun, run_case
 from pytest_mxperf.paired.pairdata import PairedData
 from pytest_mxperf.paired.turns import CaseTurns
@@ -48,6 +48,8 @@ class Tries:
     peak: bool = True
     #: In a lock-step side, the whole measurement is one turn of the baton (`CaseBench.through`).
     alone: bool = False
+    #: The decision already made of a measured result's kept attempt (`Decisions.kept`).
+    decided: Callable[[CaseResult], Verdict | None] = lambda _: None
 
 
 def judged_tries(bench: Bench, result: CaseResult, judging: Judging) -> Tries:
@@ -55,16 +57,16 @@ def judged_tries(bench: Bench, result: CaseResult, judging: Judging) -> Tries:
     its blocks spread too far to judge (`worth_another_attempt`), profiled when judged
     regressed (after its timed blocks, with the step still warm)."""
     settings = bench.settings
-    judged_as = _outcome_of(result, judging)
+    decisions = Decisions(result, judging)
 
     def again(best: Measurement) -> bool:
         # Update mode always takes every attempt (the baseline is a best-of-N).
-        return settings.update or worth_another_attempt(judged_as(best), best)
+        return settings.update or worth_another_attempt(decisions.of(best).outcome, best)
 
     def suspect(best: Measurement) -> bool:
-        return not settings.update and judged_as(best) == Outcome.REGRESSED
+        return not settings.update and decisions.of(best).outcome == Outcome.REGRESSED
 
-    return Tries(timing_of(settings), 1 + settings.confirm, again, suspect)
+    return Tries(timing_of(settings), 1 + settings.confirm, again, suspect, decided=decisions.kept)
 
 
 @dataclass(frozen=True)
@@ -127,23 +129,36 @@ def measure(
     )
     for text in outcome.warnings:
         warnings.warn(f"mxperf: {result.key}: {text}", pytest.PytestWarning, stacklevel=5)
-    return result if judging is None else give_verdict(bench, result, judging)
+    if judging is None:
+        return result
+    return give_verdict(bench, result, judging, tries.decided(result))
 
 
-def _outcome_of(result: CaseResult, judging: Judging) -> Callable[[Measurement], Outcome]:
-    """The outcome ``result`` would have with a given best attempt, decided once per attempt:
-    whether to measure again and whether to profile ask of the same one (the attempt is held
-    beside its outcome, so its id is not reused meanwhile)."""
-    ref, expectations, _, policy = judging
-    decided: dict[int, tuple[Measurement, Outcome]] = {}
+class Decisions:
+    """The verdicts ``result`` would have with a given best attempt, decided once per attempt:
+    whether to measure again, whether to profile, and the verdict of the attempt kept ask of
+    the same decision (each attempt is held beside its verdict, so its id is not reused)."""
 
-    def judged_as(best: Measurement) -> Outcome:
-        if id(best) not in decided:
-            judged = decide(replace(result, measurement=best), ref, expectations, policy)
-            decided[id(best)] = (best, judged.outcome)
-        return decided[id(best)][1]
+    def __init__(self, result: CaseResult, judging: Judging) -> None:
+        self.result = result
+        self.judging = judging
+        self._decided: dict[int, tuple[Measurement, Verdict]] = {}
 
-    return judged_as
+    def of(self, best: Measurement) -> Verdict:
+        if id(best) not in self._decided:
+            ref, expectations, _, policy = self.judging
+            judged = decide(replace(self.result, measurement=best), ref, expectations, policy)
+            self._decided[id(best)] = (best, judged)
+        return self._decided[id(best)][1]
+
+    def kept(self, result: CaseResult) -> Verdict | None:
+        """The decision already made of ``result``'s measurement (None: none was made). A
+        decision reads the status and the measurement alone, the same here as when decided."""
+        m = result.measurement
+        found = None if m is None else self._decided.get(id(m))
+        if found is None or found[0] is not m or result.status != Status.OK:
+            return None
+        return found[1]
 
 
 def _run_case(
@@ -220,12 +235,15 @@ def judging_for(bench: Bench, result: CaseResult) -> tuple[CaseResult, Judging]:
     return result, (ref, expectations, why_not, bench.policy(tolerance))
 
 
-def give_verdict(bench: Bench, result: CaseResult, judging: Judging) -> CaseResult:
-    """``result`` with its verdict from ``judging`` (`judging_for`)."""
+def give_verdict(
+    bench: Bench, result: CaseResult, judging: Judging, decided: Verdict | None = None
+) -> CaseResult:
+    """``result`` with its verdict from ``judging`` (`judging_for`); ``decided``: its decision,
+    where the attempts already made it."""
     settings = bench.settings
     ref, expectations, why_not, policy = judging
     elsewhere = bench.run.baselines.elsewhere(result.hardware, str(result.key))
-    verdict = judge(result, ref, expectations, policy, elsewhere)
+    verdict = judge(result, ref, expectations, policy, elsewhere, decided)
     other = pairs.other_machine(bench.run.machine_id, ref)
     if verdict.outcome == Outcome.IMPROVED and other:
         # No pair looks at a case that got faster: the stored figure's machine is all it knows.

@@ -20,7 +20,7 @@ from pytest_mxperf.case.roles import PairJudge, Side, StoredJudge, role_for
 from pytest_mxperf.config.markers import MarkerSpec
 from pytest_mxperf.config.settings import Settings
 from pytest_mxperf.config.sideorders import SideOrders
-from pytest_mxperf.judging import decisions
+from pytest_mxperf.judging import decisions, explain
 from pytest_mxperf.judging.decisions import decide
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Status
 from pytest_mxperf.run.session import MxperfSession
@@ -400,3 +400,25 @@ def test_the_stored_judge_judges_the_same_case(
     assert isinstance(bench.role, StoredJudge)
     result = bench.case(FakeModel(50.0), "inference", 8, model="toy")
     assert result.verdict is not None and result.verdict.outcome == Outcome.REGRESSED
+
+
+def test_the_verdict_of_the_attempt_kept_is_the_decision_the_attempts_made(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One decision per attempt and policy: again?, profile? and the verdict of the attempt
+    # kept ask of the same one (the floor for unconfirmed drops is another policy's).
+    stored = _stored(request, tmp_path, 100.0)
+    decided: list[tuple[int, float]] = []
+
+    def counting(result: CaseResult, ref: Any, expectations: Any, policy: Any) -> Any:
+        decided.append((id(result.measurement), policy.tolerance))
+        return decide(result, ref, expectations, policy)
+
+    monkeypatch.setattr(stored_step, "decide", counting)
+    monkeypatch.setattr(explain, "decide", counting)
+    bench = make_bench(request, session_of(tmp_path, stored, confirm=2), FakeBackend())
+    result = bench.case(FakeModel(50.0), "inference", 8, model="toy")
+    assert result.verdict is not None and result.verdict.outcome == Outcome.REGRESSED
+    assert len(result.attempts) == 3 and decided
+    assert len(decided) == len(set(decided))
+    assert (id(result.measurement), bench.settings.unconfirmed_tolerance) in decided
