@@ -43,7 +43,7 @@ from pytest_mxperf.plugin.hooks import (
 )
 from pytest_mxperf.plugin.sidehooks import SideHooks
 from pytest_mxperf.run.session import MxperfSession
-from pytest_mxperf.system import fingerprint, mxnet_env, scratch
+from pytest_mxperf.system import codec, fingerprint, mxnet_env, scratch
 
 if TYPE_CHECKING:
     from pytest_mxperf.case.fixture import MxPerf
@@ -117,8 +117,8 @@ def pytest_configure(config: pytest.Config) -> None:
     workerinput = getattr(config, "workerinput", None)
     orders = configure.side_orders(config)
     if workerinput is not None and "mxperf" in workerinput:
-        settings = Settings.from_dict(workerinput["mxperf"]["settings"])
-        run = RunInfo.from_dict(workerinput["mxperf"]["run"])
+        settings = codec.from_dict(Settings, workerinput["mxperf"]["settings"])
+        run = codec.from_dict(RunInfo, workerinput["mxperf"]["run"])
     else:
         settings = configure.settings_from(config, orders)
         if not settings.enabled:

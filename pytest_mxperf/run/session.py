@@ -30,7 +30,7 @@ from pytest_mxperf.run import outputs
 from pytest_mxperf.run.collected import Collected, collect_error_text
 from pytest_mxperf.run.preflight import Preflight
 from pytest_mxperf.run.updating import StoreReport, store_results
-from pytest_mxperf.system import fingerprint, gitinfo, locks
+from pytest_mxperf.system import codec, fingerprint, gitinfo, locks
 
 #: The name results travel under on ``report.user_properties``.
 PROPERTY = "mxperf"
@@ -249,7 +249,7 @@ class MxperfSession:
                 extra["calibration"] = calibration
             if self.preflight.data is not None:
                 extra["joint_pair"] = pairjson.as_dict(self.preflight.data)
-            data = jsonreport.to_json(self.collected.results, self.run, s.as_dict(), extra)
+            data = jsonreport.to_json(self.collected.results, self.run, codec.to_dict(s), extra)
             if s.json or self.stored.write_failed:
                 wanted = Path(s.json) if s.json else None
                 self.report_path, problem = outputs.write_report(wanted, data, self.run.run_id)
