@@ -77,7 +77,7 @@ def to_json(
     commit = {**codec.to_dict(run.commit), "repo_root": shown_path(repo, here, repo)}
     cases = []
     for r in sorted(results, key=lambda r: str(r.key)):
-        data = r.as_dict()
+        data = codec.to_dict(r)
         if price is not None or epoch is not None:
             data["cost"] = case_cost(r, price, epoch)
         cases.append(data)

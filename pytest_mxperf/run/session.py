@@ -202,7 +202,7 @@ class MxperfSession:
         """Put each case on the test's ``user_properties``; return the failure messages."""
         failures = []
         for result in results:
-            properties.append((PROPERTY, result.as_dict()))
+            properties.append((PROPERTY, codec.to_dict(result)))
             if result.verdict is not None and result.verdict.failed:
                 failures.append("mxperf: " + result.verdict.message)
         return failures

@@ -82,12 +82,15 @@ def decode(annotation: str, value: Any, names: Mapping[str, Any]) -> Any:
         item = _split(inner)[1] if inner else "Any"
         return {k: decode(item, v, names) for k, v in value.items()}
     target = names.get(text)
-    if isinstance(target, type):
+    if isinstance(target, type) and (
+        issubclass(target, enum.Enum) or dataclasses.is_dataclass(target)
+    ):
+        if isinstance(value, target):
+            return value  # typed already (an ``edge_in`` hook's work)
         if issubclass(target, enum.Enum):
             return target(value)
-        if dataclasses.is_dataclass(target):
-            own = getattr(target, "from_dict", None)
-            return from_dict(target, value) if own is None else own(value)
+        own = getattr(target, "from_dict", None)
+        return from_dict(target, value) if own is None else own(value)
     return value
 
 

@@ -24,6 +24,7 @@ from pytest_mxperf.judging import decisions, explain
 from pytest_mxperf.judging.decisions import decide
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Status
 from pytest_mxperf.run.session import MxperfSession
+from pytest_mxperf.system import codec
 from pytest_mxperf.system.gitinfo import CommitInfo
 from pytest_mxperf.testing import FakeBackend, FakeModel
 
@@ -138,7 +139,7 @@ def _stored(request: pytest.FixtureRequest, tmp_path: Path, images_per_sec: floa
     session = session_of(tmp_path, update=True, allow_dirty=True)
     bench = make_bench(request, session, backend)
     result = bench.case(FakeModel(images_per_sec), "inference", 8, model="toy")
-    session.collected.add(result.as_dict())
+    session.collected.add(codec.to_dict(result))
     assert not session.finish(interrupted=False), session.errors
     (written,) = (tmp_path / "baselines").rglob("*.json")
     assert written.name == f"{SHA}.json"
@@ -347,7 +348,7 @@ def test_a_data_parallel_regression_gets_no_operator_or_memory_evidence(
 ) -> None:
     updating = session_of(tmp_path, update=True, allow_dirty=True)
     updating.collected.add(
-        _data_parallel(make_bench(request, updating, FakeBackend()), 300.0).as_dict()
+        codec.to_dict(_data_parallel(make_bench(request, updating, FakeBackend()), 300.0))
     )
     assert not updating.finish(interrupted=False), updating.errors
     stored = resolve(tmp_path / "baselines", {SHA: 1})

@@ -236,7 +236,9 @@ def test_to_json_contains_every_case() -> None:
     assert by_key["resnet50_v1/inference/float32/bs32/cpu"]["verdict"]["change"] == -0.031
     # Plain JSON, and CaseResult comes back from it.
     again = json.loads(json.dumps(data, allow_nan=False))
-    assert [CaseResult.from_dict(c) for c in again["cases"]] == sorted(rs, key=lambda r: str(r.key))
+    assert [codec.from_dict(CaseResult, c) for c in again["cases"]] == sorted(
+        rs, key=lambda r: str(r.key)
+    )
 
 
 def test_baseline_record() -> None:
