@@ -160,11 +160,10 @@ class CaseBench(Bench):
 
     def claim(self, key: CaseKey) -> None:
         """Two cases with one key in one run are an error."""
-        text = str(key)
-        if text in self._seen:
+        if key in self._seen:
             pytest.fail(
-                f"mxperf: case key {text!r} is measured twice in this run (first by "
-                f"{self._seen[text]}); pass name= to tell the cases apart",
+                f"mxperf: case key {str(key)!r} is measured twice in this run (first by "
+                f"{self._seen[key]}); pass name= to tell the cases apart",
                 pytrace=False,
             )
-        self._seen[text] = self.item.nodeid
+        self._seen[key] = self.item.nodeid

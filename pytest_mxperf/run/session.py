@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from pytest_mxperf.baselines.runinfo import RunInfo
+from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.settings import Settings
 from pytest_mxperf.config.sideorders import SideOrders
 from pytest_mxperf.history import fromrun
@@ -57,7 +58,7 @@ class MxperfSession:
         self.is_worker = is_worker
         self.collected = Collected()
         #: case key -> node id of the test that measured it (duplicate keys are an error).
-        self.seen: dict[str, str] = {}
+        self.seen: dict[CaseKey, str] = {}
         self.errors: list[str] = []
         #: A lock-step side's end of the controller's socket (`turns`); it holds the baton
         #: from here on, so nothing this process does runs beside the other side's timed work.
@@ -65,10 +66,10 @@ class MxperfSession:
         if side is not None and side.turns is not None:
             self.baton = Baton(side.turns, side.spread)
         #: A paired run's side after its first round: steps per block by case key.
-        self.block_plan: dict[str, int] = {}
+        self.block_plan: dict[CaseKey, int] = {}
         if side is not None and side.plan is not None:
             try:
-                self.block_plan = read_plan(side.plan)
+                self.block_plan = {CaseKey.parse(k): v for k, v in read_plan(side.plan).items()}
             except ValueError as exc:
                 raise pytest.UsageError(f"mxperf: {exc}") from None
         self.stored = StoreReport()

@@ -17,6 +17,7 @@ from pytest_mxperf.case import dataparallel, evidence
 from pytest_mxperf.case import stored as stored_step
 from pytest_mxperf.case.path import CaseBench
 from pytest_mxperf.case.roles import PairJudge, Side, StoredJudge, role_for
+from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.markers import MarkerSpec
 from pytest_mxperf.config.settings import Settings
 from pytest_mxperf.config.sideorders import SideOrders
@@ -99,7 +100,7 @@ def test_a_new_case_is_measured_on_the_fake_clock_and_kept(
     assert result.verdict is not None and result.verdict.outcome == Outcome.NEW
     assert not result.verdict.failed
     assert bench.results == [result] and seen == [KEY]
-    assert session.seen == {KEY: request.node.nodeid}
+    assert session.seen == {CaseKey.parse(KEY): request.node.nodeid}
     assert backend.syncs > 0  # every timed block ended with a device sync
 
 
