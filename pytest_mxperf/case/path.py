@@ -15,7 +15,7 @@ import pytest
 
 from pytest_mxperf.case import stored
 from pytest_mxperf.case.bench import Bench, Runner
-from pytest_mxperf.case.roles import After, CaseRole, Measure, role_for
+from pytest_mxperf.case.roles import After, CaseRole, Measure
 from pytest_mxperf.config.casekey import CaseKey, CaseKeyError
 from pytest_mxperf.config.markers import MarkerSpec
 from pytest_mxperf.measuring.protocol import Backend, PrepareSpec
@@ -44,14 +44,13 @@ class CaseBench(Bench):
         backend: Backend,
         marker: MarkerSpec,
         default_ctx: Any,
-        role: CaseRole | None = None,
+        role: CaseRole,
     ) -> None:
         super().__init__(
             item=item, session=session, backend=backend, marker=marker, default_ctx=default_ctx
         )
-        #: What this process does with a case: the run's, chosen at configure time (a bench
-        #: made without one, as in tests, chooses it from the session the same way).
-        self.role = role_for(session.settings, session.side) if role is None else role
+        #: What this process does with a case: the run's, chosen at configure time.
+        self.role = role
 
     def case(
         self,

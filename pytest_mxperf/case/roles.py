@@ -1,5 +1,6 @@
-"""What this process does with a case once its result exists, chosen once per run (`role_for`,
-at configure time) as pytest-xdist keeps its worker apart from its controller:
+"""What this process does with a case once its result exists, chosen once per run (at configure
+time: `pytest_mxperf.plugin.configure.role_for`) as pytest-xdist keeps its worker apart from
+its controller:
 
 - `StoredJudge`: measure here and judge against the stored baseline, a suspected regression
   arbitrated by a paired run (a plain run, its xdist workers, ``--mxperf-update``);
@@ -22,7 +23,6 @@ from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.case import evidence, jointpair, pairs, stored
 from pytest_mxperf.case.bench import Bench
 from pytest_mxperf.case.stored import Judging, Tries
-from pytest_mxperf.config.settings import Settings
 from pytest_mxperf.config.sideorders import SideOrders
 from pytest_mxperf.judging.decisions import suspected
 from pytest_mxperf.measuring.measure import Measurement, for_side
@@ -39,7 +39,7 @@ Lock = jointpair.Lock
 
 
 class CaseRole(Protocol):
-    """What a process does with each case (one role per run: `role_for`)."""
+    """What a process does with each case (one role per run, chosen at configure time)."""
 
     def joint(self, bench: Bench, result: CaseResult, ctx: Any, lock: Lock) -> PairedData | None:
         """The run's joint pair that already measured this case (None: measure it here)."""
@@ -60,16 +60,6 @@ class CaseRole(Protocol):
     ) -> CaseResult:
         """The case measured (``measure``, inside the locks of ``devices``) and judged as this
         role judges; ``after`` is what the method does with a result (see `CaseBench.through`)."""
-
-
-def role_for(settings: Settings, orders: SideOrders | None) -> CaseRole:
-    """The role of this process: a side when it was given side orders, the pair's judge with
-    ``--mxperf-ab``, else the stored baselines' judge."""
-    if orders is not None:
-        return Side(orders)
-    if settings.ab:
-        return PairJudge()
-    return StoredJudge()
 
 
 class StoredJudge:

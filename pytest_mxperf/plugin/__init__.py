@@ -141,9 +141,7 @@ def pytest_configure(config: pytest.Config) -> None:
     scratch.share_worker_tempdir()
     state = MxperfSession(settings, run, is_worker=workerinput is not None, side=orders)
     config.stash[STATE_KEY] = state
-    from pytest_mxperf.case.roles import role_for  # the case wing loads with an enabled run
-
-    config.stash[ROLE_KEY] = role_for(settings, orders)
+    config.stash[ROLE_KEY] = configure.role_for(settings, orders)
     config.pluginmanager.register(SessionHooks(config, state), "mxperf-session")
     if orders is not None:
         config.pluginmanager.register(SideHooks(state, orders), "mxperf-side")
@@ -255,7 +253,7 @@ def mxperf(request: pytest.FixtureRequest, mxperf_backend: Backend) -> MxPerf:
         backend=mxperf_backend,
         marker=item.stash.get(MARKER_KEY, MarkerSpec()),
         default_ctx=ctx,
-        role=request.config.stash.get(ROLE_KEY, None),
+        role=request.config.stash[ROLE_KEY],
     )
     item.stash[BENCH_KEY] = bench
     return bench

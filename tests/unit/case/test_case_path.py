@@ -16,7 +16,7 @@ from pytest_mxperf.baselines.runinfo import RunInfo
 from pytest_mxperf.case import dataparallel, evidence
 from pytest_mxperf.case import stored as stored_step
 from pytest_mxperf.case.path import CaseBench
-from pytest_mxperf.case.roles import PairJudge, Side, StoredJudge, role_for
+from pytest_mxperf.case.roles import PairJudge, Side, StoredJudge
 from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.markers import MarkerSpec
 from pytest_mxperf.config.settings import Settings
@@ -24,6 +24,7 @@ from pytest_mxperf.config.sideorders import SideOrders
 from pytest_mxperf.judging import decisions, explain
 from pytest_mxperf.judging.decisions import decide
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Status
+from pytest_mxperf.plugin.configure import role_for
 from pytest_mxperf.run.session import MxperfSession
 from pytest_mxperf.system import codec
 from pytest_mxperf.system.gitinfo import CommitInfo
@@ -66,6 +67,7 @@ def make_bench(
         backend=backend,
         marker=marker or MarkerSpec(),
         default_ctx=backend.context("cpu", 0) if ctx is None else ctx,
+        role=role_for(session.settings, session.side),  # as pytest_configure chooses it
     )
 
 
