@@ -95,14 +95,17 @@ def replace_calls(tree: ast.AST) -> int:
     return count
 
 
-def codec_methods(path: Path, tree: ast.AST) -> list[str]:
+def codec_methods(
+    path: Path, tree: ast.AST, names: tuple[str, ...] = ("as_dict", "from_dict")
+) -> list[str]:
+    """Methods of those ``names`` (``edge_out``/``edge_in``: a record's exceptions to the one
+    codec, `pytest_mxperf.system.codec`)."""
     return [
         f"{path.relative_to(ROOT)}: {node.name}.{item.name}"
         for node in ast.walk(tree)
         if isinstance(node, ast.ClassDef)
         for item in node.body
-        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
-        and item.name in ("as_dict", "from_dict")
+        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name in names
     ]
 
 
@@ -329,6 +332,7 @@ def main() -> int:
     flags_setup: list[str] = []
     replaces: Counter[str] = Counter()
     codecs: list[str] = []
+    hooks: list[str] = []
     shadowing: list[str] = []
     bare: list[str] = []
     explained: list[str] = []
@@ -344,6 +348,7 @@ def main() -> int:
             (flags_setup if wing in SETUP_WINGS else flags_outside).append(found)
         replaces[wing or "(top)"] += replace_calls(tree)
         codecs += codec_methods(path, tree)
+        hooks += codec_methods(path, tree, ("edge_out", "edge_in"))
         more_keyed, more_other = str_keys(path, tree)
         keys_as_keys += more_keyed
         keys_other += more_other
@@ -396,6 +401,7 @@ def main() -> int:
         ("decide() call sites", len(decides), decides),
         ("hand-written as_dict/from_dict methods", len(codecs), codecs),
         ("  in modules", len({c.split(":")[0] for c in codecs}), []),
+        ("edge_out/edge_in hooks (a record's exceptions to the one codec)", len(hooks), hooks),
         (
             "str(key) used at once as a dict key, subscript or 'in' test",
             len(keys_as_keys),
