@@ -13,7 +13,9 @@ returns) or the process ends; counted in that window, for calls made from the pa
 
 - ``decide()``: calls of `judging.decisions.decide` (and, apart, of its ``decide_*`` siblings);
 - ``replace()``: calls of `dataclasses.replace`;
-- ``as_dict`` / ``from_dict``: calls of methods of those names (every record);
+- a `CaseResult` to plain data and back: calls of its ``as_dict``/``from_dict`` methods, or of
+  the one codec's ``to_dict``/``from_dict`` with a `CaseResult` (the way the case's record is
+  converted, whichever of the two the code at hand has);
 - modules and wings of ``pytest_mxperf`` that ran code;
 - re-entries ("returns to a module already left"): a call into a package module that already
   has a frame lower on the stack, from another module (``stored`` calling back into ``path``;
@@ -96,9 +98,13 @@ class Tracer:
             if frame is self.end_frame:
                 self.active, self.closed = False, True
             return
-        if event != "call" or self.closed:
+        if event != "call":
             return
         code = frame.f_code
+        if code.co_name in ("as_dict", "to_dict", "from_dict"):
+            self.conversion(frame, code.co_name)
+        if self.closed:
+            return
         mod = self.module(code.co_filename)
         if not self.active:
             if mod == "pytest_mxperf.case.fixture" and code.co_name == "inference":
@@ -118,8 +124,6 @@ class Tracer:
         self.modules.add(mod)
         if mod == "pytest_mxperf.judging.decisions" and code.co_name.startswith("decide"):
             self.calls[f"{code.co_name}()"] += 1
-        if code.co_name in ("as_dict", "from_dict") and caller_mod:
-            self.calls[code.co_name] += 1
         if mod == "pytest_mxperf.reporting.tables" and code.co_name == "render_table":
             self.end_frame = frame
         if caller_mod is None or caller_mod == mod:
@@ -130,6 +134,21 @@ class Tracer:
                 self.reentries[f"{caller_mod} -> {mod}.{code.co_name}"] += 1
                 break
             below = below.f_back
+
+    def conversion(self, frame: FrameType, name: str) -> None:
+        """A `CaseResult` converted to or from plain data (in the window, and in the whole
+        process: a paired run's controller reads the sides' files before its first test)."""
+        if self.module(frame.f_code.co_filename) is None:
+            return
+        local = frame.f_locals
+        what = local.get("self", local.get("record", local.get("cls")))
+        kind = what if isinstance(what, type) else type(what)
+        if kind.__name__ != "CaseResult":
+            return
+        way = "from_dict" if name == "from_dict" else "to_dict"
+        self.calls[f"{way} (process)"] += 1
+        if self.active:
+            self.calls[way] += 1
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -227,8 +246,10 @@ def report(label: str, traces: list[dict[str, Any]], verbose: bool) -> None:
                 sum(n for name, n in calls.items() if name.startswith("decide_")),
             ),
             ("dataclasses.replace calls", calls["replace()"]),
-            ("as_dict calls", calls["as_dict"]),
-            ("from_dict calls", calls["from_dict"]),
+            ("CaseResult to dict (as_dict or codec.to_dict)", calls["to_dict"]),
+            ("CaseResult from dict (from_dict or codec.from_dict)", calls["from_dict"]),
+            ("CaseResult to dict, whole process", calls["to_dict (process)"]),
+            ("CaseResult from dict, whole process", calls["from_dict (process)"]),
             ("modules on the way", len(modules)),
             ("wings on the way", len(wings)),
             ("re-entries into a module already left (events)", sum(reentries.values())),

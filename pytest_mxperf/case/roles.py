@@ -72,7 +72,7 @@ class StoredJudge:
         self, bench: Bench, result: CaseResult, judging: Judging | None, alone: bool
     ) -> Tries:
         assert judging is not None, "the stored judge judges every case it measures"
-        return replace(stored.judged_tries(bench, result, judging), alone=alone)
+        return stored.judged_tries(bench, result, judging, alone)
 
     def settle(
         self,

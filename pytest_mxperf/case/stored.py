@@ -52,7 +52,7 @@ class Tries:
     decided: Callable[[CaseResult], Verdict | None] = lambda _: None
 
 
-def judged_tries(bench: Bench, result: CaseResult, judging: Judging) -> Tries:
+def judged_tries(bench: Bench, result: CaseResult, judging: Judging, alone: bool) -> Tries:
     """A case judged here against ``judging``: measured again while a regression is suspected or
     its blocks spread too far to judge (`worth_another_attempt`), profiled when judged
     regressed (after its timed blocks, with the step still warm)."""
@@ -66,7 +66,8 @@ def judged_tries(bench: Bench, result: CaseResult, judging: Judging) -> Tries:
     def suspect(best: Measurement) -> bool:
         return not settings.update and decisions.of(best).outcome == Outcome.REGRESSED
 
-    return Tries(timing_of(settings), 1 + settings.confirm, again, suspect, decided=decisions.kept)
+    config, attempts = timing_of(settings), 1 + settings.confirm
+    return Tries(config, attempts, again, suspect, alone=alone, decided=decisions.kept)
 
 
 @dataclass(frozen=True)
@@ -91,10 +92,8 @@ class PlainStep:
         adopted = None if self.joint is None else pairs.adopt_head(result, self.joint)
         if adopted is not None and judging is not None:
             return give_verdict(bench, adopted, judging)  # its figure is HEAD's from the pair
-        alone = tries.alone
-        config = in_turns(bench, tries.config, str(result.key), alone, self.wide)
-        tries = replace(tries, config=config)
-        return measure(bench, result, self.net, self.spec, self.runner, tries, judging)
+        config = in_turns(bench, tries.config, str(result.key), tries.alone, self.wide)
+        return measure(bench, result, self.net, self.spec, self.runner, tries, judging, config)
 
 
 def measure(
@@ -105,17 +104,19 @@ def measure(
     runner: Runner | None,
     tries: Tries,
     judging: Judging | None,
+    config: MeasureConfig,
 ) -> CaseResult:
-    """Measure the case of ``result`` (with ``runner``, default `run_case`) as ``tries`` says;
-    returns its figures, judged when ``judging`` is given (a side of a paired run reports its
-    figures and judges nothing)."""
+    """Measure the case of ``result`` (with ``runner``, default `run_case`) as ``tries`` says,
+    timed as ``config`` (``tries.config`` in turns where it takes them); returns its figures,
+    judged when ``judging`` is given (a side of a paired run reports its figures and judges
+    nothing)."""
     diagnose = diagnosis.DiagnoseSpec(
         trace_path=diagnosis.trace_path_for(bench.settings.profile, str(result.key)),
         profile_if=tries.profile_if,
     )
     if runner is None:
         runner = functools.partial(_run_case, bench.backend, net, diagnose=diagnose)
-    outcome = _measured(runner, spec, tries.config, tries.attempts, tries.again, str(result.key))
+    outcome = _measured(runner, spec, config, tries.attempts, tries.again, str(result.key))
     peak = _peak(bench, outcome, spec, result.dtype) if tries.peak else None
     result = replace(
         diagnosis.applied(result, outcome.diagnosis),
