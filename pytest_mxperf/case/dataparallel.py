@@ -3,6 +3,7 @@ judged like the others (the ranks and the launcher are in `dataparallel`, `rank`
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 from collections.abc import Sequence
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_mxperf.case.path import CaseBench, check_positive
-from pytest_mxperf.case.stored import Judging, timing_of
+from pytest_mxperf.case.stored import Judging, Tries, timing_of
 from pytest_mxperf.config.scaling_kind import STRONG, resolve_kind
 from pytest_mxperf.judging.decisions import worth_another_attempt
 from pytest_mxperf.judging.explain_scaling import judge_scaling
@@ -82,12 +83,8 @@ def data_parallel(
     devices = [("cpu", 0)] if kind == "cpu" else [("gpu", i) for i in range(gpus)]
     # In a lock-step side of a paired run, the launch (set-up, warm-up and timing in its
     # ranks) is one timed turn: the other side's ranks never run beside these.
-    return bench.through(
-        result,
-        devices,
-        lambda r, j, _: _measure_data_parallel(bench, r, block, spec, j),
-        alone=True,
-    )
+    step = functools.partial(_measure_data_parallel, bench, block, spec)
+    return bench.through(result, devices, step, alone=True)
 
 
 def _case(
@@ -189,10 +186,11 @@ def check_factory(ref: str) -> None:
 
 def _measure_data_parallel(
     bench: CaseBench,
-    result: CaseResult,
     block: Any,
     spec: DataParallelSpec,
+    result: CaseResult,
     judging: Judging | None,
+    _: Tries,
 ) -> CaseResult:
     """Measure (again while it looks regressed or its aggregate blocks spread too far to judge,
     up to ``--mxperf-confirm`` times), then judge the aggregate img/s and the scaling
@@ -201,13 +199,9 @@ def _measure_data_parallel(
 
     settings = bench.settings
     ref, expectations, why_not, policy = judging or (None, [], None, bench.policy(0.0))
-    n = spec.world_size
-    floor = bench.marker.efficiency_floor(
-        model=result.model, world_size=n, hardware=result.hardware
-    )
-    elsewhere = (
-        [] if judging is None else bench.run.baselines.elsewhere(result.hardware, str(result.key))
-    )
+    n, hardware, key = spec.world_size, result.hardware, str(result.key)
+    floor = bench.marker.efficiency_floor(model=result.model, world_size=n, hardware=hardware)
+    elsewhere = [] if judging is None else bench.run.baselines.elsewhere(hardware, key)
     # Each attempt is two launches; update mode stores the first (no best-of-N here).
     tries: Attempts[Tried] = Attempts(1 if settings.update else 1 + settings.confirm)
 
