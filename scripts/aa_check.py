@@ -29,6 +29,8 @@ Every line is printed as it is measured; a ``SUMMARY`` block at the end repeats 
 
     python scripts/aa_check.py --modes cost,paired,stored,host --runs 10 \
         --slowdowns 0,0.053,0.11,0.25
+    python scripts/aa_check.py --modes cost,paired --model convs20 --batch 8 --size 32 \
+        --slowdowns 0,0.047 --pytest-args "--mxperf-min-effect 0.03"
 """
 
 from __future__ import annotations
@@ -193,6 +195,11 @@ def main() -> int:
     parser.add_argument("--model", default="resnet18_v1")
     parser.add_argument("--size", type=int, default=32)
     parser.add_argument("--batch", type=int, default=10)
+    parser.add_argument(
+        "--pytest-args",
+        default="",
+        help="more options for every pytest run, e.g. '--mxperf-min-effect 0.03' (PYTEST_ADDOPTS)",
+    )
     args = parser.parse_args()
     env = {
         **os.environ,
@@ -202,6 +209,7 @@ def main() -> int:
         "MXPERF_TEST_BATCH": str(args.batch),
     }
     env.pop("MXPERF_EXTRA_WORK", None)
+    env["PYTEST_ADDOPTS"] = args.pytest_args
     slowdowns = [float(s) for s in args.slowdowns.split(",")]
     summary: list[str] = []
     plain: list[float] = []
@@ -313,7 +321,8 @@ def main() -> int:
                 f"cost: stored-baseline runs {label}: {len(arbitrated[was])} runs, median "
                 f"{median_of(arbitrated[was]):.0f} s"
             )
-    print("\nSUMMARY (model " + f"{args.model}, {args.size}px, {args.runs} runs per line)")
+    what = f"model {args.model}, {args.size}px, {args.runs} runs per line"
+    print(f"\nSUMMARY ({what}, options {args.pytest_args!r})")
     for line in summary:
         print("  " + line)
     return 0

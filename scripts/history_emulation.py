@@ -5,24 +5,28 @@ commit 10 makes case ``alpha`` about 8% slower, commit 20 makes case ``beta`` ab
 every other commit changes a notes file only. After each commit is pushed, its main-branch job
 runs as a new VM would: a fresh clone, fresh processes, optionally under a different load from
 the noisy neighbour (``--noise PATH/noisy_neighbour.py``: its duty and CPUs change every job),
-and does what the documented workflow does (docs/history.md):
+and does what the example's main workflow does (docs/history.md):
 
-    BASE=$(mxperf history base)
-    pytest --mxperf --mxperf-ab "$BASE" --mxperf-json pair.json
-    mxperf history add pair.json                      # pushed to origin's mxperf-history
-    ANCHOR=$(mxperf history anchor --every K)         # every K-th job: also the anchor
-    [ -n "$ANCHOR" ] && pytest --mxperf --mxperf-ab "$ANCHOR" --mxperf-pair-confirm off \
-        --mxperf-json anchor.json && mxperf history add anchor.json
+    ONLY_RATIO="--mxperf-pair-confirm off --mxperf-pair-profile off"
+    BASE=$(mxperf history base --no-fetch)
+    pytest --mxperf --mxperf-ab "$BASE" $ONLY_RATIO --mxperf-json pair.json
+    ANCHOR=$(mxperf history anchor --no-fetch --every K)   # every K-th job: also the anchor
+    [ -n "$ANCHOR" ] && pytest --mxperf --mxperf-ab "$ANCHOR" $ONLY_RATIO \
+        --mxperf-json anchor.json
+    mxperf history add pair.json                   # pushed to origin's mxperf-history
+    [ -f anchor.json ] && mxperf history add anchor.json
 
 and, for the cost, a plain run of the same suite (``pytest --mxperf``) in the same clone.
 
 At the end it prints the index of each case at each commit (fitted with the anchors), the
-steps marked (99% interval excluding no change), the 95% interval at the last commit with and
-without the anchors, and each job's wall time beside its plain run's.
+steps marked (and the rule they are marked by), the 95% interval at the last commit with and
+without the anchors, and each job's wall time beside its plain run's: per job, the anchored
+and the other jobs apart, and in all.
 
     python scripts/history_emulation.py --fake --commits 6 --every 2     # logic, seconds
+    nice -n 19 python scripts/history_emulation.py --commits 4 --every 2  # real MXNet, tiny
     python scripts/history_emulation.py --commits 30 \
-        --noise ../shared/tools/noisy_neighbour.py                          # the measurement
+        --noise ../shared/tools/noisy_neighbour.py --keep /tmp/emu5       # the measurement
 
 ``--fake`` measures on the fake back end (exact, noiseless figures: the logic only, no noise
 reaches it); without it each case is a tiny Gluon network on real MXNet whose extra work per
@@ -34,6 +38,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import shlex
 import shutil
 import subprocess
 import sys
@@ -41,8 +46,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from pytest_mxperf.history import entrystore
-from pytest_mxperf.history.index import case_fits, commit_order, first_parent
+from pytest_mxperf.history import entrystore, page
+from pytest_mxperf.history.index import case_fits, commit_order, line_of
 from pytest_mxperf.paired.forkserver import PRELOAD_ENV
 from pytest_mxperf.testing.repos import GIT_ENV
 
@@ -100,6 +105,9 @@ def test_case(mxperf, case):
 
     mxperf.callable(step, items_per_call=32, model=case)
 """
+
+#: The history's pairs only measure the ratio (as the example's main workflow runs them).
+ONLY_RATIO = ("--mxperf-pair-confirm", "off", "--mxperf-pair-profile", "off")
 
 #: Extra work per case before/after the two changes: alpha 8% slower at --slow-at, beta 5%
 #: faster at --fast-at, gamma never changes.
@@ -184,23 +192,15 @@ def job(
     try:
         start = time.monotonic()
         run(root, env, "git", "clone", "-q", str(origin), str(clone))
-        base = mxperf(clone, env, "history", "base")
-        pytest(clone, env, "--mxperf", "--mxperf-ab", base, "--mxperf-json", "pair.json")
-        mxperf(clone, env, "history", "add", "pair.json")
-        anchor = mxperf(clone, env, "history", "anchor", "--every", str(args.every))
+        more = [*ONLY_RATIO, *shlex.split(args.pair_args)]
+        base = mxperf(clone, env, "history", "base", "--no-fetch")
+        pytest(clone, env, "--mxperf", "--mxperf-ab", base, *more, "--mxperf-json", "pair.json")
+        anchor = mxperf(clone, env, "history", "anchor", "--no-fetch", "--every", str(args.every))
         if anchor:
-            # The anchor pair measures, it does not gate: no second run of a "regression".
-            pytest(
-                clone,
-                env,
-                "--mxperf",
-                "--mxperf-ab",
-                anchor,
-                "--mxperf-pair-confirm",
-                "off",
-                "--mxperf-json",
-                "anchor.json",
-            )
+            argv = ["--mxperf-ab", anchor, *more, "--mxperf-json", "anchor.json"]
+            pytest(clone, env, "--mxperf", *argv)
+        mxperf(clone, env, "history", "add", "pair.json")
+        if anchor and (clone / "anchor.json").exists():
             mxperf(clone, env, "history", "add", "anchor.json")
         wall = time.monotonic() - start
         plain = pytest(clone, env, "--mxperf")
@@ -216,9 +216,9 @@ def report(
     origin: Path, walls: list[tuple[int, float, float, bool]], args: argparse.Namespace
 ) -> None:
     found = entrystore.GitStore(origin).read()
-    line = first_parent(origin, "main")
+    line = line_of(origin, "main")
     order = commit_order(found, line)
-    number = {sha: len(line) - 1 - n for n, sha in enumerate(line)}
+    number = {sha: n for n, sha in enumerate(line)}
     anchored = case_fits(found, order)
     chain = case_fits(found, order, anchors=False)
     for case, fitted in anchored.items():
@@ -235,7 +235,7 @@ def report(
             at = f"{p.index:.4f} [{p.low:.4f} .. {p.high:.4f}]"
             print(f"  commit {number[p.commit]:3d}  {at}{step}{mark}")
         marked = [number[s.commit] for s in fitted.steps if s.changed]
-        print(f"  marked steps (99% interval excludes no change): commits {marked or 'none'}")
+        print(f"  marked steps: commits {marked or 'none'}")
         last = fitted.points[-1].commit
         for name, f in (("with anchors", fitted), ("chain only", chain[case])):
             p = f.point(last)
@@ -243,15 +243,27 @@ def report(
             print(f"  95% interval at commit {number[last]} {name}: {span}")
         if fitted.note:
             print(f"  note: {fitted.note}")
+    first = next(iter(anchored.values()), None)
+    if first is not None:
+        print(f"\na step is marked when {page.mark_rule(first.step_level, first.min_step)}")
     print("\njob wall times (clone, pairs, history pushes) beside a plain run of the suite:")
     for i, wall, plain, anchor in walls:
         note = "  (anchored)" if anchor else ""
         print(
             f"  commit {i:3d}: job {wall:7.1f} s, plain {plain:7.1f} s, {wall / plain:5.2f}x{note}"
         )
-    total_job, total_plain = sum(w[1] for w in walls), sum(w[2] for w in walls)
-    ratio = total_job / total_plain
-    print(f"  all jobs: {total_job:.0f} s, plain runs: {total_plain:.0f} s, {ratio:.2f}x")
+    for name, kept in (
+        ("anchored jobs", [w for w in walls if w[3]]),
+        ("other jobs", [w for w in walls if not w[3]]),
+        ("all jobs", walls),
+    ):
+        if kept:
+            job_s, plain_s = sum(w[1] for w in kept), sum(w[2] for w in kept)
+            each = [w[1] / w[2] for w in kept]
+            print(
+                f"  {name} ({len(kept)}): {job_s:.0f} s, plain runs: {plain_s:.0f} s, "
+                f"{job_s / plain_s:.2f}x (each {min(each):.2f}x .. {max(each):.2f}x)"
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -268,6 +280,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slow-at", type=int, default=10, help="commit making alpha slower (10)")
     parser.add_argument("--fast-at", type=int, default=20, help="commit making beta faster (20)")
     parser.add_argument("--keep", type=Path, help="build in this directory and keep it")
+    parser.add_argument(
+        "--pair-args",
+        default="",
+        metavar="ARGS",
+        help="more pytest arguments for both pairs of every job (e.g. "
+        "'--mxperf-pair-budget 10'), to try a setting without editing the workflow",
+    )
     args = parser.parse_args(argv)
     if args.noise and not args.noise.exists():
         parser.error(f"--noise: no such file {args.noise}")

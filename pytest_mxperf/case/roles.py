@@ -92,7 +92,10 @@ class StoredJudge:
             result = replace(result, window=[start, time.time()])
         ref = judging[0]
         why_no_base: str | None = None
-        if result.verdict is not None and suspected(result.verdict, bench.settings.tolerance):
+        machine = bench.session.preflight.factor  # the probe, where it ran
+        if result.verdict is not None and suspected(
+            result.verdict, bench.settings.tolerance, machine
+        ):
             # outside the locks: the sides take them
             judged = result
             result, why_no_base = pairs.arbitrate(bench.context(), judged, ref)

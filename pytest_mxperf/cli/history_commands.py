@@ -17,7 +17,7 @@ from typing import Any
 
 from pytest_mxperf.history import anchors, entries, entrystore, fromrun, page
 from pytest_mxperf.history.fit import Fit
-from pytest_mxperf.history.index import case_fits, commit_order, first_parent
+from pytest_mxperf.history.index import case_fits, commit_order, line_of
 from pytest_mxperf.paired.gitcmd import WorktreeError
 from pytest_mxperf.reporting.jsonreport import ReportError, read_report
 
@@ -33,16 +33,33 @@ def add_store_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repo", type=Path, default=Path("."), help="the repository (default .)")
 
 
+def add_no_fetch(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-fetch",
+        action="store_true",
+        help="read the branch as last fetched (the checkout's copy) without asking the remote: "
+        "a step that has no credentials",
+    )
+
+
+def _reading(args: argparse.Namespace) -> entrystore.Store:
+    """The store a reading verb names (``--no-fetch``: as last fetched)."""
+    return entrystore.open_store(args.store, args.repo, args.remote, not args.no_fetch)
+
+
 def add_parsers(sub: Any) -> None:
     history = sub.add_parser("history", help="paired ratios over the commits (the index)")
     verbs = history.add_subparsers(dest="verb", required=True)
     add = verbs.add_parser("add", help="append a paired run's JSON report to the store")
     add.add_argument("reports", nargs="+", type=Path, metavar="REPORT.json")
-    for parser in (add, verbs.add_parser("base", help="the commit HEAD's job pairs with")):
+    base = verbs.add_parser("base", help="the commit HEAD's job pairs with")
+    for parser in (add, base):
         add_store_arguments(parser)
         parser.add_argument("--rev", default="HEAD", help="the job's commit (default HEAD)")
+    add_no_fetch(base)
     anchor = verbs.add_parser("anchor", help="the anchor this job also pairs with, or nothing")
     add_store_arguments(anchor)
+    add_no_fetch(anchor)
     anchor.add_argument("--rev", default="HEAD", help="the job's commit (default HEAD)")
     anchor.add_argument(
         "--every",
@@ -52,6 +69,7 @@ def add_parsers(sub: Any) -> None:
     )
     show = verbs.add_parser("show", help="the index per case at each commit")
     add_store_arguments(show)
+    add_no_fetch(show)
     show.add_argument("--no-anchors", action="store_true", help="fit the chain pairs only")
 
 
@@ -74,14 +92,12 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 
 def cmd_base(args: argparse.Namespace) -> int:
-    where = entrystore.open_store(args.store, args.repo, args.remote)
-    print(anchors.base(args.repo, entrystore.read_store(where), args.rev))
+    print(anchors.base(args.repo, entrystore.read_store(_reading(args)), args.rev))
     return 0
 
 
 def cmd_anchor(args: argparse.Namespace) -> int:
-    where = entrystore.open_store(args.store, args.repo, args.remote)
-    found = anchors.anchor(args.repo, entrystore.read_store(where), args.rev, args.every)
+    found = anchors.anchor(args.repo, entrystore.read_store(_reading(args)), args.rev, args.every)
     if found:
         print(found)
     return 0
@@ -98,27 +114,28 @@ def show_fit(case: str, fitted: Fit) -> None:
         print(f"  {p.commit[:10]}  {p.index:.4f}  [{p.low:.4f} .. {p.high:.4f}]{text}{mark}")
     if fitted.note:
         print(f"  note: {fitted.note}")
-    print(f"  steps marked: their {fitted.step_level:.0%} interval excludes no change")
+    print(f"  a step is marked (CHANGED) when {page.mark_rule(fitted.step_level, fitted.min_step)}")
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    where = entrystore.open_store(args.store, args.repo, args.remote)
+    where = _reading(args)
     found = entrystore.read_store(where)
     if not found:
         raise entrystore.StoreError(f"no entries in {where.describe()}")
-    order = commit_order(found, first_parent(args.repo))
+    order = commit_order(found, line_of(args.repo))
     for case, fitted in case_fits(found, order, anchors=not args.no_anchors).items():
         show_fit(case, fitted)
     return 0
 
 
-def history_page(spec: str, repo: Path = Path(".")) -> str:
-    """The history page's index section from the store ``spec`` (`history.page`)."""
-    where = entrystore.open_store(spec, repo)
+def history_page(spec: str, repo: Path = Path("."), fetch: bool = True) -> str:
+    """The history page's index section from the store ``spec`` (`history.page`; ``fetch``:
+    a git store is fetched first, else read as last fetched)."""
+    where = entrystore.open_store(spec, repo, fetch=fetch)
     found = entrystore.read_store(where)
     if not found:
         raise entrystore.StoreError(f"no entries in {where.describe()}")
-    order = commit_order(found, first_parent(repo))
+    order = commit_order(found, line_of(repo))
     subjects = {c: fromrun.subject(repo, c) for c in order}
     # A page meant to be published names a directory by its name, never this machine's path.
     shown = (

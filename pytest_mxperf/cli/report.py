@@ -54,6 +54,12 @@ def add_parser(sub: Any, parents: Sequence[argparse.ArgumentParser] = ()) -> Non
         help="also plot the index of paired ratios from this history store (a directory, or "
         "git:BRANCH of the repository here, e.g. git:mxperf-history)",
     )
+    report.add_argument(
+        "--history-no-fetch",
+        action="store_true",
+        help="read the --history branch as last fetched, without asking the remote (a job "
+        "step that has no credentials)",
+    )
     add_cost_arguments(report)
 
 
@@ -139,7 +145,7 @@ def run(root: Path, args: argparse.Namespace) -> int:
                     f"no baselines for hardware {args.hardware!r} (stored: {stored})"
                 )
             hist = dataclasses.replace(hist, hardware=kept)
-        index = history_page(args.history) if args.history else ""
+        index = history_page(args.history, fetch=not args.history_no_fetch) if args.history else ""
         with _writing("--out", out):
             htmlreport.write_report(
                 hist,

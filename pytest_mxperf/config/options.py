@@ -180,6 +180,15 @@ SPECS: tuple[Spec, ...] = (
         "on|off",
     ),
     Spec(
+        "pair_profile",
+        parsers.on_off,
+        True,
+        "on: the cases a paired run finds slower are profiled after its rounds (one more "
+        "process per side), for the operator table of their message. off: no profile round "
+        "(a pair that only measures the ratio, as a history's pairs do).",
+        "on|off",
+    ),
+    Spec(
         "min_effect",
         parsers.fraction,
         0.05,

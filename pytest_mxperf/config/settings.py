@@ -43,6 +43,7 @@ class Settings:
     pair_cpus: str = DEFAULTS["pair_cpus"]
     pair_lockstep: bool = DEFAULTS["pair_lockstep"]
     pair_confirm: bool = DEFAULTS["pair_confirm"]
+    pair_profile: bool = DEFAULTS["pair_profile"]
     min_effect: float = DEFAULTS["min_effect"]
     arbitrate: bool = DEFAULTS["arbitrate"]
     unconfirmed_tolerance: float = DEFAULTS["unconfirmed_tolerance"]

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pytest_mxperf.history.entries import Entry
-from pytest_mxperf.history.index import first_parent
+from pytest_mxperf.history.index import line_of
 from pytest_mxperf.paired.gitcmd import git
 
 #: Jobs between anchor pairs (an anchored job costs one more paired run).
@@ -31,8 +31,12 @@ def _nodes(entries: Sequence[Entry]) -> set[str]:
     return {c for e in entries for c in e.pair}
 
 
+def _newest_first(repo: Path, head: str) -> list[str]:
+    return line_of(repo, head)[::-1]
+
+
 def _older(repo: Path, entries: Sequence[Entry], head: str) -> list[str]:
-    line = first_parent(repo, head)
+    line = _newest_first(repo, head)
     if not line:
         raise AnchorError(f"{head!r} names no commit in {repo}")
     nodes = _nodes(entries)
@@ -45,7 +49,7 @@ def base(repo: Path, entries: Sequence[Entry], head: str = "HEAD") -> str:
     older = _older(repo, entries, head)
     if older:
         return older[0]
-    line = first_parent(repo, head)
+    line = _newest_first(repo, head)
     if len(line) < 2:
         raise AnchorError(
             "no entry in the history and no parent commit to pair with (a shallow clone? "

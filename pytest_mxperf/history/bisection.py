@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_mxperf.paired.gitcmd import WorktreeError, git, resolve_rev
+from pytest_mxperf.paired.gitcmd import WorktreeError, first_parent, git, resolve_rev
 from pytest_mxperf.reporting.jsonreport import ReportError, read_report
 
 MOVED, SAME, UNDECIDED = "moved", "same", "undecided"
@@ -43,8 +43,7 @@ class Outcome:
 
 def candidates(repo: Path, good: str, bad: str) -> list[str]:
     """The first-parent commits after ``good`` up to ``bad``, oldest first."""
-    done = git(repo, "rev-list", "--first-parent", "--reverse", f"{good}..{bad}")
-    found = done.stdout.split()
+    found = [c.sha for c in first_parent(repo, bad, since=good, check=True)]
     if not found:
         raise WorktreeError(f"no first-parent commit between {good[:10]} and {bad[:10]}")
     return found

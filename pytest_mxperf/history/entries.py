@@ -140,9 +140,14 @@ def to_text(entries: list[Entry]) -> str:
 
 
 def _interval_level(verdict: dict[str, Any]) -> float:
-    """The level of the verdict's interval, read from its message: the ``NN% interval`` whose
-    ends are the interval's (a pass rests on its equivalence interval, anything else on the
-    99% one); 0.99 when the message names none."""
+    """The level of the verdict's interval: its ``interval_level`` (recorded since 0.2.0); in an
+    older report, read from its message: the ``NN% interval`` whose ends are the interval's (a
+    pass rests on its equivalence interval, anything else on the 99% one), 0.99 when the
+    message names none."""
+    level = verdict.get("interval_level")
+    if level is not None:
+        z_of(float(level))  # a level no quantile is known for is refused, by name
+        return float(level)
     low, high = verdict["interval"]
     first = str(verdict.get("message") or "").split("\n", 1)[0]
     for level, lo, hi in re.findall(r"(\d+(?:\.\d+)?)% interval (\S+) \.\. (\S+?)[,;)]", first):
@@ -194,6 +199,6 @@ def from_report(report: dict[str, Any], where: str = "report") -> list[Entry]:
         if measured and verdict.get("baseline_commit") and verdict.get("change") is not None:
             try:
                 found.append(_case_entry(case, run, commit, plugin))
-            except (KeyError, TypeError, ValueError) as exc:
+            except (KeyError, TypeError, ValueError, EntryError) as exc:
                 raise EntryError(f"{where}: case {case.get('key')!r}: {exc}") from None
     return found

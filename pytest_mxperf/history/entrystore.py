@@ -74,6 +74,10 @@ class GitStore:
     repo: Path
     branch: str = DEFAULT_BRANCH
     remote: str | None = None
+    #: False: a read takes the branch as last fetched (``refs/remotes/REMOTE/BRANCH``, e.g. by
+    #: ``actions/checkout`` with ``fetch-depth: 0``) and asks the remote for nothing, so a job
+    #: step without credentials can read it. An ``add`` always fetches: it must push on top.
+    fetch: bool = True
 
     def describe(self) -> str:
         where = f" (pushed to {self.remote})" if self.remote else ""
@@ -119,7 +123,8 @@ class GitStore:
         return parse_lines(done.stdout, f"{self.branch}:{FILE}")
 
     def read(self) -> list[Entry]:
-        self._fetch()
+        if self.fetch:
+            self._fetch()
         return self._entries_at(self._tip())
 
     def _commit(self, tip: str | None, merged: list[Entry], added: int) -> str:
@@ -162,10 +167,12 @@ class GitStore:
 Store = Union[DirStore, GitStore]
 
 
-def open_store(spec: str | None, repo: Path, remote: str | None = "origin") -> Store:
+def open_store(
+    spec: str | None, repo: Path, remote: str | None = "origin", fetch: bool = True
+) -> Store:
     """The store ``spec`` names: ``git:BRANCH`` (or nothing: ``git:mxperf-history``) in the
-    repository at ``repo``, pushed to ``remote`` when the repository has it; anything else is
-    a directory."""
+    repository at ``repo``, pushed to ``remote`` when the repository has it (``fetch``: reads
+    fetch it first, `GitStore.fetch`); anything else is a directory."""
     if spec is None or spec.startswith("git:"):
         branch = (spec or "")[4:] or DEFAULT_BRANCH
         try:
@@ -173,7 +180,7 @@ def open_store(spec: str | None, repo: Path, remote: str | None = "origin") -> S
         except WorktreeError as exc:
             raise StoreError(f"the history branch needs a git repository: {exc}") from None
         remotes = git(Path(top), "remote").stdout.split()
-        return GitStore(Path(top), branch, remote if remote in remotes else None)
+        return GitStore(Path(top), branch, remote if remote in remotes else None, fetch)
     return DirStore(Path(spec))
 
 

@@ -15,7 +15,7 @@ result says so (`Fit.parts`) and never compares across parts.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,11 +43,24 @@ class Step:
     ratio: float
     low: float
     high: float
+    #: The least size of a marked step (0.025: 2.5% either way; 0: any size).
+    min_step: float = 0.0
+    #: The verdict of this step's own pair (one that spans exactly this step): -1 regressed,
+    #: +1 improved, 0 neither or no such pair.
+    decided: int = 0
+
+    @property
+    def excludes_none(self) -> bool:
+        """The interval excludes "no change"."""
+        return self.high < 1.0 or self.low > 1.0
 
     @property
     def changed(self) -> bool:
-        """The interval excludes "no change"."""
-        return self.high < 1.0 or self.low > 1.0
+        """Marked: at least ``min_step`` in size, and either its interval excludes "no change"
+        or its own pair decided a change the same way (`decided`)."""
+        if abs(self.ratio - 1.0) < self.min_step:
+            return False
+        return self.excludes_none or self.decided == (1 if self.ratio > 1.0 else -1)
 
 
 @dataclass(frozen=True)
@@ -66,6 +79,7 @@ class Fit:
     parts: tuple[tuple[str, ...], ...]  # the commits of each connected part
     level: float  # of the points' intervals
     step_level: float  # of the steps' intervals
+    min_step: float = 0.0  # the least size of a marked step
 
     def point(self, commit: str) -> Point:
         return next(p for p in self.points if p.commit == commit)
@@ -125,10 +139,17 @@ def _solve(
 
 
 def fit(
-    order: Sequence[str], pairs: Sequence[Pair], level: float = 0.95, step_level: float = 0.99
+    order: Sequence[str],
+    pairs: Sequence[Pair],
+    level: float = 0.95,
+    step_level: float = 0.99,
+    min_step: float = 0.0,
+    decided: Mapping[str, int] | None = None,
 ) -> Fit:
     """The index over the commits ``order`` (oldest first; commits of ``pairs`` missing from
-    it are placed after it in their first-seen order) from ``pairs``."""
+    it are placed after it in their first-seen order) from ``pairs``; a step is marked as
+    `Step.changed` says, ``decided`` giving the verdict of the pair ending at a commit that
+    spans exactly its step (-1 regressed, +1 improved)."""
     commits = list(dict.fromkeys([*order, *(c for p in pairs for c in (p.base, p.commit))]))
     used = {c for p in pairs for c in (p.base, p.commit)}
     commits = [c for c in commits if c in used]
@@ -153,7 +174,10 @@ def fit(
                         math.exp(d),
                         math.exp(d - z_step * sd),
                         math.exp(d + z_step * sd),
+                        min_step,
+                        (decided or {}).get(c, 0),
                     )
                 )
     points.sort(key=lambda p: commits.index(p.commit))
-    return Fit(tuple(points), tuple(steps), tuple(tuple(p) for p in parts), level, step_level)
+    parted = tuple(tuple(p) for p in parts)
+    return Fit(tuple(points), tuple(steps), parted, level, step_level, min_step)

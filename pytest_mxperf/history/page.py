@@ -37,6 +37,7 @@ class IndexCase:
     level: float
     step_level: float
     note: str
+    min_step: float = 0.0
 
     @property
     def marked(self) -> tuple[IndexPoint, ...]:
@@ -87,8 +88,21 @@ def index_data(
                     tuple(_measured(e) for e in ending),
                 )
             )
-        cases.append(IndexCase(key, tuple(points), fitted.level, fitted.step_level, fitted.note))
+        cases.append(
+            IndexCase(
+                key, tuple(points), fitted.level, fitted.step_level, fitted.note, fitted.min_step
+            )
+        )
     return cases
+
+
+def mark_rule(step_level: float, min_step: float) -> str:
+    """The marking rule in words (`fit.Step.changed`)."""
+    rule = (
+        f"its {step_level:.0%} interval excludes no change, or its own pair was judged "
+        "regressed or improved"
+    )
+    return f"it is at least {min_step:.1%} either way and {rule}" if min_step else rule
 
 
 def _hover(p: IndexPoint) -> str:
@@ -131,7 +145,7 @@ def index_figure(case: IndexCase) -> Any:
             marker={"color": "#d62728", "size": 12, "symbol": "diamond-open"},
             text=[case.points[i].commit[:7] for i in marked],
             textposition="top center",
-            name=f"step excludes no change ({case.step_level:.0%})",
+            name=f"marked step: {mark_rule(case.step_level, case.min_step)}",
             hoverinfo="skip",
         )
     )
@@ -152,14 +166,13 @@ def index_section(cases: Sequence[IndexCase], where: str) -> str:
     """The page's section of the index (one chart per case), or '' with no case."""
     if not cases:
         return ""
-    level, step_level = cases[0].level, cases[0].step_level
+    level, rule = cases[0].level, mark_rule(cases[0].step_level, cases[0].min_step)
     parts = [
         "<h2>Index of paired ratios</h2>",
         f'<p class="meta">From the history in {html.escape(where)}: per case, every paired '
         "ratio fitted over the commit graph (1.0 at the first commit), with its "
-        f"{level:.0%} interval. A step is marked when its {step_level:.0%} interval excludes "
-        "no change. Ratios compare across machines; absolute img/s only within one hardware "
-        "key (the sections below).</p>",
+        f"{level:.0%} interval. A step is marked when {rule}. Ratios compare across "
+        "machines; absolute img/s only within one hardware key (the sections below).</p>",
     ]
     for n, case in enumerate(cases, 1):
         plot = index_figure(case).to_html(

@@ -167,6 +167,7 @@ def decide_paired(estimate: PairedEstimate | None, policy: Policy) -> Verdict:
         failed,
         change=estimate.ratio - 1,
         interval=(estimate.same_low, estimate.same_high) if same else (estimate.low, estimate.high),
+        interval_level=estimate.same_level if same else estimate.confidence,
         rounds=estimate.n_rounds,
     )
 
@@ -193,7 +194,11 @@ def decide_arbitration_pair(
     ):
         return pair
     return replace(
-        pair, outcome=Outcome.PASS, failed=False, interval=(estimate.same_low, estimate.same_high)
+        pair,
+        outcome=Outcome.PASS,
+        failed=False,
+        interval=(estimate.same_low, estimate.same_high),
+        interval_level=estimate.same_level,
     )
 
 
@@ -206,19 +211,27 @@ def worth_another_attempt(outcome: Outcome, measured: Measurement) -> bool:
     return outcome == Outcome.REGRESSED or (outcome == Outcome.UNSTABLE and not measured.steady)
 
 
-def suspected(verdict: Verdict, tolerance: float) -> bool:
+def suspected(verdict: Verdict, tolerance: float, machine: float | None = None) -> bool:
     """Whether a stored-baseline verdict is worth a paired run: regressed, or slower by more than
     half the floor though it passed. The stored figure was measured in another process at
     another time; on a shared VM that alone moves a case by 2-10%, so a real loss of the floor's
     size can show as half of it (the pair has its own, better, handle on noise: rounds measured
-    back to back, and only a loss it is sure of fails)."""
+    back to back, and only a loss it is sure of fails).
+
+    ``machine``: this run's calibration probe over the stored one (0.97: the machine runs the
+    probe 3% slower now than when the figures were stored). A passing case's drop is first
+    discounted by the machine's own, up to half the floor: on a slower hour every case is a
+    few percent below its figure, which the probe explains and no pair needs to (at the 5%
+    floor, a case is paired from -2.5% on a steady machine, from -5% at most on a slower
+    one). A regressed verdict (beyond its threshold) is paired whatever the probe says."""
     if verdict.outcome == Outcome.REGRESSED:
         return True
     change = verdict.change
+    slower = 0.0 if machine is None else min(max(1.0 - machine, 0.0), tolerance / 2)
     return (
         verdict.outcome in (Outcome.PASS, Outcome.UNSTABLE)
         and change is not None
-        and change < -tolerance / 2
+        and change < -tolerance / 2 - slower
     )
 
 
@@ -236,6 +249,7 @@ def decide_arbitrated(
     if pair is None or pair.outcome == Outcome.NEW:
         return stored
     interval, rounds = pair.interval, pair.rounds
+    stored = replace(stored, interval_level=pair.interval_level)
     if pair.outcome == Outcome.REGRESSED:
         return replace(
             stored,

@@ -64,8 +64,10 @@ class Verdict:
     baseline_commit: str | None = None
     expected: float | None = None
     #: Paired evidence: the interval of HEAD/REV img/s that decided (a pass: the equivalence
-    #: interval; else the 99% one), and the rounds it rests on.
+    #: interval; else the 99% one), the level it was taken at (0.95 for a 95% interval; None
+    #: in reports written before it was recorded), and the rounds it rests on.
     interval: tuple[float, float] | None = None
+    interval_level: float | None = None
     rounds: int | None = None
     #: Data-parallel cases: the stored efficiency at this world size, the relative change of
     #: the efficiency and its threshold, the marker's floor; ``scaling`` says the efficiency

@@ -1,12 +1,15 @@
 """Git as REV's worktrees use it: each command bounded in time, without the user's hooks or
 the variables that would point it at another repository or index, a failure a `WorktreeError`
-that names the command; the revision a name resolves to and the worktrees registered."""
+that names the command; the revision a name resolves to, the worktrees registered, and the
+first-parent line of a revision (`first_parent`: the one reader of it, for the history of paired
+ratios, bisect and the history page)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 #: Seconds allowed for one git command (a checkout of a large tree takes a while).
@@ -97,3 +100,38 @@ def list_worktrees(repo_root: str | Path, env: Mapping[str, str] | None = None) 
     root = Path(repo_root)
     top = Path(git(root, "rev-parse", "--show-toplevel", env=env).stdout.strip()).resolve()
     return [p for p in registered(root, env) if p != top]
+
+
+@dataclass(frozen=True)
+class LineCommit:
+    """A commit of a first-parent line: its full sha, committer date (ISO 8601), subject."""
+
+    sha: str
+    date: str
+    subject: str
+
+
+def first_parent(
+    repo: Path | None,
+    rev: str = "HEAD",
+    *,
+    since: str | None = None,
+    limit: int | None = None,
+    check: bool = False,
+) -> list[LineCommit]:
+    """The first-parent line of ``rev``, oldest first: the commits after ``since`` (``since``
+    itself excluded) when given, the newest ``limit`` when given. Where git cannot tell (no
+    repository, an unknown revision, an empty repository) ``[]``, or with ``check`` a
+    `WorktreeError` that says why."""
+    if repo is None or not rev or rev.startswith("-") or (since or "").startswith("-"):
+        if check:
+            raise WorktreeError(f"no first-parent line of {rev!r} in {repo}")
+        return []
+    args = ["-c", "log.showSignature=false", "log", "--first-parent", "--format=%H%x1f%cI%x1f%s"]
+    args += [f"--max-count={limit}"] if limit is not None else []
+    args += [f"{since}..{rev}" if since else rev, "--"]
+    done = git(repo, *args, check=check)
+    if done.returncode != 0:
+        return []
+    found = [line.split("\x1f", 2) for line in done.stdout.splitlines()]
+    return [LineCommit(*parts) for parts in reversed(found) if len(parts) == 3]

@@ -40,8 +40,10 @@ def worth_more_rounds(
     ``clears`` (a joint pair or an arbitration: stored thresholds are known) adds the cases
     whose own threshold is wider than ``min_effect`` and that rounds up to ``max_rounds`` are
     projected to clear at it (`clear_rounds`): their arbitration passes once a loss of that size
-    is ruled out, sooner than one of ``min_effect``. It only adds rounds: a case the rule above
-    keeps (one that could still be found slower by ``min_effect``) is kept.
+    is ruled out, sooner than one of ``min_effect``. A case cleared so already passes whatever
+    more rounds say about ``min_effect`` except a loss: it keeps rounds only while measured
+    slower and able to fail (fewer than :data:`FUTILITY_FROM` rounds, or
+    `could_still_regress`), not to be found the same within ``min_effect``.
 
     A case with `PairedData.earlier` rounds (a joint pair measuring again a case its own pair
     left inconclusive) is kept while undecided, up to ``max_rounds`` with those rounds counted:
@@ -56,7 +58,13 @@ def worth_more_rounds(
         need = est.suggested_rounds or pairplan.MAX_SUGGESTED_ROUNDS
         effect = None if clears is None else clears(key)
         cleared = effect is not None and est.rules_out_wider(effect)  # its arbitration passes
-        again = key in data.earlier and not cleared
+        if cleared:
+            # Its verdict is a pass whatever more rounds say, unless they find a loss of the
+            # minimum effect: only a case measured slower that could still fail gets them.
+            if est.ratio < 1.0 and (est.n_rounds < FUTILITY_FROM or could_still_regress(est, left)):
+                out.append((need, key))
+            continue
+        again = key in data.earlier
         if again or worth_another_round(est, left, max_rounds, strict):
             out.append((need, key))
             continue

@@ -53,6 +53,9 @@ class PairedData:
     #: against ``--mxperf-max-rounds``; not in the run's round effect (`round_noise`), which
     #: they were picked for disagreeing.
     earlier: dict[str, list[tuple[CaseResult, CaseResult]]] = field(default_factory=dict)
+    #: Wall seconds of each of `rounds` (both sides, start-up included), for where a paired
+    #: run's time went (the JSON report's record of it).
+    round_seconds: list[float] = field(default_factory=list)
 
     def pairs(self, key: str) -> list[tuple[CaseResult, CaseResult]]:
         """``(REV, HEAD)`` results of ``key`` in the rounds where both sides measured it (its

@@ -23,10 +23,7 @@ from pytest_mxperf.paired.pairdata import (
     regressed,
 )
 from pytest_mxperf.paired.rounds import run_rounds
-from pytest_mxperf.paired.sides import (
-    SideSpec,
-    side_env,
-)
+from pytest_mxperf.paired.sides import SideSpec, side_env
 from pytest_mxperf.system import cpus as cpu_sets
 from pytest_mxperf.system.sigterm import sigterm_as_interrupt
 
@@ -228,11 +225,16 @@ class Pairer:
                 data.confirmation = self._confirm(data, specs, again, progress, clears)
         # Operator profiles only where they explain something: one more process per side for
         # the cases found slower (with --mxperf-profile the first round profiled them all).
-        slower = [] if s.profile else regressed(data, case_keys(data), s.min_effect)
+        wanted = s.pair_profile and not s.profile  # --mxperf-pair-profile off: none
+        slower = regressed(data, case_keys(data), s.min_effect) if wanted else []
         if slower:
             run(nodeids_of(data, slower), 1, profile=True)
         self._cache[(sha, tuple(sorted(nodeids)))] = data
         return data
+
+    def runs(self) -> list[PairedData]:
+        """Every paired run of this session, in the order they ran."""
+        return list(self._cache.values())
 
     def cached(self, sha: str, nodeids: Sequence[str]) -> PairedData | None:
         """The latest paired run of ``sha`` in this session that measured every one of

@@ -5,6 +5,7 @@ by one, or in lock-step together) is `siderun`."""
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -54,8 +55,11 @@ def run_rounds(
             index = len(data.rounds)
             traces = bool(settings.profile) and index == 0 and not profile
             order = _planned(data, commands if index % 2 == 0 else commands[::-1], run.tmp)
+            started = time.monotonic()
             this, ended = _round(data, order, run, profile, traces)
             (data.profile_rounds if profile else data.rounds).append(this)
+            if not profile:
+                data.round_seconds.append(time.monotonic() - started)
             if profile or traces:
                 continue
             # What REV has nothing to pair with (no such test there, or a file it cannot

@@ -1,5 +1,6 @@
-"""What git says about the commits a baseline directory stores: the first-parent line of HEAD,
-the other stored commits git knows, their dates as UTC text (GitPython; no repository, no facts)."""
+"""What git says about the commits a baseline directory stores: the first-parent line of HEAD
+(`gitcmd.first_parent`), the other stored commits git knows (GitPython), their dates as UTC
+text; no repository, no facts."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from pytest_mxperf.paired.gitcmd import first_parent
 
 #: How far back ``git log --first-parent`` looks.
 LOG_LIMIT = 10_000
@@ -98,10 +101,10 @@ def git_facts(path: Path, shas: Iterable[str] = (), limit: int = LOG_LIMIT) -> G
         except Exception:  # no origin remote
             origin = None
         name = repository_name(root, origin)
-        try:
-            log = _parse_log(repo.git.log("--first-parent", _FORMAT, f"--max-count={limit}"))
-        except Exception:  # an empty repository has no HEAD
+        line = first_parent(Path(root), limit=limit)  # [] in an empty repository: no HEAD
+        if not line:
             return GitFacts(root, None, name=name)
+        log = [GitCommit(c.sha, utc_text(c.date), c.subject) for c in line]
         on_line = {c.sha for c in log}
         known = []
         for sha in sorted(set(shas)):
@@ -111,5 +114,4 @@ def git_facts(path: Path, shas: Iterable[str] = (), limit: int = LOG_LIMIT) -> G
                 known += _parse_log(repo.git.show("-s", _FORMAT, sha, "--"))
             except Exception:
                 continue  # not in this clone: placed by the file's date
-        head = log[0].sha if log else None
-        return GitFacts(root, head, tuple(reversed(log)), tuple(known), name)
+        return GitFacts(root, log[-1].sha, tuple(log), tuple(known), name)

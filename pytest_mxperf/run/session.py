@@ -250,6 +250,10 @@ class MxperfSession:
                 extra["calibration"] = calibration
             if self.preflight.data is not None:
                 extra["joint_pair"] = pairjson.as_dict(self.preflight.data)
+            if self._pairer is not None and not s.ab:
+                # Every pair of a stored-baseline run (the cases' own, the joint one): where
+                # its time went, per round and per case.
+                extra["pair_runs"] = [pairjson.as_dict(d) for d in self._pairer.runs()]
             data = jsonreport.to_json(self.collected.results, self.run, codec.to_dict(s), extra)
             if s.json or self.stored.write_failed:
                 wanted = Path(s.json) if s.json else None

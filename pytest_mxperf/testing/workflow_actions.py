@@ -3,6 +3,7 @@ checkout, setup-python, upload/download-artifact; and the outputs files GitHub's
 
 from __future__ import annotations
 
+import base64
 import os
 import shlex
 import shutil
@@ -83,13 +84,23 @@ def _git(cwd: Path, *args: str) -> str:
     return done.stdout
 
 
-def checkout(origin: Path, ws: Path, sha: str) -> str:
-    """The clone at ``sha`` with every branch and PR head (fetch-depth: 0)."""
+#: Where actions/checkout keeps the token when ``persist-credentials`` is true (its default).
+EXTRAHEADER = "http.https://github.com/.extraheader"
+
+
+def checkout(origin: Path, ws: Path, sha: str, token: str = "", persist: bool = True) -> str:
+    """The clone at ``sha`` with every branch and PR head (fetch-depth: 0); with ``persist``
+    (``persist-credentials``, true by default) and a token, the token in the clone's git config
+    as actions/checkout leaves it (an extraheader), for the tests to find where it should not
+    be."""
     if ws.exists():
         shutil.rmtree(ws)
     _git(ws.parent, "clone", "--quiet", str(origin), str(ws))
     _git(ws, "fetch", "--quiet", "origin", "+refs/pull/*/head:refs/remotes/origin/pr/*")
     _git(ws, "checkout", "--quiet", "--detach", sha)
+    if persist and token:
+        auth = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+        _git(ws, "config", "--local", EXTRAHEADER, f"AUTHORIZATION: basic {auth}")
     return f"checked out {sha[:10]}"
 
 

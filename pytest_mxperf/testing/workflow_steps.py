@@ -14,8 +14,10 @@ between steps. ``uses:`` steps are stood in for:
   runner's own python3 is the same interpreter;
 - ``actions/cache``: a miss; ``upload-artifact`` / ``download-artifact``: a folder per run.
 
-A token exists only where the workflow passes ``${{ github.token }}``; the event says what that
-token is (none in a fork's pull-request run).
+A token exists only where the workflow passes ``${{ github.token }}`` or
+``${{ secrets.GITHUB_TOKEN }}``, or where checkout keeps it (``persist-credentials``, true by
+default: an extraheader in the clone's git config, as actions/checkout writes it); the event says
+what that token is (none in a fork's pull-request run).
 """
 
 from __future__ import annotations
@@ -145,7 +147,8 @@ class Runner:
             "runner": runner,
             "env": dict(env),
             "vars": dict(self.vars),
-            "secrets": {},
+            # GitHub's own secret, the job's token (as github.token); no others here.
+            "secrets": {"GITHUB_TOKEN": event.token} if event.token else {},
         }
 
     def _job(
@@ -265,7 +268,8 @@ class Runner:
         }
         try:
             if "uses" in step:
-                text, outputs = self._uses(str(step["uses"]), inputs, env, ws, run_id)
+                token = str(evaluator.context["github"]["token"] or "")
+                text, outputs = self._uses(str(step["uses"]), inputs, env, ws, run_id, token)
                 return StepResult(name, "success", text, step_env), outputs
             script = home / "script.sh"
             script.write_text(workflows.substitute(str(step["run"]), evaluator))
@@ -277,11 +281,18 @@ class Runner:
         return StepResult(name, outcome, text, step_env), read_outputs(output_file)
 
     def _uses(
-        self, action: str, inputs: Mapping[str, str], env: dict[str, str], ws: Path, run_id: int
+        self,
+        action: str,
+        inputs: Mapping[str, str],
+        env: dict[str, str],
+        ws: Path,
+        run_id: int,
+        token: str = "",
     ) -> tuple[str, dict[str, str]]:
         name = action.split("@")[0]
         if name == "actions/checkout":
-            return checkout(self.origin, ws, env["GITHUB_SHA"]), {}
+            persist = inputs.get("persist-credentials", "true").lower() != "false"
+            return checkout(self.origin, ws, env["GITHUB_SHA"], token, persist), {}
         if name == "actions/setup-python":
             bin_dir = setup_python(self.root / "toolcache")
             env["PATH"] = os.pathsep.join([str(bin_dir), env["PATH"]])

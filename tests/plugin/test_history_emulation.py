@@ -22,9 +22,12 @@ def test_the_emulation_finds_both_steps_at_their_commits(
     assert module.main([*argv, "--keep", str(tmp_path / "emulation")]) == 0
     out = capsys.readouterr().out
     alpha, beta, gamma = out.split("/inference/float32/bs8/cpu: index at each commit")[1:4]
-    assert "marked steps (99% interval excludes no change): commits [1]" in alpha
-    assert "marked steps (99% interval excludes no change): commits [2]" in beta
-    assert "marked steps (99% interval excludes no change): commits none" in gamma
+    assert "marked steps: commits [1]" in alpha
+    assert "marked steps: commits [2]" in beta
+    assert "marked steps: commits none" in gamma
+    assert "a step is marked when it is at least 2.5% either way and its 99% interval" in out
     assert "commit 2: job" in out and "(anchored)" in out
+    assert "anchored jobs (1): " in out and "other jobs (1): " in out and "all jobs (2): " in out
+    assert "95% interval at commit 2 with anchors" in out and "chain only" in out
     # The jobs pushed their entries to origin; their clones are gone.
     assert not list((tmp_path / "emulation").glob("job-*"))

@@ -173,6 +173,27 @@ def test_two_cases_the_machine_explains_pair_the_rest_of_the_run_jointly(
         "abcd", "machine"
     )
     assert len(worktrees(fake_pytester.path)) == 1
+    # Where the time went: every pair of the run (a's, b's, the joint one), each round's wall
+    # and each case's seconds per side.
+    runs = report["pair_runs"]
+    assert len(runs) == 3
+    assert runs[-1]["rounds"] == rounds
+    for run in runs:
+        assert len(run["round_seconds"]) == len(run["rounds"]) >= 2
+        assert all(x > 0 for x in run["round_seconds"])
+    blocks = [b for r in runs for rnd in r["rounds"] for b in rnd["head"]["blocks"].values()]
+    assert blocks and all(
+        b["warmup_seconds"] >= 0 and b["warmup_steady"] in (True, False) for b in blocks
+    )
+    measured = {k for r in runs for rnd in r["rounds"] for k in rnd["head"]["seconds"]}
+    assert {k[0] for k in measured} == set("abcd")
+    assert all(
+        x is not None and x >= 0
+        for r in runs
+        for rnd in r["rounds"]
+        for side in ("rev", "head")
+        for x in rnd[side]["seconds"].values()
+    )
 
 
 def test_a_regression_is_no_evidence_that_the_machine_is_off(
@@ -375,3 +396,36 @@ def test_an_inconclusive_case_of_the_test_that_would_start_the_joint_pair_is_kep
         ("z", "machine"),
     ]  # fmt: skip
     assert "joint_pair" not in report
+
+
+@pytest.mark.parametrize("probe_slower", [False, True])
+def test_a_slower_hour_the_probe_measures_needs_no_pair(
+    fake_pytester: pytest.Pytester,
+    commit: Callable[[str], str],
+    store_baseline: Callable[..., str],
+    probe_slower: bool,
+) -> None:
+    # Both cases 3.8% below their stored figures, code changed since: beyond half the 5% floor,
+    # so a pair looks at them, unless the probe runs as much slower now (a slower hour).
+    store_baseline(PAIR_SUITE.format(speed=100.0))
+    inflate_baselines(fake_pytester.path, 1.04, calibration=probe_slower)
+    fake_pytester.makepyfile(test_suite=PAIR_SUITE.format(speed=100.0) + "\n# changed\n")
+    commit("B: a code change since the baselines")
+    result = fake_pytester.runpytest("--mxperf", "--mxperf-json", "report.json")
+    result.assert_outcomes(passed=2)
+    report = read_report(fake_pytester.path)
+    assert report["calibration"]["factor"] == pytest.approx(1 / 1.04 if probe_slower else 1.0)
+    paired = {k for r in report.get("pair_runs", []) for k in r["rounds"][0]["head"]["seconds"]}
+    assert paired == (set() if probe_slower else {FAST, STEADY})
+    assert {c["verdict"]["status"] for c in report["cases"]} == {"pass"}
+    if probe_slower:
+        # A real loss on top of that hour is still paired, and fails.
+        fake_pytester.makepyfile(test_suite=PAIR_SUITE.format(speed=90.0))
+        commit("C: fast is 10% slower")
+        result = fake_pytester.runpytest("--mxperf", "--mxperf-json", "report.json")
+        result.assert_outcomes(passed=1, failed=1)
+        report = read_report(fake_pytester.path)
+        assert {c["key"]: c["verdict"]["status"] for c in report["cases"]} == {
+            FAST: "regressed",
+            STEADY: "pass",
+        }

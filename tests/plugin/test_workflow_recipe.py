@@ -142,6 +142,18 @@ def test_pushes_to_main_build_the_history(tmp_path: Path) -> None:
         assert status[(SLOWER, one)] == "regressed" and status[(SLOWER, first)] == "regressed"
         page = (artifact / "mxperf-history.html").read_text()
         assert all(case in page for case in cases) and two[:10] in page
+        # The pairs only measured: no second run of the regression, no profile round.
+        report = json.loads((artifact / "mxperf.json").read_text())
+        assert report["paired"]["confirmation"] is None
+        assert report["paired"]["profile_rounds"] == [] == anchor["paired"]["profile_rounds"]
+        # The token: in the push step's environment only, never in the clone's git config
+        # (persist-credentials: false), so no benchmark could read it.
+        with_token = [s.name for s in job.steps if "GITHUB_TOKEN" in s.env]
+        assert with_token == ["Add the pairs to the history"]
+        assert job.step("Add the pairs to the history").env["GITHUB_TOKEN"] == "push-token"
+        assert job.workspace is not None
+        config = (job.workspace / ".git" / "config").read_text()
+        assert "extraheader" not in config and "push-token" not in config
 
 
 def test_self_hosted_refresh_then_push(fake: ws.Scenarios) -> None:

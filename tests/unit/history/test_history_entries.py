@@ -189,3 +189,29 @@ def test_a_line_of_another_schema_is_refused_and_the_file_left_alone(tmp_path: P
     with pytest.raises(entries.EntryError, match="line 1: schema 2, this pytest-mxperf reads 1"):
         entrystore.DirStore(tmp_path).add([entry(C, B)])
     assert (tmp_path / entrystore.FILE).read_text() == text
+
+
+def test_the_level_is_read_from_the_verdicts_field_before_its_message() -> None:
+    report = paired_report(B, A, {"alpha": 0.90, "beta": 1.00})
+    alpha, beta = report["cases"]
+    # The field decides, whatever the message says (a message may be reworded or cut short).
+    alpha["verdict"]["interval_level"] = 0.95
+    beta["verdict"]["interval_level"] = 0.90
+    beta["verdict"]["message"] = "beta: the message names no interval"
+    found = {e.case: e for e in entries.from_report(report)}
+    assert (found["alpha"].level, found["beta"].level) == (0.95, 0.90)
+    # A report written before the field (no interval_level): read from the message, as before.
+    old = paired_report(B, A, {"alpha": 0.90, "beta": 1.00})
+    assert all("interval_level" not in c["verdict"] for c in old["cases"])
+    found = {e.case: e for e in entries.from_report(old)}
+    assert (found["alpha"].level, found["beta"].level) == (0.99, 0.90)
+
+
+def test_an_unknown_level_in_the_field_is_refused_by_name() -> None:
+    report = paired_report(B, A, {"alpha": 0.90})
+    report["cases"][0]["verdict"]["interval_level"] = 0.42
+    with pytest.raises(
+        entries.EntryError,
+        match=r"r\.json: case .alpha.: no quantile for an interval level of 0\.42",
+    ):
+        entries.from_report(report, "r.json")

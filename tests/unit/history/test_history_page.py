@@ -65,7 +65,10 @@ def test_report_with_history_writes_the_index_section(
     text = out.read_text()
     assert "<h2>Index of paired ratios</h2>" in text and f'data-case="{KEY}"' in text
     assert f"marked: {C[3][:10]} (-8.0%) slow down alpha" in text
-    assert "A step is marked when its 99% interval excludes no change" in text
+    assert (
+        "A step is marked when it is at least 2.5% either way and its 99% interval "
+        "excludes no change, or its own pair was judged regressed or improved" in text
+    )
     assert "From the history in directory hist:" in text and str(tmp_path) not in text
 
 

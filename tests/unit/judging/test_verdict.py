@@ -419,3 +419,24 @@ def test_which_stored_verdicts_are_worth_a_pair(
 ) -> None:
     verdict = Verdict(outcome=outcome, failed=outcome == Outcome.REGRESSED, change=change)
     assert suspected(verdict, tolerance=0.05) is wanted
+
+
+@pytest.mark.parametrize(
+    ("change", "machine", "wanted"),
+    [
+        (-0.04, None, True),  # no probe: half the floor
+        (-0.04, 1.0, True),  # the machine as fast as when stored
+        (-0.04, 1.05, True),  # faster now: nothing discounted
+        (-0.04, 0.97, False),  # 3% of the 4% is the machine's slower hour
+        (-0.06, 0.97, True),
+        (-0.045, 0.90, False),  # discounted by half the floor at most ...
+        (-0.051, 0.90, True),  # ... so a drop beyond the floor is paired on any machine
+    ],
+)
+def test_a_slower_machine_discounts_a_passing_drop_up_to_half_the_floor(
+    change: float, machine: float | None, wanted: bool
+) -> None:
+    verdict = Verdict(outcome=Outcome.PASS, failed=False, change=change)
+    assert suspected(verdict, tolerance=0.05, machine=machine) is wanted
+    regressed = Verdict(outcome=Outcome.REGRESSED, failed=True, change=change)
+    assert suspected(regressed, tolerance=0.05, machine=machine)

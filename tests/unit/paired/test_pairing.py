@@ -404,3 +404,33 @@ def test_a_child_signalled_before_its_fork_hook_ends_as_sigterm_ends_it() -> Non
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(5)
     assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM
+
+
+def test_a_case_cleared_at_its_stored_threshold_gets_more_rounds_only_to_find_a_loss() -> None:
+    # About +0.3% with rounds 3.5% apart: a few more rounds would find it the same within 5%,
+    # which a pair alone is given them for ...
+    steady = data((100.0, 101.0), (100.0, 96.5), (100.0, 103.5))
+    assert more_rounds.worth_more_rounds(steady, [KEY], 0.05, strict=False, max_rounds=10) == [KEY]
+    # ... but its arbitration at a 30% stored threshold passes already: no more rounds, under
+    # --mxperf-strict too (a cleared case is no longer undecided).
+    for strict in (False, True):
+        got = more_rounds.worth_more_rounds(
+            steady, [KEY], 0.05, strict=strict, max_rounds=10, clears=fixed(0.30)
+        )
+        assert got == [], strict
+    # Measured slower, it keeps them while rounds could still find a loss of 5% ...
+    slower = data((100.0, 97.0), (100.0, 92.0), (100.0, 99.0))
+    est = slower.estimate(KEY, 0.05)
+    assert est is not None and est.rules_out_wider(0.30) and est.ratio < 1.0
+    assert more_rounds.worth_more_rounds(
+        slower, [KEY], 0.05, strict=False, max_rounds=10, clears=fixed(0.30)
+    ) == [KEY]
+    # ... and not when they could not (two rounds left).
+    assert more_rounds.could_still_regress(est, 7)
+    assert not more_rounds.could_still_regress(est, 1)
+    assert (
+        more_rounds.worth_more_rounds(
+            slower, [KEY], 0.05, strict=False, max_rounds=4, clears=fixed(0.30)
+        )
+        == []
+    )

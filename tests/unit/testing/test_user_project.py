@@ -75,20 +75,30 @@ def test_only_the_main_job_may_push_its_history() -> None:
     job = main["jobs"]["benchmarks"]
     assert job["permissions"] == {"contents": "write"}
     s = steps(main, "benchmarks")
-    assert s["Check out with history"]["with"] == {"fetch-depth": 0, "persist-credentials": True}
-    assert "mxperf history base" in s["The last commit in the history"]["run"]
-    assert '--mxperf-ab "$REV"' in s["Benchmarks paired with the last commit in the history"]["run"]
-    # A regressed pair (the step failed) is added too, when its report exists.
+    # The checkout keeps no token; only the push step has it, in its environment.
+    assert s["Check out with history"]["with"] == {"fetch-depth": 0, "persist-credentials": False}
+    with_token = [name for name, step in s.items() if "secrets." in str(step)]
+    assert with_token == ["Add the pairs to the history"]
+    assert "github.token" not in str(s)
+    assert "mxperf history base --no-fetch" in s["The last commit in the history"]["run"]
+    pair = s["Benchmarks paired with the last commit in the history"]["run"]
+    anchor = s["Benchmarks paired with the anchor"]["run"]
+    assert '--mxperf-ab "$REV"' in pair and '--mxperf-ab "$ANCHOR"' in anchor
+    # The history's pairs only measure the ratio: no second run, no profile round.
+    for run in (pair, anchor):
+        assert "--mxperf-pair-confirm off" in run and "--mxperf-pair-profile off" in run
+    assert '"$status" -gt 1' in anchor  # a crash of the anchor pair fails the step
+    # A regressed pair (the step failed) is added too, when its report exists; the anchor's
+    # report only when its step passed; one step fetches and pushes, with the token.
     add = s["Add the pairs to the history"]
     assert "!cancelled()" in add["if"] and "hashFiles('mxperf.json') != ''" in add["if"]
-    assert add["run"] == "mxperf history add mxperf.json"
-    anchor = s["Benchmarks paired with the anchor"]["run"]
-    assert (
-        "--mxperf-pair-confirm off" in anchor and "mxperf history add mxperf-anchor.json" in anchor
-    )
-    assert '"$status" -gt 1' in anchor  # a crash of the anchor pair fails the step
+    assert add["env"]["GITHUB_TOKEN"] == "${{ secrets.GITHUB_TOKEN }}"
+    assert add["env"]["ANCHOR_REPORT"] == "${{ steps.anchor_pair.outputs.report }}"
+    assert "mxperf history add mxperf.json\n" in add["run"]
+    assert 'mxperf history add "$ANCHOR_REPORT"' in add["run"]
+    assert 'GIT_CONFIG_KEY_0="http.$GITHUB_SERVER_URL/.extraheader"' in add["run"]
     every = s["The anchor this job also pairs with"]["run"]
-    assert 'rev=$(mxperf history anchor --every "$MXPERF_ANCHOR_EVERY")\n' in every
+    assert 'rev=$(mxperf history anchor --no-fetch --every "$MXPERF_ANCHOR_EVERY")\n' in every
     assert main["env"]["MXPERF_ANCHOR_EVERY"] == "${{ vars.MXPERF_ANCHOR_EVERY || '5' }}"
     assert main["concurrency"] == {
         "group": "mxperf-main",
@@ -103,45 +113,73 @@ def test_only_the_main_job_may_push_its_history() -> None:
         "mxperf-history.html",
     ]
     page = s["The history page"]["run"]
-    assert "mxperf report --history git:mxperf-history --out mxperf-history.html" in page
+    assert "--history git:mxperf-history --history-no-fetch --out mxperf-history.html" in page
 
 
 @pytest.mark.parametrize(
-    ("pytest_exit", "report", "add_exit", "passes"),
+    ("pytest_exit", "report", "passes"),
     [
-        (0, True, 0, True),
-        (1, True, 0, True),  # a regression (or a failed case) in the anchor pair gates nothing
-        (1, False, 0, False),  # no report: the run did not reach its end
-        (2, True, 0, False),  # interrupted
-        (3, True, 0, False),  # internal error
-        (5, False, 0, False),  # nothing collected
-        (1, True, 2, False),  # no case measured a ratio, or the store cannot be written
+        (0, True, True),
+        (1, True, True),  # a regression (or a failed case) in the anchor pair gates nothing
+        (1, False, False),  # no report: the run did not reach its end
+        (2, True, False),  # interrupted
+        (3, True, False),  # internal error
+        (5, False, False),  # nothing collected
     ],
 )
 def test_the_anchor_step_ignores_its_verdict_never_a_crash(
-    tmp_path: Path, pytest_exit: int, report: bool, add_exit: int, passes: bool
+    tmp_path: Path, pytest_exit: int, report: bool, passes: bool
 ) -> None:
-    """The anchor step's script, with stand-ins for pytest and mxperf that exit as given."""
+    """The anchor step's script, with a stand-in for pytest that exits as given: it passes its
+    report on to the push step (an output) only when the pair ran to its end."""
     run = steps(flow("mxperf-main.yml"), "benchmarks")["Benchmarks paired with the anchor"]["run"]
     tools = tmp_path / "bin"
     tools.mkdir()
     made = "touch mxperf-anchor.json" if report else ":"
     (tools / "pytest").write_text(f"#!/bin/sh\n{made}\nexit {pytest_exit}\n")
-    (tools / "mxperf").write_text(f'#!/bin/sh\necho "$*" >> added\nexit {add_exit}\n')
-    for tool in tools.iterdir():
-        tool.chmod(0o755)
+    (tools / "pytest").chmod(0o755)
+    (tmp_path / "step.sh").write_text(run)
+    output = tmp_path / "output.txt"
+    env = {"PATH": f"{tools}:/usr/bin:/bin", "ANCHOR": "a" * 40, "GITHUB_OUTPUT": str(output)}
+    status, out = run_script(tmp_path / "step.sh", tmp_path, env, timeout=30.0)
+    assert (status == 0) == passes, out
+    told = read_outputs(output) if output.exists() else {}
+    assert told == ({"report": "mxperf-anchor.json"} if passes else {})
+
+
+@pytest.mark.parametrize(("anchor", "add_exit"), [("", 0), ("mxperf-anchor.json", 0), ("x", 2)])
+def test_the_push_step_adds_the_chain_first_with_the_token_in_its_environment(
+    tmp_path: Path, anchor: str, add_exit: int
+) -> None:
+    """The push step's script, with a stand-in for mxperf that records what git would send:
+    the token as an extraheader for the server, in the environment only."""
+    run = steps(flow("mxperf-main.yml"), "benchmarks")["Add the pairs to the history"]["run"]
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    record = 'echo "$* | $GIT_CONFIG_COUNT $GIT_CONFIG_KEY_0 $GIT_CONFIG_VALUE_0" >> added'
+    (tools / "mxperf").write_text(
+        f'#!/bin/sh\n{record}\ncase "$*" in *anchor*|*x) exit {add_exit};; esac\n'
+    )
+    (tools / "mxperf").chmod(0o755)
     (tmp_path / "step.sh").write_text(run)
     summary = tmp_path / "summary.md"
+    summary.touch()
     env = {
         "PATH": f"{tools}:/usr/bin:/bin",
+        "GITHUB_TOKEN": "tok",
+        "GITHUB_SERVER_URL": "https://github.com",
+        "ANCHOR_REPORT": anchor,
         "ANCHOR": "a" * 40,
         "GITHUB_STEP_SUMMARY": str(summary),
     }
     status, out = run_script(tmp_path / "step.sh", tmp_path, env, timeout=30.0)
-    assert (status == 0) == passes, out
-    added = (tmp_path / "added").read_text() if (tmp_path / "added").exists() else ""
-    assert added == ("history add mxperf-anchor.json\n" if report and pytest_exit <= 1 else "")
-    assert ("gates nothing" in summary.read_text() if summary.exists() else False) == passes
+    assert status == add_exit, out
+    header = "1 http.https://github.com/.extraheader AUTHORIZATION: basic eC1hY2Nlc3MtdG9rZW46dG9r"
+    lines = (tmp_path / "added").read_text().splitlines()
+    assert lines[0] == f"history add mxperf.json | {header}"  # the chain's entries first
+    assert lines[1:] == ([f"history add {anchor} | {header}"] if anchor else [])
+    assert ("gates nothing" in summary.read_text()) == (anchor != "" and add_exit == 0)
+    assert "::add-mask::eC1hY2Nlc3MtdG9rZW46dG9r" in out
 
 
 def test_no_other_workflow_gets_a_write_token_for_contents() -> None:
