@@ -104,7 +104,7 @@ class CaseBench(Bench):
         *,
         alone: bool = False,
     ) -> CaseResult:
-        """The rest of every case's path once its ``result` exists (key claimed): this run's
+        """The rest of every case's path once its ``result`` exists (key claimed): this run's
         role measures it with ``measure`` inside the locks of ``devices`` ((kind, index) each)
         and judges it as it judges (`roles`); then ``after``, the case kept and its warnings
         said. ``alone``: in a lock-step side, the whole of ``measure`` is one turn of the baton
