@@ -192,7 +192,11 @@ def run(project: Path, paired: bool) -> list[dict[str, Any]]:
     traces.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_MXPERF_")}
     env.pop("PYTEST_ADDOPTS", None)
-    env.update({OUT_ENV: str(traces), "PYTEST_MXPERF_SIDE_PRELOAD": ""})
+    # Machine-wide locks of its own (under its TMPDIR): a fake case never waits for a real
+    # benchmark on this machine, nor holds one up (as the suite's fake_pytester does).
+    own_tmp = project.parent / "tmp"
+    own_tmp.mkdir()
+    env.update({OUT_ENV: str(traces), "PYTEST_MXPERF_SIDE_PRELOAD": "", "TMPDIR": str(own_tmp)})
     args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--mxperf"]
     args += ["--mxperf-ab", "HEAD~1"] if paired else []
     done = subprocess.run(args, cwd=project, env=env, capture_output=True, text=True)
