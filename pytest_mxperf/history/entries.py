@@ -1,9 +1,10 @@
 """History entries: one record per case per paired job, read from a paired run's JSON report.
 
 An entry says what one job measured on one machine: HEAD's throughput over the commit it was
-paired with (``ratio``, HEAD/base, > 1 faster), the interval the pair's verdict rests on and its
-level, the rounds, and the runner's facts. Entries hold the *ratio*, never absolute figures:
-a ratio measured within one job holds whatever the machine.
+paired with (``ratio``, HEAD/base, > 1 faster), the interval the pair's verdict rests on, its
+level and the degrees of freedom of its t quantile, the rounds, and the runner's facts.
+Entries hold the *ratio*, never absolute figures: a ratio measured within one job holds
+whatever the machine.
 
 Identity and merge rule: an entry is one measurement, named by ``(case, commit, base, run)``
 where ``run`` names the job (its start time and hardware key). Adding the same report twice
@@ -19,6 +20,8 @@ import math
 import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
+
+from pytest_mxperf.judging.tdist import t_quantile
 
 #: Two-sided normal quantiles of the levels a pair reports (99% fails, 90%/95% equivalence).
 _Z = {0.80: 1.2816, 0.90: 1.6449, 0.95: 1.9600, 0.98: 2.3263, 0.99: 2.5758, 0.999: 3.2905}
@@ -60,6 +63,9 @@ class Entry:
     plugin_version: str | None = None
     date: str = ""  # HEAD's commit date
     subject: str = ""  # HEAD's commit subject, when known where it was added
+    #: Degrees of freedom of the t quantile [low, high] was taken with (`verdict.interval_df`);
+    #: None for an entry from a report written before it was recorded.
+    df: int | None = None
     schema: int = 1  # of the stored line: a newer one is refused, never rewritten
     #: Fields this version does not know (a newer plugin wrote them): kept as they were.
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
@@ -79,15 +85,22 @@ class Entry:
     @property
     def log_se(self) -> float:
         """Standard error of ``log(ratio)`` read back from the interval: its half-width in logs
-        over the level's normal quantile. A pair's interval takes a Student t quantile with few
-        degrees of freedom, larger than the normal one, so this overstates the error a little
-        (the fit's intervals err wide, never narrow)."""
+        over the quantile it was taken with, Student's t at the level and `df` (the pair's
+        own per-round SD over the square root of its rounds: `pairplan.half_width`)."""
         half = (math.log(self.high) - math.log(self.low)) / 2
-        return max(half / z_of(self.level), 1e-6)
+        if self.df is None:
+            # An entry from a report written before verdict.interval_df: the level's normal
+            # quantile, as before. It overstates the error (3.9 times for a 99% interval of
+            # 3 rounds, whose t quantile of 2 df is 9.92 against 2.58): such a pair weighs
+            # less in the fit than it should, and the fit's intervals err wide.
+            return max(half / z_of(self.level), 1e-6)
+        return max(half / t_quantile(0.5 + self.level / 2, self.df), 1e-6)
 
     def to_line(self) -> str:
         data = asdict(self)
         data.update(data.pop("extra"))
+        if data["df"] is None:
+            del data["df"]  # a line from an older report stays as it was stored
         return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
     @classmethod
@@ -107,6 +120,7 @@ class Entry:
             if not all(isinstance(v, (int, float)) and v > 0 for v in checks):
                 raise EntryError(f"ratio and interval must be > 0: {checks}")
             z_of(entry.level)
+            df_of(entry.df)
         except TypeError as exc:
             raise EntryError(f"not a history entry ({exc})") from None
         return entry
@@ -139,6 +153,16 @@ def to_text(entries: list[Entry]) -> str:
     return "".join(e.to_line() + "\n" for e in union(entries))
 
 
+def df_of(value: Any) -> int | None:
+    """Degrees of freedom as stored (None: not recorded); anything but an integer >= 1 is
+    refused, by name."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise EntryError(f"degrees of freedom must be an integer >= 1, got {value!r}")
+    return value
+
+
 def _interval_level(verdict: dict[str, Any]) -> float:
     """The level of the verdict's interval: its ``interval_level`` (recorded since 0.2.0); in an
     older report, read from its message: the ``NN% interval`` whose ends are the interval's (a
@@ -169,6 +193,7 @@ def _case_entry(case: dict[str, Any], run: dict[str, Any], commit: str, plugin: 
         low=low,
         high=high,
         level=_interval_level(verdict),
+        df=df_of(verdict.get("interval_df")),  # None in reports written before it: see log_se
         rounds=int(verdict.get("rounds") or 0),
         status=str(verdict.get("status") or verdict.get("outcome") or ""),
         run=f"{run.get('started') or ''} {hardware}".strip(),

@@ -46,7 +46,7 @@ def is_anchor(pair: tuple[str, str], order: Sequence[str]) -> bool:
 
 
 def pairs(entries: Sequence[Entry], case: str) -> list[Pair]:
-    return [Pair(e.base, e.commit, e.log_ratio, e.log_se) for e in entries if e.case == case]
+    return [Pair(e.base, e.commit, e.log_ratio, e.log_se, e.df) for e in entries if e.case == case]
 
 
 def case_fits(

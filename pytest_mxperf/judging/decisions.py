@@ -168,6 +168,8 @@ def decide_paired(estimate: PairedEstimate | None, policy: Policy) -> Verdict:
         change=estimate.ratio - 1,
         interval=(estimate.same_low, estimate.same_high) if same else (estimate.low, estimate.high),
         interval_level=estimate.same_level if same else estimate.confidence,
+        # The 99% interval's t quantile always takes n - 1 (`pairstats.paired_estimate`).
+        interval_df=estimate.df if same else estimate.n_rounds - 1,
         rounds=estimate.n_rounds,
     )
 
@@ -199,6 +201,7 @@ def decide_arbitration_pair(
         failed=False,
         interval=(estimate.same_low, estimate.same_high),
         interval_level=estimate.same_level,
+        interval_df=estimate.df,
     )
 
 
@@ -249,7 +252,7 @@ def decide_arbitrated(
     if pair is None or pair.outcome == Outcome.NEW:
         return stored
     interval, rounds = pair.interval, pair.rounds
-    stored = replace(stored, interval_level=pair.interval_level)
+    stored = replace(stored, interval_level=pair.interval_level, interval_df=pair.interval_df)
     if pair.outcome == Outcome.REGRESSED:
         return replace(
             stored,

@@ -65,9 +65,12 @@ class Verdict:
     expected: float | None = None
     #: Paired evidence: the interval of HEAD/REV img/s that decided (a pass: the equivalence
     #: interval; else the 99% one), the level it was taken at (0.95 for a 95% interval; None
-    #: in reports written before it was recorded), and the rounds it rests on.
+    #: in reports written before it was recorded), the degrees of freedom of its t quantile
+    #: (its half-width in logs over that quantile is the estimate's standard error; None in
+    #: reports written before it was recorded), and the rounds it rests on.
     interval: tuple[float, float] | None = None
     interval_level: float | None = None
+    interval_df: int | None = None
     rounds: int | None = None
     #: Data-parallel cases: the stored efficiency at this world size, the relative change of
     #: the efficiency and its threshold, the marker's floor; ``scaling`` says the efficiency

@@ -39,3 +39,7 @@ def test_a_history_pair_runs_no_second_run_and_no_profile_round(
     found = {e.case: e for e in entries.from_report(report)}
     assert found[SLOW].level == 0.99 and found[SLOW].ratio == pytest.approx(0.8)
     assert found["steady/inference/float32/bs8/cpu"].level == steady["interval_level"]
+    # ... and the df of its t quantile: a regression's 99% interval takes the rounds less one.
+    assert slow["interval_df"] == slow["rounds"] - 1 == found[SLOW].df
+    assert isinstance(steady["interval_df"], int) and steady["interval_df"] >= 1
+    assert found["steady/inference/float32/bs8/cpu"].df == steady["interval_df"]
