@@ -6,7 +6,7 @@ can give them before and after.
 
 Static counts only (ast over pytest_mxperf/ and tests/): the per-case counts of the issue
 (``decide()`` calls for one case, modules and returns on a case's way) need a traced run and
-are not here; ``decide(`` call sites are counted instead.
+are in scripts/case_trace.py; ``decide(`` call sites are counted here.
 """
 
 from __future__ import annotations
@@ -95,14 +95,56 @@ def replace_calls(tree: ast.AST) -> int:
     return count
 
 
-def codec_methods(path: Path, tree: ast.AST) -> list[str]:
+def codec_methods(
+    path: Path, tree: ast.AST, names: tuple[str, ...] = ("as_dict", "from_dict")
+) -> list[str]:
+    """Methods of those ``names`` (``edge_out``/``edge_in``: a record's exceptions to the one
+    codec, `pytest_mxperf.system.codec`)."""
     return [
         f"{path.relative_to(ROOT)}: {node.name}.{item.name}"
         for node in ast.walk(tree)
         if isinstance(node, ast.ClassDef)
         for item in node.body
-        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
-        and item.name in ("as_dict", "from_dict")
+        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name in names
+    ]
+
+
+def str_keys(path: Path, tree: ast.AST) -> tuple[list[str], list[str]]:
+    """``str(<...>.key)`` / ``str(key)`` calls: (those used at once as a dict key, a subscript,
+    a ``get``/``setdefault``/``pop`` argument or an ``in`` test; the others, mostly a name
+    that is then used so, or a line of text)."""
+    calls: dict[int, ast.Call] = {}
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "str"
+            and len(node.args) == 1
+            and ast.unparse(node.args[0]).split(".")[-1] in ("key", "result_key", "case_key")
+        ):
+            calls[id(node)] = node
+    keyed: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript):
+            keyed.add(id(node.slice))
+        elif isinstance(node, ast.Dict):
+            keyed.update(id(k) for k in node.keys if k is not None)
+        elif isinstance(node, ast.DictComp):
+            keyed.add(id(node.key))
+        elif isinstance(node, ast.Compare) and any(
+            isinstance(op, (ast.In, ast.NotIn)) for op in node.ops
+        ):
+            keyed.add(id(node.left))
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("get", "setdefault", "pop")
+            and node.args
+        ):
+            keyed.add(id(node.args[0]))
+    where = {i: f"{path.relative_to(ROOT)}:{c.lineno}: {ast.unparse(c)}" for i, c in calls.items()}
+    return [w for i, w in where.items() if i in keyed], [
+        w for i, w in where.items() if i not in keyed
     ]
 
 
@@ -290,11 +332,14 @@ def main() -> int:
     flags_setup: list[str] = []
     replaces: Counter[str] = Counter()
     codecs: list[str] = []
+    hooks: list[str] = []
     shadowing: list[str] = []
     bare: list[str] = []
     explained: list[str] = []
     over: list[str] = []
     decides: list[str] = []
+    keys_as_keys: list[str] = []
+    keys_other: list[str] = []
     stems: dict[str, set[str]] = defaultdict(set)
     for path, tree in trees.items():
         wing = wing_of(path)
@@ -303,6 +348,10 @@ def main() -> int:
             (flags_setup if wing in SETUP_WINGS else flags_outside).append(found)
         replaces[wing or "(top)"] += replace_calls(tree)
         codecs += codec_methods(path, tree)
+        hooks += codec_methods(path, tree, ("edge_out", "edge_in"))
+        more_keyed, more_other = str_keys(path, tree)
+        keys_as_keys += more_keyed
+        keys_other += more_other
         shadowing += aliases(path, tree, wing_names)
         more_bare, more_explained = long_functions(path, tree, lines)
         bare += more_bare
@@ -352,6 +401,13 @@ def main() -> int:
         ("decide() call sites", len(decides), decides),
         ("hand-written as_dict/from_dict methods", len(codecs), codecs),
         ("  in modules", len({c.split(":")[0] for c in codecs}), []),
+        ("edge_out/edge_in hooks (a record's exceptions to the one codec)", len(hooks), hooks),
+        (
+            "str(key) used at once as a dict key, subscript or 'in' test",
+            len(keys_as_keys),
+            keys_as_keys,
+        ),
+        ("str(key) elsewhere (names then used as keys, text)", len(keys_other), keys_other),
         ("module names used by two wings", len(clashes), clashes),
         ("aliases shadowing a wing or flat-layout leftovers", len(shadowing), shadowing),
         (f"modules over {MAX_MODULE_LINES} lines", len(over), over),

@@ -7,7 +7,6 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pytest_mxperf import __version__
 from pytest_mxperf.baselines.resolution import (
@@ -44,19 +43,6 @@ class RunInfo:
     #: The version of pytest-mxperf that runs (`pytest_mxperf.__version__`), recorded in the
     #: JSON report and with every case a baseline file stores.
     plugin_version: str = __version__
-
-    def as_dict(self) -> dict[str, Any]:
-        data = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        data["commit"] = self.commit.as_dict()
-        data["baselines"] = self.baselines.as_dict()
-        return data
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RunInfo:
-        kwargs = {k: data[k] for k in cls.__dataclass_fields__}
-        kwargs["commit"] = CommitInfo.from_dict(data["commit"])
-        kwargs["baselines"] = Resolution.from_dict(data["baselines"])
-        return cls(**kwargs)
 
     @classmethod
     def detect(

@@ -4,6 +4,7 @@ the steps in `stored` and `jointpair` take the state alone)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from dataclasses import replace
@@ -12,6 +13,8 @@ from typing import Any, Callable
 import pytest
 
 from pytest_mxperf.baselines.resolution import BaselineRef
+from pytest_mxperf.case import evidence
+from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.expectation import Expectation
 from pytest_mxperf.config.markers import MarkerSpec
 from pytest_mxperf.judging.decisions import Policy
@@ -21,6 +24,7 @@ from pytest_mxperf.measuring.protocol import Backend, PrepareSpec
 from pytest_mxperf.measuring.records import CaseResult
 from pytest_mxperf.measuring.runner import CaseRun
 from pytest_mxperf.run.session import MxperfSession
+from pytest_mxperf.system import locks
 
 #: How a case is measured: (spec, config, attempts, again) -> CaseRun; default `run_case`.
 Runner = Callable[[PrepareSpec, MeasureConfig, int, Callable[[Measurement], bool]], CaseRun]
@@ -102,4 +106,35 @@ class Bench:
             strict=s.strict,
             update=s.update,
             floor_tolerance=s.unconfirmed_tolerance,
+        )
+
+    def device_lock(
+        self, key: CaseKey, kind: str, index: int
+    ) -> contextlib.AbstractContextManager[None]:
+        """This device's machine-wide lock; a case that has to wait for another run says so.
+
+        None in a lock-step side of a paired run: it takes turns with the other side through
+        the baton, and its controller holds the CPU lock for the round (waiting here for a lock
+        the controller or the other side holds would never end)."""
+        if self.session.baton is not None:
+            return contextlib.nullcontext()
+        device = self.run.device_lock_name(kind, index)
+
+        def waiting(holder: str) -> None:
+            self.tell(
+                f"mxperf: {key}: waiting for the {device} lock: another pytest --mxperf run on "
+                f"this machine is measuring ({holder}); runs take turns"
+            )
+
+        return locks.device_lock(self.run.lock_dir, device, on_wait=waiting)
+
+    def context(self) -> evidence.CaseContext:
+        """What the paired and evidence steps need of this test."""
+        return evidence.CaseContext(
+            session=self.session,
+            nodeid=self.item.nodeid,
+            path=str(self.item.path),
+            policy=self.policy(0.0),
+            max_memory_mb=self.marker.max_memory_mb,
+            pending_warnings=self._pending_warnings,
         )

@@ -3,6 +3,7 @@ judged like the others (the ranks and the launcher are in `dataparallel`, `rank`
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 from collections.abc import Sequence
@@ -12,9 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.case.path import CaseBench, check_positive
-from pytest_mxperf.case.stored import judging_for, timing_of
+from pytest_mxperf.case.stored import Judging, Tries, timing_of
 from pytest_mxperf.config.scaling_kind import STRONG, resolve_kind
 from pytest_mxperf.judging.decisions import worth_another_attempt
 from pytest_mxperf.judging.explain_scaling import judge_scaling
@@ -83,9 +83,8 @@ def data_parallel(
     devices = [("cpu", 0)] if kind == "cpu" else [("gpu", i) for i in range(gpus)]
     # In a lock-step side of a paired run, the launch (set-up, warm-up and timing in its
     # ranks) is one timed turn: the other side's ranks never run beside these.
-    return bench.through(
-        result, devices, lambda r: _measure_data_parallel(bench, r, block, spec), alone=True
-    )
+    step = functools.partial(_measure_data_parallel, bench, block, spec)
+    return bench.through(result, devices, step, alone=True)
 
 
 def _case(
@@ -186,20 +185,23 @@ def check_factory(ref: str) -> None:
 
 
 def _measure_data_parallel(
-    bench: CaseBench, result: CaseResult, block: Any, spec: DataParallelSpec
-) -> tuple[CaseResult, BaselineRef | None]:
+    bench: CaseBench,
+    block: Any,
+    spec: DataParallelSpec,
+    result: CaseResult,
+    judging: Judging | None,
+    _: Tries,
+) -> CaseResult:
     """Measure (again while it looks regressed or its aggregate blocks spread too far to judge,
     up to ``--mxperf-confirm`` times), then judge the aggregate img/s and the scaling
-    efficiency; returns the judged result and its stored baseline."""
+    efficiency against ``judging``; without one (a paired run's side) the figures alone."""
     from pytest_mxperf.measuring.dp_scaling import DataParallelError
 
     settings = bench.settings
-    result, (ref, expectations, why_not, policy) = judging_for(bench, result)
-    n = spec.world_size
-    floor = bench.marker.efficiency_floor(
-        model=result.model, world_size=n, hardware=result.hardware
-    )
-    elsewhere = bench.run.baselines.elsewhere(result.hardware, str(result.key))
+    ref, expectations, why_not, policy = judging or (None, [], None, bench.policy(0.0))
+    n, hardware, key = spec.world_size, result.hardware, str(result.key)
+    floor = bench.marker.efficiency_floor(model=result.model, world_size=n, hardware=hardware)
+    elsewhere = [] if judging is None else bench.run.baselines.elsewhere(hardware, key)
     # Each attempt is two launches; update mode stores the first (no best-of-N here).
     tries: Attempts[Tried] = Attempts(1 if settings.update else 1 + settings.confirm)
 
@@ -234,11 +236,13 @@ def _measure_data_parallel(
             result = replace(result, threads={**result.threads, **per_rank})
     elif not tries.tried:
         result = replace(result, measurement=None, scaling=None)
+    if judging is None:
+        return result  # a side's figures: the controller judges
     verdict = judge_scaling(result, ref, expectations, floor, policy, elsewhere)
     if why_not is not None and verdict.outcome == Outcome.REGRESSED:
         note = f"not confirmed by a paired run ({why_not}): judged against the stored figure"
         verdict = verdict.adding(note)
-    return replace(result, verdict=verdict), ref
+    return replace(result, verdict=verdict)
 
 
 #: One data-parallel attempt: its aggregate measurement and its scaling.

@@ -82,7 +82,7 @@ def finish_stored(
     """``result`` with memory and start-up judged against the stored baseline, and a
     regression's evidence."""
     v = result.verdict
-    if v is None or ctx.session.side is not None:
+    if v is None:
         return result
     dp = data_parallel(result)  # no memory or start-up of its own: see there
     now_mb = None if result.memory is None else result.memory.peak_mb

@@ -116,8 +116,10 @@ def _keep_undecided(
 
 
 def _may_decide(bench: Bench) -> bool:
+    # Only the stored judge asks (`case.roles.StoredJudge`): never a paired run's controller
+    # or side.
     s = bench.session
-    return not (s.settings.ab or s.settings.update or s.side is not None or s.is_worker)
+    return not (s.settings.update or s.is_worker)
 
 
 def _probe(bench: Bench, ctx: Any) -> float | None:

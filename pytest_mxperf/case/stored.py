@@ -1,19 +1,20 @@
-"""A case measured here and judged against its stored baseline: the run under the device lock
-(measured again while a regression is suspected or its blocks spread too far to judge, profiled
-when one is found), then the verdict, at the threshold a paired run would allow or, without
-one, the higher floor (`CaseBench.case` in `pytest_mxperf.case.path` calls these)."""
+"""A case measured here, and judged against its stored baseline where this process judges: the
+run under the device lock as the role's `Tries` say (the stored judge's: measured again while a
+regression is suspected or its blocks spread too far to judge, profiled when one is found), then
+the verdict, at the threshold a paired run would allow or, without one, the higher floor
+(`pytest_mxperf.case.roles` calls these)."""
 
 from __future__ import annotations
 
 import functools
 import warnings
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 
 import pytest
 
 from pytest_mxperf.baselines.resolution import BaselineRef
-from pytest_mxperf.case import pairs
+from pytest_mxperf.case import jointpair, pairs
 from pytest_mxperf.case.bench import Bench, Runner
 from pytest_mxperf.config.expectation import Expectation
 from pytest_mxperf.config.settings import Settings
@@ -21,11 +22,11 @@ from pytest_mxperf.judging.changes import what_changed
 from pytest_mxperf.judging.decisions import Policy, decide, worth_another_attempt
 from pytest_mxperf.judging.explain import judge
 from pytest_mxperf.measuring import diagnosis
-from pytest_mxperf.measuring.measure import MeasureConfig, Measurement, for_side
+from pytest_mxperf.measuring.measure import MeasureConfig, Measurement
 from pytest_mxperf.measuring.protocol import PrepareSpec, SpecError
-from pytest_mxperf.measuring.records import CaseResult, Outcome, Status
+from pytest_mxperf.measuring.records import CaseResult, Outcome, Status, Verdict
 from pytest_mxperf.measuring.runner import CaseRun, run_case
-from pytest_mxperf.paired.sides import disturbed
+from pytest_mxperf.paired.pairdata import PairedData
 from pytest_mxperf.paired.turns import CaseTurns
 
 #: A case's stored baseline, the marker's expectations, why no pair can confirm a drop, and
@@ -34,51 +35,89 @@ from pytest_mxperf.paired.turns import CaseTurns
 Judging = tuple[Optional[BaselineRef], list[Expectation], Optional[str], Policy]
 
 
+@dataclass(frozen=True)
+class Tries:
+    """How this process tries a case (the role's: `roles.CaseRole.tries`): its timing, how many
+    attempts, whether to take another after the best so far, whether to profile the best, and
+    whether to probe the device's peak (a paired run's side reports img/s alone)."""
+
+    config: MeasureConfig
+    attempts: int
+    again: Callable[[Measurement], bool]
+    profile_if: Callable[[Measurement], bool]
+    peak: bool = True
+    #: In a lock-step side, the whole measurement is one turn of the baton (`CaseBench.through`).
+    alone: bool = False
+    #: The decision already made of a measured result's kept attempt (`Decisions.kept`).
+    decided: Callable[[CaseResult], Verdict | None] = lambda _: None
+
+
+def judged_tries(bench: Bench, result: CaseResult, judging: Judging, alone: bool) -> Tries:
+    """A case judged here against ``judging``: measured again while a regression is suspected or
+    its blocks spread too far to judge (`worth_another_attempt`), profiled when judged
+    regressed (after its timed blocks, with the step still warm)."""
+    settings = bench.settings
+    decisions = Decisions(result, judging)
+
+    def again(best: Measurement) -> bool:
+        # Update mode always takes every attempt (the baseline is a best-of-N).
+        return settings.update or worth_another_attempt(decisions.of(best).outcome, best)
+
+    def suspect(best: Measurement) -> bool:
+        return not settings.update and decisions.of(best).outcome == Outcome.REGRESSED
+
+    config, attempts = timing_of(settings), 1 + settings.confirm
+    return Tries(config, attempts, again, suspect, alone=alone, decided=decisions.kept)
+
+
+@dataclass(frozen=True)
+class PlainStep:
+    """The measuring step of a plain case (`CaseBench.case`; a `roles.Measure`): its figures
+    taken from the run's ``joint`` pair where that measured it, else measured here, and judged
+    when the role judges. ``wide``: in lock-step turns, on the CPUs of the side's untimed work
+    (`turns.Baton.ready`)."""
+
+    bench: Bench
+    net: Any
+    spec: PrepareSpec
+    runner: Runner | None
+    ctx: Any
+    joint: PairedData | None
+    wide: bool
+
+    def __call__(self, result: CaseResult, judging: Judging | None, tries: Tries) -> CaseResult:
+        bench = self.bench
+        if bench.settings.update:
+            result = jointpair.for_update(bench, result, self.ctx)
+        adopted = None if self.joint is None else pairs.adopt_head(result, self.joint)
+        if adopted is not None and judging is not None:
+            return give_verdict(bench, adopted, judging)  # its figure is HEAD's from the pair
+        config = in_turns(bench, tries.config, str(result.key), tries.alone, self.wide)
+        return measure(bench, result, self.net, self.spec, self.runner, tries, judging, config)
+
+
 def measure(
     bench: Bench,
     result: CaseResult,
     net: Any,
     spec: PrepareSpec,
-    runner: Runner | None = None,
-    *,
-    alone: bool = False,
-    wide: bool = False,
-) -> tuple[CaseResult, BaselineRef | None]:
-    """Measure the case of ``result`` (with ``runner``, default `run_case`) and judge it; returns
-    the measured and judged result and its stored baseline. ``alone``: a lock-step side times
-    it in one turn of its own (`CaseBench.through`), not block by block in turns, and a side
-    measures it once more in that turn when it was `sides.disturbed`; ``wide``: in
-    turns, on the CPUs of the side's untimed work (`turns.Baton.ready`)."""
-    settings = bench.settings
-    result, judging = judging_for(bench, result)
-    ref = judging[0]
-    judged_as = _outcome_of(result, judging)
-
-    def again(best: Measurement) -> bool:
-        # Update mode always takes every attempt (the baseline is a best-of-N).
-        return settings.update or worth_another_attempt(judged_as(best), best)
-
-    config = measure_config(bench, str(result.key), alone, wide)
-
-    def suspect(best: Measurement) -> bool:
-        # Profile a case judged regressed (or, in a paired run's side asked to profile, every
-        # case: `paired.rounds.run_rounds`):
-        # after its timed blocks, with the step still warm.
-        if bench.session.side is not None:
-            return bench.session.side.profile
-        return not settings.update and judged_as(best) == Outcome.REGRESSED
-
+    runner: Runner | None,
+    tries: Tries,
+    judging: Judging | None,
+    config: MeasureConfig,
+) -> CaseResult:
+    """Measure the case of ``result`` (with ``runner``, default `run_case`) as ``tries`` says,
+    timed as ``config`` (``tries.config`` in turns where it takes them); returns its figures,
+    judged when ``judging`` is given (a side of a paired run reports its figures and judges
+    nothing)."""
     diagnose = diagnosis.DiagnoseSpec(
-        trace_path=diagnosis.trace_path_for(settings.profile, str(result.key)),
-        profile_if=suspect,
+        trace_path=diagnosis.trace_path_for(bench.settings.profile, str(result.key)),
+        profile_if=tries.profile_if,
     )
-    attempts = 1 + settings.confirm
-    if bench.session.side is not None and alone:
-        attempts, again = 2, disturbed
     if runner is None:
         runner = functools.partial(_run_case, bench.backend, net, diagnose=diagnose)
-    outcome = _measured(runner, spec, config, attempts, again, str(result.key))
-    peak = _peak(bench, outcome, spec, result.dtype)
+    outcome = _measured(runner, spec, config, tries.attempts, tries.again, str(result.key))
+    peak = _peak(bench, outcome, spec, result.dtype) if tries.peak else None
     result = replace(
         diagnosis.applied(result, outcome.diagnosis),
         status=outcome.status,
@@ -90,24 +129,37 @@ def measure(
         peak_gflops=peak,
     )
     for text in outcome.warnings:
-        warnings.warn(f"mxperf: {result.key}: {text}", pytest.PytestWarning, stacklevel=4)
-    return give_verdict(bench, result, judging), ref
+        warnings.warn(f"mxperf: {result.key}: {text}", pytest.PytestWarning, stacklevel=5)
+    if judging is None:
+        return result
+    return give_verdict(bench, result, judging, tries.decided(result))
 
 
-def _outcome_of(result: CaseResult, judging: Judging) -> Callable[[Measurement], Outcome]:
-    """The outcome ``result`` would have with a given best attempt, decided once per attempt:
-    whether to measure again and whether to profile ask of the same one (the attempt is held
-    beside its outcome, so its id is not reused meanwhile)."""
-    ref, expectations, _, policy = judging
-    decided: dict[int, tuple[Measurement, Outcome]] = {}
+class Decisions:
+    """The verdicts ``result`` would have with a given best attempt, decided once per attempt:
+    whether to measure again, whether to profile, and the verdict of the attempt kept ask of
+    the same decision (each attempt is held beside its verdict, so its id is not reused)."""
 
-    def judged_as(best: Measurement) -> Outcome:
-        if id(best) not in decided:
-            judged = decide(replace(result, measurement=best), ref, expectations, policy)
-            decided[id(best)] = (best, judged.outcome)
-        return decided[id(best)][1]
+    def __init__(self, result: CaseResult, judging: Judging) -> None:
+        self.result = result
+        self.judging = judging
+        self._decided: dict[int, tuple[Measurement, Verdict]] = {}
 
-    return judged_as
+    def of(self, best: Measurement) -> Verdict:
+        if id(best) not in self._decided:
+            ref, expectations, _, policy = self.judging
+            judged = decide(replace(self.result, measurement=best), ref, expectations, policy)
+            self._decided[id(best)] = (best, judged)
+        return self._decided[id(best)][1]
+
+    def kept(self, result: CaseResult) -> Verdict | None:
+        """The decision already made of ``result``'s measurement (None: none was made). A
+        decision reads the status and the measurement alone, the same here as when decided."""
+        m = result.measurement
+        found = None if m is None else self._decided.get(id(m))
+        if found is None or found[0] is not m or result.status != Status.OK:
+            return None
+        return found[1]
 
 
 def _run_case(
@@ -149,15 +201,11 @@ def timing_of(settings: Settings) -> MeasureConfig:
     )
 
 
-def measure_config(bench: Bench, key: str, alone: bool, wide: bool) -> MeasureConfig:
-    """How a case is timed: the run's settings; in a paired side, its shorter blocks and the
-    case's block plan; in lock-step turns (unless ``alone``), block by block in turns."""
-    config = timing_of(bench.settings)
-    if bench.session.side is not None:
-        config = for_side(config)
-        steps = bench.session.block_plan.get(key)
-        if steps is not None:
-            config = replace(config, steps_per_block=steps)
+def in_turns(
+    bench: Bench, config: MeasureConfig, key: str, alone: bool, wide: bool
+) -> MeasureConfig:
+    """``config`` in lock-step turns, block by block (a paired run's side with a baton), unless
+    the case is timed ``alone`` in a turn of its own."""
     if bench.session.baton is not None and not alone:
         turns = CaseTurns(bench.session.baton, bench.item.nodeid, key, wide)
         config = replace(config, interleave=turns)
@@ -188,12 +236,15 @@ def judging_for(bench: Bench, result: CaseResult) -> tuple[CaseResult, Judging]:
     return result, (ref, expectations, why_not, bench.policy(tolerance))
 
 
-def give_verdict(bench: Bench, result: CaseResult, judging: Judging) -> CaseResult:
-    """``result`` with its verdict from ``judging`` (`judging_for`)."""
+def give_verdict(
+    bench: Bench, result: CaseResult, judging: Judging, decided: Verdict | None = None
+) -> CaseResult:
+    """``result`` with its verdict from ``judging`` (`judging_for`); ``decided``: its decision,
+    where the attempts already made it."""
     settings = bench.settings
     ref, expectations, why_not, policy = judging
     elsewhere = bench.run.baselines.elsewhere(result.hardware, str(result.key))
-    verdict = judge(result, ref, expectations, policy, elsewhere)
+    verdict = judge(result, ref, expectations, policy, elsewhere, decided)
     other = pairs.other_machine(bench.run.machine_id, ref)
     if verdict.outcome == Outcome.IMPROVED and other:
         # No pair looks at a case that got faster: the stored figure's machine is all it knows.
@@ -216,10 +267,3 @@ def give_verdict(bench: Bench, result: CaseResult, judging: Judging) -> CaseResu
             what_changed(result, ref),
         )
     return replace(result, verdict=verdict)
-
-
-def judge_stored(bench: Bench, result: CaseResult) -> tuple[CaseResult, BaselineRef | None]:
-    """Judge a case whose figure came from the run's joint pair (`preflight`) against its
-    stored baseline, as a measured one is; returns it judged, and the baseline."""
-    result, judging = judging_for(bench, result)
-    return give_verdict(bench, result, judging), judging[0]

@@ -4,7 +4,6 @@ and a bad value names where it came from."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -60,17 +59,6 @@ class Settings:
     seed: int | None = DEFAULTS["seed"]
     profile: str | None = DEFAULTS["profile"]
     memory_tolerance: float = DEFAULTS["memory_tolerance"]
-
-    def as_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["ctx"] = list(self.ctx)
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Settings:
-        data = dict(data)
-        data["ctx"] = tuple(data.get("ctx", ()))
-        return cls(**data)
 
 
 def resolve(

@@ -118,9 +118,11 @@ def judge(
     expectations: Sequence[Expectation],
     policy: Policy,
     elsewhere: Sequence[str] = (),
+    decided: Verdict | None = None,
 ) -> Verdict:
-    """Decide, then explain: the verdict with its message."""
-    verdict = decide(result, ref, expectations, policy)
+    """Decide (unless ``decided`` is the decision already made), then explain: the verdict
+    with its message."""
+    verdict = decide(result, ref, expectations, policy) if decided is None else decided
     return verdict.explained(explain(result, verdict, ref, expectations, policy, elsewhere))
 
 

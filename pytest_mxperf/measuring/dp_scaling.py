@@ -32,6 +32,7 @@ from pytest_mxperf.measuring.dp_spec import (
     parse_context,
 )
 from pytest_mxperf.measuring.measure import Measurement
+from pytest_mxperf.system import codec
 
 __all__ = [
     "DIST_KVSTORES",
@@ -89,8 +90,8 @@ class WorkerReport:
         return {
             "rank": self.rank,
             "contexts": list(self.contexts),
-            "full": self.full.as_dict(),
-            "compute": None if self.compute is None else self.compute.as_dict(),
+            "full": codec.to_dict(self.full),
+            "compute": None if self.compute is None else codec.to_dict(self.compute),
             "block_starts": list(self.block_starts),
             "block_ends": list(self.block_ends),
             "threads": self.threads,
@@ -106,8 +107,8 @@ class WorkerReport:
         return cls(
             rank=int(data["rank"]),
             contexts=tuple(data["contexts"]),
-            full=Measurement.from_dict(data["full"]),
-            compute=None if compute is None else Measurement.from_dict(compute),
+            full=codec.from_dict(Measurement, data["full"]),
+            compute=None if compute is None else codec.from_dict(Measurement, compute),
             block_starts=tuple(float(x) for x in data["block_starts"]),
             block_ends=tuple(float(x) for x in data["block_ends"]),
             threads=data.get("threads"),

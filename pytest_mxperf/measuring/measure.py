@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Protocol
 
 from pytest_mxperf.config.options import DEFAULTS
@@ -119,21 +119,14 @@ class Measurement:
         """Whether the blocks lie close enough together to judge (`MAX_REL_IQR`)."""
         return self.rel_iqr <= MAX_REL_IQR
 
-    def as_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["block_seconds"] = list(self.block_seconds)
+    def edge_out(self, data: dict[str, Any]) -> dict[str, Any]:
+        """`pytest_mxperf.system.codec`: the figures derived from the blocks, written beside
+        them for readers of the JSON report (read back from the blocks)."""
         data["block_images_per_sec"] = self.block_rates
         data["images_per_sec"] = self.items_per_sec
         data["iqr"] = self.iqr
         data["rel_iqr"] = self.rel_iqr
         return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Measurement:
-        names = {f for f in cls.__dataclass_fields__}
-        kwargs = {k: v for k, v in data.items() if k in names}
-        kwargs["block_seconds"] = tuple(kwargs["block_seconds"])
-        return cls(**kwargs)
 
 
 def _time_steps(step: Step, sync: Sync, clock: Clock, n: int) -> float:

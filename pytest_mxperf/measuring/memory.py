@@ -62,26 +62,6 @@ class MemoryRecord:
     device: str
     process_peak_mb: float | None = None
 
-    def as_dict(self) -> dict[str, Any]:
-        """Plain JSON data."""
-        return {
-            "peak_mb": self.peak_mb,
-            "method": self.method.value,
-            "device": self.device,
-            "process_peak_mb": self.process_peak_mb,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> MemoryRecord:
-        """Rebuild from :meth:`as_dict` output; an unknown method raises ``ValueError``."""
-        process_peak = data.get("process_peak_mb")
-        return cls(
-            peak_mb=float(data["peak_mb"]),
-            method=MemoryMethod(data["method"]),
-            device=str(data["device"]),
-            process_peak_mb=None if process_peak is None else float(process_peak),
-        )
-
 
 # CPU ------------------------------------------------------------------------------------------
 def read_status_kb(proc: Path = PROC_SELF) -> dict[str, int]:

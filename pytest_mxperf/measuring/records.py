@@ -2,17 +2,19 @@
 
 The case key is in `casekey`; `Outcome` and `Verdict` are re-exported from `verdicts`.
 
-Where data leaves the process (``user_properties``, JSON, baseline files, ``workerinput``, a
-paired side's results file) each record goes through its own ``as_dict``/``from_dict`` pair.
-The operator profiles are the exception inside the process: a `CaseResult` keeps them as
-dicts (``profile``, ``baseline_profile``), typed again (`OperatorProfile.from_dict`) where a
-message compares them.
+Where data leaves the process (``user_properties``, JSON, ``workerinput``, a paired side's
+results file) the records go through the one codec, `pytest_mxperf.system.codec` (the edge form
+of each that differs from its fields is in its ``edge_out``/``edge_in`` hooks); baseline files
+are written by `pytest_mxperf.baselines.entry.BaselineRecord`. The operator profiles are the
+exception inside the process: a `CaseResult` keeps them as dicts (``profile``,
+``baseline_profile``), typed again (`OperatorProfile.from_dict`) where a message compares them.
 """
 
 from __future__ import annotations
 
 import enum
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_mxperf.config.casekey import CaseKey
@@ -71,20 +73,6 @@ class Scaling:
     single_batch_per_device: int = 0
     #: Images of one step over all devices at N (0: not recorded).
     total_batch: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["per_worker_images_per_sec"] = list(self.per_worker_images_per_sec)
-        data["contexts"] = list(self.contexts)
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Scaling:
-        names = set(cls.__dataclass_fields__)
-        kwargs = {k: v for k, v in data.items() if k in names}
-        kwargs["per_worker_images_per_sec"] = tuple(kwargs.get("per_worker_images_per_sec", ()))
-        kwargs["contexts"] = tuple(kwargs.get("contexts", ()))
-        return cls(**kwargs)
 
 
 @dataclass(frozen=True)
@@ -175,33 +163,18 @@ class CaseResult:
             rate, self.macs_per_image, self.peak_gflops, flops.passes(self.mode)
         )
 
-    def as_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+    def edge_out(self, data: dict[str, Any]) -> dict[str, Any]:
+        """`pytest_mxperf.system.codec`: the key as its text, and the figures readers of the
+        JSON report look for (% of peak, the key's parts, the peak memory) beside the fields."""
         data["percent_of_peak"] = self.percent_of_peak
         data["key"] = str(self.key)
-        data["status"] = self.status.value
         data["model"], data["mode"], data["dtype"] = self.model, self.mode, self.dtype
         data["batch_size"], data["device_kind"] = self.batch_size, self.device_kind
         data["name"] = self.key.name
-        data["measurement"] = None if self.measurement is None else self.measurement.as_dict()
-        data["verdict"] = None if self.verdict is None else self.verdict.as_dict()
-        data["scaling"] = None if self.scaling is None else self.scaling.as_dict()
-        data["memory"] = None if self.memory is None else self.memory.as_dict()
         data["peak_memory_mb"] = None if self.memory is None else self.memory.peak_mb
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CaseResult:
-        names = set(cls.__dataclass_fields__)
-        kwargs = {k: v for k, v in data.items() if k in names}
-        kwargs["key"] = CaseKey.parse(str(data["key"]))
-        kwargs["status"] = Status(data.get("status", "ok"))
-        m = data.get("measurement")
-        kwargs["measurement"] = None if m is None else Measurement.from_dict(m)
-        v = data.get("verdict")
-        kwargs["verdict"] = None if v is None else Verdict.from_dict(v)
-        s = data.get("scaling")
-        kwargs["scaling"] = None if s is None else Scaling.from_dict(s)
-        mem = data.get("memory")
-        kwargs["memory"] = None if mem is None else MemoryRecord.from_dict(mem)
-        return cls(**kwargs)
+    def edge_in(cls, data: Mapping[str, Any]) -> dict[str, Any]:
+        """The key from its text (the key's parts beside it are derived and ignored)."""
+        return {**data, "key": CaseKey.parse(str(data["key"]))}

@@ -4,7 +4,8 @@ user reads, written from them in one place (`render_message`); re-exported by `r
 from __future__ import annotations
 
 import enum
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 
@@ -114,25 +115,20 @@ class Verdict:
         """This verdict with ``text`` (one or more lines) above its message."""
         return replace(self, lines=message_lines(text) + self.lines)
 
-    def as_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {}
-        for name, value in asdict(self).items():
-            if name == "lines":
-                data["message"] = self.message  # the edge holds the rendered text
-            else:
-                data[name] = value
-        data["outcome"] = self.outcome.value
-        data["status"] = self.outcome.value  # the field name JSON readers know
-        return data
+    def edge_out(self, data: dict[str, Any]) -> dict[str, Any]:
+        """`pytest_mxperf.system.codec`: the edge holds the rendered message in place of the
+        lines, and the outcome also as ``status`` (the field name JSON readers know)."""
+        out = {
+            ("message" if k == "lines" else k): (self.message if k == "lines" else v)
+            for k, v in data.items()
+        }
+        out["status"] = self.outcome.value
+        return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Verdict:
-        names = set(cls.__dataclass_fields__) - {"lines"}
-        kwargs = {k: v for k, v in data.items() if k in names}
-        kwargs["lines"] = message_lines(str(data.get("message") or ""))
-        kwargs["outcome"] = Outcome(data.get("outcome", data.get("status")))
-        if kwargs.get("interval") is not None:
-            low, high = kwargs["interval"]
-            kwargs["interval"] = (float(low), float(high))
-        kwargs["startup"] = tuple(str(x) for x in kwargs.get("startup") or ())
-        return cls(**kwargs)
+    def edge_in(cls, data: Mapping[str, Any]) -> dict[str, Any]:
+        """The lines from the message; the outcome from ``status`` where ``outcome`` is not."""
+        back = {k: v for k, v in data.items() if k not in ("message", "status")}
+        back["lines"] = message_lines(str(data.get("message") or ""))
+        back["outcome"] = data.get("outcome", data.get("status"))
+        return back

@@ -23,7 +23,7 @@ from pytest_mxperf.measuring.measure import Measurement
 from pytest_mxperf.measuring.records import CaseResult
 from pytest_mxperf.measuring.stats import rel_spread
 from pytest_mxperf.paired.pairdata import SideResult
-from pytest_mxperf.system import pluginpath
+from pytest_mxperf.system import codec, pluginpath
 from pytest_mxperf.system.files import write_json_atomic
 
 #: Runs pytest in a side process with this installed plugin importable first, registered
@@ -150,7 +150,7 @@ def write_side(
     ``ExceptionType: message``)."""
     data = {
         "schema": 1,
-        "cases": [c.as_dict() for c in cases],
+        "cases": [codec.to_dict(c) for c in cases],
         "collect_errors": [list(e) for e in collect_errors],
         "test_errors": dict(test_errors or {}),
     }
@@ -160,7 +160,7 @@ def write_side(
 def read_side(path: Path) -> SideResult:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        cases = {str(c["key"]): CaseResult.from_dict(c) for c in data["cases"]}
+        cases = {str(c["key"]): codec.from_dict(CaseResult, c) for c in data["cases"]}
         errors = [(str(n), str(t)) for n, t in data.get("collect_errors", [])]
         raised = {str(n): str(t) for n, t in data.get("test_errors", {}).items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:

@@ -35,6 +35,7 @@ from pytest_mxperf.plugin import configure
 from pytest_mxperf.plugin.hooks import (
     BENCH_KEY,
     MARKER_KEY,
+    ROLE_KEY,
     STATE_KEY,
     ProgressHooks,
     SessionHooks,
@@ -42,7 +43,7 @@ from pytest_mxperf.plugin.hooks import (
 )
 from pytest_mxperf.plugin.sidehooks import SideHooks
 from pytest_mxperf.run.session import MxperfSession
-from pytest_mxperf.system import fingerprint, mxnet_env, scratch
+from pytest_mxperf.system import codec, fingerprint, mxnet_env, scratch
 
 if TYPE_CHECKING:
     from pytest_mxperf.case.fixture import MxPerf
@@ -116,8 +117,8 @@ def pytest_configure(config: pytest.Config) -> None:
     workerinput = getattr(config, "workerinput", None)
     orders = configure.side_orders(config)
     if workerinput is not None and "mxperf" in workerinput:
-        settings = Settings.from_dict(workerinput["mxperf"]["settings"])
-        run = RunInfo.from_dict(workerinput["mxperf"]["run"])
+        settings = codec.from_dict(Settings, workerinput["mxperf"]["settings"])
+        run = codec.from_dict(RunInfo, workerinput["mxperf"]["run"])
     else:
         settings = configure.settings_from(config, orders)
         if not settings.enabled:
@@ -140,6 +141,7 @@ def pytest_configure(config: pytest.Config) -> None:
     scratch.share_worker_tempdir()
     state = MxperfSession(settings, run, is_worker=workerinput is not None, side=orders)
     config.stash[STATE_KEY] = state
+    config.stash[ROLE_KEY] = configure.role_for(settings, orders)
     config.pluginmanager.register(SessionHooks(config, state), "mxperf-session")
     if orders is not None:
         config.pluginmanager.register(SideHooks(state, orders), "mxperf-side")
@@ -163,6 +165,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if state is not None:
         state.close()
         del config.stash[STATE_KEY]
+        if ROLE_KEY in config.stash:
+            del config.stash[ROLE_KEY]
         for name in ("mxperf-session", "mxperf-side", "mxperf-progress"):
             hooks = config.pluginmanager.get_plugin(name)
             if hooks is not None:
@@ -249,6 +253,7 @@ def mxperf(request: pytest.FixtureRequest, mxperf_backend: Backend) -> MxPerf:
         backend=mxperf_backend,
         marker=item.stash.get(MARKER_KEY, MarkerSpec()),
         default_ctx=ctx,
+        role=request.config.stash[ROLE_KEY],
     )
     item.stash[BENCH_KEY] = bench
     return bench

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -19,6 +20,9 @@ from pytest_mxperf.paired import worktree
 from pytest_mxperf.plugin.hooks import STATE_KEY, numprocesses
 from pytest_mxperf.run import outputs
 from pytest_mxperf.system import fingerprint, gitinfo, gpuarch, tempdirs
+
+if TYPE_CHECKING:
+    from pytest_mxperf.case.roles import CaseRole
 
 
 def dest(name: str) -> str:
@@ -59,6 +63,18 @@ def settings_from(config: pytest.Config, orders: SideOrders | None = None) -> Se
             profile=config.getoption(dest("profile")),
         )
     return settings
+
+
+def role_for(settings: Settings, orders: SideOrders | None) -> CaseRole:
+    """What this process does with each case, chosen once: a side when it was given side
+    orders, the pair's judge with ``--mxperf-ab``, else the stored baselines' judge."""
+    from pytest_mxperf.case import roles  # the case wing loads with an enabled run only
+
+    if orders is not None:
+        return roles.Side(orders)
+    if settings.ab:
+        return roles.PairJudge()
+    return roles.StoredJudge()
 
 
 def detect_run(config: pytest.Config, settings: Settings) -> RunInfo:

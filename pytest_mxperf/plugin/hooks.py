@@ -18,9 +18,11 @@ from pytest_mxperf.paired import pairdata
 from pytest_mxperf.paired.pairing import PairSetupError
 from pytest_mxperf.reporting.progress import Progress
 from pytest_mxperf.run.session import PROPERTY, MxperfSession
+from pytest_mxperf.system import codec
 
 if TYPE_CHECKING:
     from pytest_mxperf.case.fixture import MxPerf  # noqa: F401 (the BENCH_KEY annotation)
+    from pytest_mxperf.case.roles import CaseRole  # noqa: F401 (the ROLE_KEY annotation)
 
 
 class SessionHooks:
@@ -195,6 +197,8 @@ def numprocesses(config: pytest.Config) -> int:
 STATE_KEY = pytest.StashKey[MxperfSession]()
 MARKER_KEY = pytest.StashKey[MarkerSpec]()
 BENCH_KEY = pytest.StashKey["MxPerf"]()
+#: What this process does with each case (`pytest_mxperf.case.roles`), chosen at configure time.
+ROLE_KEY = pytest.StashKey["CaseRole"]()
 
 
 class XdistHooks:
@@ -204,8 +208,8 @@ class XdistHooks:
         state = node.config.stash.get(STATE_KEY, None)
         if state is not None:
             node.workerinput["mxperf"] = {
-                "settings": state.settings.as_dict(),
-                "run": state.run.as_dict(),
+                "settings": codec.to_dict(state.settings),
+                "run": codec.to_dict(state.run),
             }
 
     def pytest_testnodedown(self, node: Any, error: object | None) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 from pytest_mxperf.baselines.runinfo import RunInfo
 from pytest_mxperf.measuring.records import CaseResult
 from pytest_mxperf.reporting import cost, summary
+from pytest_mxperf.system import codec
 
 REPORT_SCHEMA = 1
 
@@ -73,10 +74,10 @@ def to_json(
     (default: the working directory): never absolute."""
     price, epoch = settings.get("price_per_hour"), settings.get("epoch_images")
     here, repo = os.getcwd() if cwd is None else cwd, run.commit.repo_root
-    commit = {**run.commit.as_dict(), "repo_root": shown_path(repo, here, repo)}
+    commit = {**codec.to_dict(run.commit), "repo_root": shown_path(repo, here, repo)}
     cases = []
     for r in sorted(results, key=lambda r: str(r.key)):
-        data = r.as_dict()
+        data = codec.to_dict(r)
         if price is not None or epoch is not None:
             data["cost"] = case_cost(r, price, epoch)
         cases.append(data)

@@ -11,6 +11,7 @@ from typing import Any
 from pytest_mxperf.measuring.records import CaseResult
 from pytest_mxperf.reporting import summary
 from pytest_mxperf.reporting.jsonreport import REPORT_SCHEMA, summary_row
+from pytest_mxperf.system import codec
 
 #: The first line of every comment: ``mxperf comment post`` updates the comment that holds it.
 MARKER = "<!-- pytest-mxperf comment -->"
@@ -46,7 +47,7 @@ def cases_of(report: Mapping[str, Any]) -> list[CaseResult]:
     results = []
     for i, data in enumerate(report["cases"]):
         try:
-            results.append(CaseResult.from_dict(data))
+            results.append(codec.from_dict(CaseResult, data))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CommentError(f"case {i + 1} of the report is not a case record ({exc})") from exc
     return results

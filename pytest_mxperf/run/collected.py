@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_mxperf.measuring.records import CaseResult
+from pytest_mxperf.system import codec
 
 
 @dataclass
@@ -18,7 +19,7 @@ class Collected:
     crashed: list[str] = field(default_factory=list)
 
     def add(self, data: dict[str, Any]) -> CaseResult:
-        result = CaseResult.from_dict(data)
+        result = codec.from_dict(CaseResult, data)
         for other in self.results:
             if other.key == result.key:
                 self.duplicates.append(

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from pytest_mxperf.baselines.runinfo import RunInfo
+from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.settings import Settings
 from pytest_mxperf.config.sideorders import SideOrders
 from pytest_mxperf.history import fromrun
@@ -30,7 +31,7 @@ from pytest_mxperf.run import outputs
 from pytest_mxperf.run.collected import Collected, collect_error_text
 from pytest_mxperf.run.preflight import Preflight
 from pytest_mxperf.run.updating import StoreReport, store_results
-from pytest_mxperf.system import fingerprint, gitinfo, locks
+from pytest_mxperf.system import codec, fingerprint, gitinfo, locks
 
 #: The name results travel under on ``report.user_properties``.
 PROPERTY = "mxperf"
@@ -57,7 +58,7 @@ class MxperfSession:
         self.is_worker = is_worker
         self.collected = Collected()
         #: case key -> node id of the test that measured it (duplicate keys are an error).
-        self.seen: dict[str, str] = {}
+        self.seen: dict[CaseKey, str] = {}
         self.errors: list[str] = []
         #: A lock-step side's end of the controller's socket (`turns`); it holds the baton
         #: from here on, so nothing this process does runs beside the other side's timed work.
@@ -65,10 +66,10 @@ class MxperfSession:
         if side is not None and side.turns is not None:
             self.baton = Baton(side.turns, side.spread)
         #: A paired run's side after its first round: steps per block by case key.
-        self.block_plan: dict[str, int] = {}
+        self.block_plan: dict[CaseKey, int] = {}
         if side is not None and side.plan is not None:
             try:
-                self.block_plan = read_plan(side.plan)
+                self.block_plan = {CaseKey.parse(k): v for k, v in read_plan(side.plan).items()}
             except ValueError as exc:
                 raise pytest.UsageError(f"mxperf: {exc}") from None
         self.stored = StoreReport()
@@ -124,9 +125,8 @@ class MxperfSession:
         self, backend: Backend, ctx: Any, device: tuple[str, int], dtype: str
     ) -> float | None:
         """The device's peak for ``dtype``, probed on first use in this process (the one that
-        measures: a worker or the controller) and kept for the run."""
-        if self.side is not None:
-            return None  # a side of a paired run: only its img/s is compared, save the probe
+        measures: a worker or the controller) and kept for the run (a paired run's side probes
+        none: `case.roles.Side`)."""
         key = (*device, dtype)
         if key not in self.peaks:
             try:
@@ -203,7 +203,7 @@ class MxperfSession:
         """Put each case on the test's ``user_properties``; return the failure messages."""
         failures = []
         for result in results:
-            properties.append((PROPERTY, result.as_dict()))
+            properties.append((PROPERTY, codec.to_dict(result)))
             if result.verdict is not None and result.verdict.failed:
                 failures.append("mxperf: " + result.verdict.message)
         return failures
@@ -254,7 +254,7 @@ class MxperfSession:
                 # Every pair of a stored-baseline run (the cases' own, the joint one): where
                 # its time went, per round and per case.
                 extra["pair_runs"] = [pairjson.as_dict(d) for d in self._pairer.runs()]
-            data = jsonreport.to_json(self.collected.results, self.run, s.as_dict(), extra)
+            data = jsonreport.to_json(self.collected.results, self.run, codec.to_dict(s), extra)
             if s.json or self.stored.write_failed:
                 wanted = Path(s.json) if s.json else None
                 self.report_path, problem = outputs.write_report(wanted, data, self.run.run_id)

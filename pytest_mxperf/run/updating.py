@@ -11,6 +11,7 @@ from pytest_mxperf.baselines import store as baselines
 from pytest_mxperf.baselines.entry import BaselineRecord
 from pytest_mxperf.measuring.records import CaseResult, Status
 from pytest_mxperf.measuring.stats import median
+from pytest_mxperf.system import codec
 from pytest_mxperf.system.gitinfo import CommitInfo
 
 
@@ -59,7 +60,7 @@ def store_results(
         probes = [r.calibration for r in results if r.hardware == hardware and r.calibration]
         calibration = median(probes) if probes else None
         try:
-            path = baselines.store(root, hardware, commit.as_dict(), cases, calibration)
+            path = baselines.store(root, hardware, codec.to_dict(commit), cases, calibration)
         except baselines.BaselineError as exc:
             report.errors.append(f"baseline not written: {exc}")
             continue

@@ -6,6 +6,7 @@ Lowest wing: every other wing may import it; it imports none of them.
 - ``mxnet_variables``: the MXNet environment variables a result records (documented ones).
 - ``cpus``: which CPUs the sides of a paired run may use (pinning, parsing CPU lists).
 - ``locks``: cross-process ``flock`` locks for device turns and baseline writes.
+- ``codec``: the one codec of typed records at the edges (dataclass to plain data and back).
 - ``files``: the one atomic writer (temporary file, fsync, ``os.replace``).
 - ``procgroup``: a command in its own process group, bounded in time, nothing left behind.
 - ``sigterm``: SIGTERM ending a paired run's controller as Ctrl-C does, through its clean-up.

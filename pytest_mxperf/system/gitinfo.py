@@ -7,7 +7,7 @@ import os
 import re
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,13 +36,6 @@ class CommitInfo:
     @property
     def short(self) -> str:
         return (self.sha or "unknown")[:10]
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> CommitInfo:
-        return cls(**{k: data.get(k) for k in cls.__dataclass_fields__})  # type: ignore[arg-type]
 
 
 #: A commit sha as baseline files are named by it (abbreviated or full, SHA-1 or SHA-256).

@@ -10,6 +10,7 @@ import pytest
 
 from pytest_mxperf.measuring.measure import Measurement
 from pytest_mxperf.pipelines.input_bound import Figure, decide_input_bound
+from pytest_mxperf.system import codec
 from pytest_mxperf.testing.repos import cases_by_key
 
 PIPE_SUITE = """
@@ -215,7 +216,7 @@ def _too_noisy_to_tell(case: dict[str, Any]) -> bool:
     m = case["measurement"]
     alone = m["extra"]["model_alone"]
     model = Figure(float(alone["images_per_sec"]), float(alone["rel_iqr"]))
-    return decide_input_bound(Measurement.from_dict(m), model, None) is None
+    return decide_input_bound(codec.from_dict(Measurement, m), model, None) is None
 
 
 def test_real_input_bound_and_compute_bound(

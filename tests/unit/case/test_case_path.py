@@ -13,14 +13,20 @@ import pytest
 
 from pytest_mxperf.baselines.resolution import Resolution, resolve
 from pytest_mxperf.baselines.runinfo import RunInfo
-from pytest_mxperf.case import dataparallel
+from pytest_mxperf.case import dataparallel, evidence
 from pytest_mxperf.case import stored as stored_step
 from pytest_mxperf.case.path import CaseBench
+from pytest_mxperf.case.roles import PairJudge, Side, StoredJudge
+from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.markers import MarkerSpec
 from pytest_mxperf.config.settings import Settings
+from pytest_mxperf.config.sideorders import SideOrders
+from pytest_mxperf.judging import decisions, explain
 from pytest_mxperf.judging.decisions import decide
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Status
+from pytest_mxperf.plugin.configure import role_for
 from pytest_mxperf.run.session import MxperfSession
+from pytest_mxperf.system import codec
 from pytest_mxperf.system.gitinfo import CommitInfo
 from pytest_mxperf.testing import FakeBackend, FakeModel
 
@@ -61,6 +67,7 @@ def make_bench(
         backend=backend,
         marker=marker or MarkerSpec(),
         default_ctx=backend.context("cpu", 0) if ctx is None else ctx,
+        role=role_for(session.settings, session.side),  # as pytest_configure chooses it
     )
 
 
@@ -95,7 +102,7 @@ def test_a_new_case_is_measured_on_the_fake_clock_and_kept(
     assert result.verdict is not None and result.verdict.outcome == Outcome.NEW
     assert not result.verdict.failed
     assert bench.results == [result] and seen == [KEY]
-    assert session.seen == {KEY: request.node.nodeid}
+    assert session.seen == {CaseKey.parse(KEY): request.node.nodeid}
     assert backend.syncs > 0  # every timed block ended with a device sync
 
 
@@ -135,7 +142,7 @@ def _stored(request: pytest.FixtureRequest, tmp_path: Path, images_per_sec: floa
     session = session_of(tmp_path, update=True, allow_dirty=True)
     bench = make_bench(request, session, backend)
     result = bench.case(FakeModel(images_per_sec), "inference", 8, model="toy")
-    session.collected.add(result.as_dict())
+    session.collected.add(codec.to_dict(result))
     assert not session.finish(interrupted=False), session.errors
     (written,) = (tmp_path / "baselines").rglob("*.json")
     assert written.name == f"{SHA}.json"
@@ -317,14 +324,14 @@ def test_a_data_parallel_case_goes_through_the_case_path_and_its_finishing(
         paths.append((list(devices), kw.get("alone", False)))
         return through(result, devices, measure, after, **kw)
 
-    finish = bench._finish
+    finish = evidence.finish_stored
 
-    def spy_finish(result: CaseResult, ref: Any, why_no_base: str | None) -> CaseResult:
+    def spy_finish(ctx: Any, result: CaseResult, ref: Any, why_no_base: str | None) -> CaseResult:
         finished.append(str(result.key))
-        return finish(result, ref, why_no_base)
+        return finish(ctx, result, ref, why_no_base)
 
     monkeypatch.setattr(bench, "through", spy_through)
-    monkeypatch.setattr(bench, "_finish", spy_finish)
+    monkeypatch.setattr(evidence, "finish_stored", spy_finish)
     result = _data_parallel(bench, 300.0)
     assert paths == [([("cpu", 0)], True)]  # the CPU lock; one baton turn in a lock-step side
     assert finished == [DP_KEY] and bench.results == [result]
@@ -344,7 +351,7 @@ def test_a_data_parallel_regression_gets_no_operator_or_memory_evidence(
 ) -> None:
     updating = session_of(tmp_path, update=True, allow_dirty=True)
     updating.collected.add(
-        _data_parallel(make_bench(request, updating, FakeBackend()), 300.0).as_dict()
+        codec.to_dict(_data_parallel(make_bench(request, updating, FakeBackend()), 300.0))
     )
     assert not updating.finish(interrupted=False), updating.errors
     stored = resolve(tmp_path / "baselines", {SHA: 1})
@@ -356,3 +363,66 @@ def test_a_data_parallel_regression_gets_no_operator_or_memory_evidence(
     assert "changed since the baseline:" in verdict.message
     assert "top operators" not in verdict.message and "peak memory" not in verdict.message
     assert verdict.startup == () and result.profile_error is None and result.warnings == []
+
+
+# The role of a process is chosen once (`pytest_mxperf.case.roles`): the stored baselines'
+# judge, the pair's judge (--mxperf-ab), or a paired run's side, which measures and reports
+# figures and never looks up a baseline nor builds a verdict.
+def test_the_role_follows_the_settings_and_the_side_orders() -> None:
+    assert isinstance(role_for(Settings(enabled=True), None), StoredJudge)
+    assert isinstance(role_for(Settings(enabled=True, ab="HEAD~1"), None), PairJudge)
+    side = role_for(Settings(enabled=True), SideOrders(out=Path("out.json"), profile=True))
+    assert isinstance(side, Side) and side.orders.profile
+
+
+def test_a_side_reports_figures_without_a_baseline_or_a_verdict(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stored = _stored(request, tmp_path, 100.0)
+    settings = Settings(enabled=True, arbitrate=False, min_time=0.2, max_time=1.0, warmup_time=1.0)
+    orders = SideOrders(out=tmp_path / "side.json")
+    session = MxperfSession(settings, run_info(tmp_path, stored), is_worker=False, side=orders)
+    looked_up: list[Any] = []
+    monkeypatch.setattr(session.run, "baseline_for", lambda *a: looked_up.append(a))
+    monkeypatch.setattr(stored_step, "decide", lambda *a, **k: pytest.fail("decided"))
+    monkeypatch.setattr(decisions, "decide", lambda *a, **k: pytest.fail("decided"))
+    bench = make_bench(request, session, FakeBackend())
+    assert isinstance(bench.role, Side)
+    result = bench.case(FakeModel(50.0), "inference", 8, model="toy")
+    assert result.status == Status.OK and result.images_per_sec == pytest.approx(50.0)
+    assert result.verdict is None and looked_up == [] and result.peak_gflops is None
+    assert result.software and result.window and bench.results == [result]
+
+
+def test_the_stored_judge_judges_the_same_case(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    stored = _stored(request, tmp_path, 100.0)
+    settings = Settings(enabled=True, arbitrate=False, min_time=0.2, max_time=1.0, warmup_time=1.0)
+    session = MxperfSession(settings, run_info(tmp_path, stored), is_worker=False)
+    bench = make_bench(request, session, FakeBackend())
+    assert isinstance(bench.role, StoredJudge)
+    result = bench.case(FakeModel(50.0), "inference", 8, model="toy")
+    assert result.verdict is not None and result.verdict.outcome == Outcome.REGRESSED
+
+
+def test_the_verdict_of_the_attempt_kept_is_the_decision_the_attempts_made(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One decision per attempt and policy: again?, profile? and the verdict of the attempt
+    # kept ask of the same one (the floor for unconfirmed drops is another policy's).
+    stored = _stored(request, tmp_path, 100.0)
+    decided: list[tuple[int, float]] = []
+
+    def counting(result: CaseResult, ref: Any, expectations: Any, policy: Any) -> Any:
+        decided.append((id(result.measurement), policy.tolerance))
+        return decide(result, ref, expectations, policy)
+
+    monkeypatch.setattr(stored_step, "decide", counting)
+    monkeypatch.setattr(explain, "decide", counting)
+    bench = make_bench(request, session_of(tmp_path, stored, confirm=2), FakeBackend())
+    result = bench.case(FakeModel(50.0), "inference", 8, model="toy")
+    assert result.verdict is not None and result.verdict.outcome == Outcome.REGRESSED
+    assert len(result.attempts) == 3 and decided
+    assert len(decided) == len(set(decided))
+    assert (id(result.measurement), bench.settings.unconfirmed_tolerance) in decided

@@ -18,6 +18,7 @@ from pytest_mxperf.measuring.diagnosis import judge_memory
 from pytest_mxperf.measuring.memory import MemoryMethod, MemoryRecord
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Scaling, Status, Verdict
 from pytest_mxperf.measuring.verdicts import message_lines, render_message
+from pytest_mxperf.system import codec
 from pytest_mxperf.testing import measurement_of
 
 KEY = CaseKey("toy", "training", "float32", 32, "cpu")
@@ -87,9 +88,9 @@ def test_steps_return_new_verdicts_that_add_lines() -> None:
 def test_json_and_transport_hold_the_rendered_message_and_convert_once_each_way() -> None:
     verdict = Verdict(Outcome.REGRESSED, True, change=-0.3).explained("toy: -30%\nwhy")
     result = _result(verdict=verdict, attempts=[90.0, 100.0], window=[1.0, 2.0])
-    data = json.loads(json.dumps(result.as_dict()))
+    data = json.loads(json.dumps(codec.to_dict(result)))
     assert data["verdict"]["message"] == "toy: -30%\nwhy" and "lines" not in data["verdict"]
-    back = CaseResult.from_dict(data)
+    back = codec.from_dict(CaseResult, data)
     assert back == result and back.verdict is not None
     assert back.verdict.lines == ("toy: -30%", "why")
 

@@ -10,6 +10,7 @@ import pytest
 from pytest_mxperf.config.options import SPECS
 from pytest_mxperf.config.parsers import parse_ctx
 from pytest_mxperf.config.settings import OptionError, Settings, resolve
+from pytest_mxperf.system import codec
 
 FLAGS = {"enabled": True, "update": False, "allow_dirty": False, "strict": False}
 
@@ -180,10 +181,10 @@ def test_settings_round_trip() -> None:
         machine="ci-fleet",
         compare="abc1234",
     )
-    data = s.as_dict()
+    data = codec.to_dict(s)
     assert data["ctx"] == ["cpu", "gpu"]
-    assert Settings.from_dict(json.loads(json.dumps(data))) == s
-    assert Settings.from_dict(Settings().as_dict()) == Settings()
+    assert codec.from_dict(Settings, json.loads(json.dumps(data))) == s
+    assert codec.from_dict(Settings, codec.to_dict(Settings())) == Settings()
 
 
 @pytest.mark.parametrize(("text", "value"), [("on", True), ("OFF", False), ("0", False)])

@@ -11,6 +11,7 @@ from pytest_mxperf.config.scaling_kind import check_kind, resolve_kind, split_ba
 from pytest_mxperf.judging.explain_scaling import scaling_summary
 from pytest_mxperf.measuring.dp_scaling import DataParallelSpec
 from pytest_mxperf.measuring.records import Scaling
+from pytest_mxperf.system import codec
 from pytest_mxperf.testing import FakeModel, fake_data_parallel
 
 
@@ -119,7 +120,8 @@ def test_the_efficiency_arithmetic_of_each_kind() -> None:
 
 
 def test_old_records_read_as_weak() -> None:
-    s = Scaling.from_dict(
+    s = codec.from_dict(
+        Scaling,
         {
             "kvstore": "local",
             "world_size": 2,
@@ -127,7 +129,7 @@ def test_old_records_read_as_weak() -> None:
             "per_worker_images_per_sec": [2.0],
             "efficiency": 1.0,
             "comm_share": 0.0,
-        }
+        },
     )
     assert (s.kind, s.batch_per_device, s.total_batch) == ("weak", 0, 0)
 

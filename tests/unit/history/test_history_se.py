@@ -15,6 +15,7 @@ from pytest_mxperf.history import entries
 from pytest_mxperf.judging.decisions import Policy, decide_paired
 from pytest_mxperf.judging.pairstats import PairedEstimate, PairedRound, paired_estimate
 from pytest_mxperf.judging.tdist import t_quantile
+from pytest_mxperf.system import codec
 
 A, B = "a" * 40, "b" * 40
 #: The normal quantile of a 99% interval.
@@ -29,7 +30,7 @@ def _report(estimate: PairedEstimate) -> dict[str, Any]:
     """A paired report of one case whose verdict is the one `decide_paired` gives ``estimate``,
     as the JSON report writes it."""
     report = paired_report(B, A, {"alpha": estimate.ratio})
-    verdict = decide_paired(estimate, Policy()).as_dict()
+    verdict = codec.to_dict(decide_paired(estimate, Policy()))
     report["cases"][0]["verdict"].update(
         {k: verdict[k] for k in ("status", "change", "interval", "interval_level", "interval_df")}
     )

@@ -16,6 +16,7 @@ from pytest_mxperf.judging.decisions import (
 from pytest_mxperf.judging.pairstats import PairedRound, paired_estimate
 from pytest_mxperf.judging.tdist import t_quantile
 from pytest_mxperf.measuring.records import Outcome, Verdict
+from pytest_mxperf.system import codec
 
 
 def _estimate(*ratios: float):  # type: ignore[no-untyped-def]
@@ -47,11 +48,11 @@ def test_an_arbitrated_verdict_carries_the_pairs_level() -> None:
 @pytest.mark.parametrize("level", [0.9, 0.95, 0.99, None])
 def test_the_level_goes_through_json(level: float | None) -> None:
     verdict = Verdict(Outcome.PASS, False, interval=(0.98, 1.02), interval_level=level)
-    data = verdict.as_dict()
+    data = codec.to_dict(verdict)
     assert data["interval_level"] == level
-    assert Verdict.from_dict(data) == verdict
+    assert codec.from_dict(Verdict, data) == verdict
     del data["interval_level"]  # a report written before the field: read as unknown
-    assert Verdict.from_dict(data).interval_level is None
+    assert codec.from_dict(Verdict, data).interval_level is None
 
 
 def _blocks(ratio: float, jitter: float) -> PairedRound:
@@ -115,8 +116,8 @@ def test_the_df_goes_through_json(df: int | None) -> None:
     verdict = Verdict(
         Outcome.PASS, False, interval=(0.98, 1.02), interval_level=0.9, interval_df=df
     )
-    data = verdict.as_dict()
+    data = codec.to_dict(verdict)
     assert data["interval_df"] == df
-    assert Verdict.from_dict(data) == verdict
+    assert codec.from_dict(Verdict, data) == verdict
     del data["interval_df"]  # a report written before the field: read as unknown
-    assert Verdict.from_dict(data).interval_df is None
+    assert codec.from_dict(Verdict, data).interval_df is None

@@ -15,6 +15,7 @@ from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.markers import MarkerError, merge, parse_marker
 from pytest_mxperf.judging.decisions import Policy, decide, decide_scaling
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Scaling
+from pytest_mxperf.system import codec
 from pytest_mxperf.testing import fake_blocks
 
 KEY = CaseKey("r50", "training", "float32", 32, "gpu", "nccl", world_size=4)
@@ -63,7 +64,7 @@ def test_efficiency_marker_parses_strictly() -> None:
 
 def test_scaling_travels_with_the_case_result() -> None:
     result = scaled(0.9, 0.1)
-    back = CaseResult.from_dict(json.loads(json.dumps(result.as_dict())))
+    back = codec.from_dict(CaseResult, json.loads(json.dumps(codec.to_dict(result))))
     assert back.scaling == result.scaling
     assert str(back.key) == "r50/training/float32/bs32/gpu/x4/nccl"
     assert back.images_per_sec == pytest.approx(360.0)

@@ -20,6 +20,7 @@ from pytest_mxperf.judging.decisions import (
 )
 from pytest_mxperf.judging.explain import judge
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Status, Verdict
+from pytest_mxperf.system import codec
 from pytest_mxperf.testing import measurement_of
 
 PASS, IMPROVED, REGRESSED = Outcome.PASS, Outcome.IMPROVED, Outcome.REGRESSED
@@ -324,7 +325,7 @@ def test_expected_reported_on_pass() -> None:
 
 
 def test_verdict_as_dict() -> None:
-    d = judge(result(80.0), baseline(100.0), [], DEFAULT).as_dict()
+    d = codec.to_dict(judge(result(80.0), baseline(100.0), [], DEFAULT))
     assert d["status"] == REGRESSED
     assert d["baseline_commit"] == BASE_SHA
     assert set(d) >= {"status", "failed", "message", "change", "threshold", "noise"}
@@ -380,7 +381,7 @@ def test_sides_line_names_what_the_two_sides_ran_differently() -> None:
 def test_case_result_round_trip() -> None:
     r = result(80.0, attempts=[70.0, 80.0])
     r = replace(r, verdict=judge(r, baseline(100.0), [], DEFAULT))
-    assert CaseResult.from_dict({**r.as_dict(), "unknown": 1}) == r
+    assert codec.from_dict(CaseResult, {**codec.to_dict(r), "unknown": 1}) == r
     assert r.images_per_sec == 80.0 and r.rel_iqr == pytest.approx(0.01)
     assert result(None, status="oom").images_per_sec is None
     assert result(None, status="oom").rel_iqr == 0.0

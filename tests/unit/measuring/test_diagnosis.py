@@ -18,6 +18,7 @@ from pytest_mxperf.measuring.memory import MemoryMethod, MemoryRecord
 from pytest_mxperf.measuring.protocol import PrepareSpec
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Verdict
 from pytest_mxperf.measuring.runner import run_case
+from pytest_mxperf.system import codec
 from pytest_mxperf.testing import FakeBackend, FakeContext, FakeModel, measurement_of
 
 CONFIG = MeasureConfig(min_time=0.5, max_time=1.0, warmup_time=1.0)
@@ -164,7 +165,7 @@ def test_startup_growth_is_flagged_not_failed() -> None:
         diagnosis.judge_startup(Verdict(Outcome.PASS, False), r.measurement, 0.08, 0.4).startup
         == ()
     )
-    back = Verdict.from_dict(json.loads(json.dumps(v.as_dict())))
+    back = codec.from_dict(Verdict, json.loads(json.dumps(codec.to_dict(v))))
     assert back == v
 
 
@@ -194,9 +195,9 @@ def test_case_result_keeps_memory_and_profiles_through_json() -> None:
     r = replace(
         _result(123.0), profile=profile, baseline_profile=dict(profile, steps=4), profile_error=None
     )
-    data = json.loads(json.dumps(r.as_dict()))
+    data = json.loads(json.dumps(codec.to_dict(r)))
     assert data["peak_memory_mb"] == 123.0 and data["memory"]["method"] == "vmhwm"
-    back = CaseResult.from_dict(data)
+    back = codec.from_dict(CaseResult, data)
     assert back.memory == r.memory and back.baseline_profile == r.baseline_profile
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pytest_mxperf.measuring.measure import Measurement
+from pytest_mxperf.system import codec
 
 
 def _sample() -> Measurement:
@@ -32,14 +33,14 @@ def test_measurement_values() -> None:
 
 def test_measurement_as_dict_from_dict_round_trip() -> None:
     m = _sample()
-    data = m.as_dict()
+    data = codec.to_dict(m)
     assert data["images_per_sec"] == 100.0
     assert data["rel_iqr"] == 0.8
     assert data["iqr"] == 80.0
     assert data["block_images_per_sec"] == [80.0, 100.0, 160.0, 200.0, 50.0]
     assert data["block_seconds"] == [0.5, 0.4, 0.25, 0.2, 0.8]
     assert data["extra"] == {"form": "hybridized"}
-    back = Measurement.from_dict(data)
+    back = codec.from_dict(Measurement, data)
     assert back == m
     assert isinstance(back.block_seconds, tuple)
 
@@ -48,6 +49,6 @@ def test_measurement_round_trip_through_json() -> None:
     import json
 
     m = _sample()
-    back = Measurement.from_dict(json.loads(json.dumps(m.as_dict())))
+    back = codec.from_dict(Measurement, json.loads(json.dumps(codec.to_dict(m))))
     assert back == m
     assert back.items_per_sec == m.items_per_sec

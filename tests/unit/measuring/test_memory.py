@@ -20,6 +20,7 @@ from pytest_mxperf.measuring.memory import (
     release_free_memory,
     reset_peak,
 )
+from pytest_mxperf.system import codec
 
 linux_only = pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc")
 
@@ -176,9 +177,9 @@ def test_gpu_on_a_real_gpu() -> None:
 
 def test_record_round_trip() -> None:
     record = MemoryRecord(12.5, MemoryMethod.VMHWM, "cpu", 812.0)
-    assert MemoryRecord.from_dict(record.as_dict()) == record
+    assert codec.from_dict(MemoryRecord, codec.to_dict(record)) == record
     with pytest.raises(ValueError):
-        MemoryRecord.from_dict({**record.as_dict(), "method": "guess"})
+        codec.from_dict(MemoryRecord, {**codec.to_dict(record), "method": "guess"})
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ from pytest_mxperf.measuring.measure import MeasureConfig, Measurement
 from pytest_mxperf.measuring.protocol import Backend, PrepareSpec
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Status, Verdict
 from pytest_mxperf.measuring.runner import run_case
+from pytest_mxperf.system import codec
 from pytest_mxperf.testing import FakeBackend, FakeModel, MXNetError
 
 QUICK = MeasureConfig(min_time=0.1, max_time=0.5, warmup_time=1.0)
@@ -46,9 +47,9 @@ def test_case_key_refuses_slashes_in_labels() -> None:
 
 def test_verdict_round_trip_keeps_the_outcome_enum() -> None:
     v = Verdict(Outcome.BELOW, True, ("msg",), expected=3.0)
-    data = v.as_dict()
+    data = codec.to_dict(v)
     assert data["status"] == "below expectation"
-    assert Verdict.from_dict(data) == v
+    assert codec.from_dict(Verdict, data) == v
 
 
 def test_prepare_spec_names_an_unknown_option() -> None:

@@ -18,7 +18,7 @@ from pytest_mxperf.config.settings import Settings
 from pytest_mxperf.judging.pairstats import Decision
 from pytest_mxperf.measuring.records import CaseResult
 from pytest_mxperf.paired import more_rounds, pairdata, pairing, sides
-from pytest_mxperf.system import cpus
+from pytest_mxperf.system import codec, cpus
 from pytest_mxperf.system.sigterm import sigterm_as_interrupt
 from pytest_mxperf.testing import measurement_of
 
@@ -232,7 +232,7 @@ def test_read_side_reports_missing_or_garbled_output(tmp_path: Path) -> None:
     assert "no results" in (sides.read_side(bad).error or "")
     good = tmp_path / "good.json"
     good.write_text(
-        json.dumps({"cases": [result(50.0).as_dict()], "collect_errors": [["t.py", "boom"]]})
+        json.dumps({"cases": [codec.to_dict(result(50.0))], "collect_errors": [["t.py", "boom"]]})
     )
     side = sides.read_side(good)
     assert side.error is None and side.cases[KEY].images_per_sec == pytest.approx(50.0)

@@ -13,6 +13,7 @@ from pytest_mxperf import cli
 from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Status, Verdict
 from pytest_mxperf.reporting import pr_comment as comment
+from pytest_mxperf.system import codec
 from pytest_mxperf.testing import measurement_of
 
 BASE = "0123456789abcdef0123456789abcdef01234567"
@@ -22,7 +23,7 @@ def case(key: str, rate: float, verdict: Verdict | None) -> dict[str, Any]:
     result = CaseResult(
         CaseKey.parse(key), "cpu", "cpu-x", measurement=measurement_of(rate), verdict=verdict
     )
-    return result.as_dict()
+    return codec.to_dict(result)
 
 
 def report(*cases: dict[str, Any], paired: bool = True, errors: Any = ()) -> dict[str, Any]:
@@ -84,13 +85,15 @@ def test_a_regression_names_the_case_the_change_and_the_commit() -> None:
 
 
 def test_errors_and_failures_of_other_kinds() -> None:
-    error = CaseResult(
-        CaseKey.parse("bad/inference/float32/bs8/cpu"),
-        "cpu",
-        "cpu-x",
-        status=Status.ERROR,
-        error="Traceback\nValueError: no such layer",
-    ).as_dict()
+    error = codec.to_dict(
+        CaseResult(
+            CaseKey.parse("bad/inference/float32/bs8/cpu"),
+            "cpu",
+            "cpu-x",
+            status=Status.ERROR,
+            error="Traceback\nValueError: no such layer",
+        )
+    )
     body = comment.render(report(error, paired=False))
     assert "**mxperf: failed**" in body and "against the stored baselines" in body
     assert "- `bad/inference/float32/bs8/cpu`: error" in body and "  ValueError: no such" in body

@@ -16,6 +16,7 @@ from pytest_mxperf.measuring.records import CaseResult, Outcome, Status, Verdict
 from pytest_mxperf.reporting.jsonreport import REPORT_SCHEMA, shown_path, to_json
 from pytest_mxperf.reporting.report_sections import verdict_counts
 from pytest_mxperf.reporting.tables import render_grids, render_table
+from pytest_mxperf.system import codec
 from pytest_mxperf.system.gitinfo import CommitInfo
 from pytest_mxperf.testing import measurement_of
 
@@ -219,7 +220,7 @@ def test_to_json_contains_every_case() -> None:
     data = to_json(rs, run, {"tolerance": 0.15}, {"warnings": ["w"]})
     assert data["schema"] == REPORT_SCHEMA
     assert data["run"] == {
-        "commit": commit.as_dict(),
+        "commit": codec.to_dict(commit),
         "cpu_hardware": CPU,
         "gpus": [],
         "started": "2024-01-01T00:00:00+00:00",
@@ -235,7 +236,9 @@ def test_to_json_contains_every_case() -> None:
     assert by_key["resnet50_v1/inference/float32/bs32/cpu"]["verdict"]["change"] == -0.031
     # Plain JSON, and CaseResult comes back from it.
     again = json.loads(json.dumps(data, allow_nan=False))
-    assert [CaseResult.from_dict(c) for c in again["cases"]] == sorted(rs, key=lambda r: str(r.key))
+    assert [codec.from_dict(CaseResult, c) for c in again["cases"]] == sorted(
+        rs, key=lambda r: str(r.key)
+    )
 
 
 def test_baseline_record() -> None:

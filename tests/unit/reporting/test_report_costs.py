@@ -16,6 +16,7 @@ from pytest_mxperf.reporting.jsonreport import case_cost, peaks, summary_row
 from pytest_mxperf.reporting.tables import render_table
 from pytest_mxperf.run import outputs
 from pytest_mxperf.run.session import MxperfSession
+from pytest_mxperf.system import codec
 from pytest_mxperf.testing import FakeBackend, measurement_of
 
 
@@ -42,9 +43,9 @@ def test_percent_of_peak_needs_both_macs_and_a_peak() -> None:
     assert case(macs=None, peak=1600.0).percent_of_peak is None
     assert case(macs=10, peak=None).percent_of_peak is None
     assert case(rate=None, macs=10, peak=1.0).percent_of_peak is None
-    data = case(macs=1_000_000_000, peak=1600.0).as_dict()
+    data = codec.to_dict(case(macs=1_000_000_000, peak=1600.0))
     assert data["percent_of_peak"] == pytest.approx(50.0)
-    again = CaseResult.from_dict(json.loads(json.dumps(data)))
+    again = codec.from_dict(CaseResult, json.loads(json.dumps(data)))
     assert (again.macs_per_image, again.peak_gflops) == (1_000_000_000, 1600.0)
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_mxperf.system import codec
 from pytest_mxperf.system.gitinfo import CommitInfo, ancestry, detect, rev_parse
 
 IDENTITY = {
@@ -170,7 +171,7 @@ def test_empty_repository_never_raises(repo: Repo) -> None:
 def test_commit_info_round_trip(repo: Repo) -> None:
     repo.commit()
     info = detect(repo.path, {})
-    assert CommitInfo.from_dict(info.as_dict()) == info
+    assert codec.from_dict(CommitInfo, codec.to_dict(info)) == info
 
 
 def test_ancestry_along_a_branch(repo: Repo) -> None:

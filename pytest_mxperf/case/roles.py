@@ -1,0 +1,201 @@
+"""What this process does with a case once its result exists, chosen once per run (at configure
+time: `pytest_mxperf.plugin.configure.role_for`) as pytest-xdist keeps its worker apart from
+its controller:
+
+- `StoredJudge`: measure here and judge against the stored baseline, a suspected regression
+  arbitrated by a paired run (a plain run, its xdist workers, ``--mxperf-update``);
+- `PairJudge`: ``--mxperf-ab``'s controller, which measures nothing: the sides measured every
+  case before the tests ran, and it judges the pair;
+- `Side`: a paired run's side process, which measures and reports figures; it never looks up
+  a baseline nor builds a verdict (the controller judges).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any, Callable, Optional, Protocol
+
+from pytest_mxperf.baselines.resolution import BaselineRef
+from pytest_mxperf.case import evidence, jointpair, pairs, stored
+from pytest_mxperf.case.bench import Bench
+from pytest_mxperf.case.stored import Judging, Tries
+from pytest_mxperf.config.sideorders import SideOrders
+from pytest_mxperf.judging.decisions import suspected
+from pytest_mxperf.measuring.measure import Measurement, for_side
+from pytest_mxperf.measuring.records import CaseResult
+from pytest_mxperf.paired.pairdata import PairedData
+from pytest_mxperf.paired.sides import disturbed
+
+#: A case's measuring step: its figures measured as the role's `Tries` say, and judged with
+#: ``judging`` when one is given (the stored judge's; a side passes None, figures alone).
+Measure = Callable[[CaseResult, Optional[Judging], Tries], CaseResult]
+#: What a method does with a case's finished result before it is kept (returns the result).
+After = Callable[[CaseResult], CaseResult]
+Lock = jointpair.Lock
+
+
+class CaseRole(Protocol):
+    """What a process does with each case (one role per run, chosen at configure time)."""
+
+    def joint(self, bench: Bench, result: CaseResult, ctx: Any, lock: Lock) -> PairedData | None:
+        """The run's joint pair that already measured this case (None: measure it here)."""
+
+    def tries(
+        self, bench: Bench, result: CaseResult, judging: Judging | None, alone: bool
+    ) -> Tries:
+        """How a case is tried in this process (timing, attempts, profile, peak)."""
+
+    def settle(
+        self,
+        bench: Bench,
+        result: CaseResult,
+        devices: Sequence[tuple[str, int]],
+        measure: Measure,
+        after: After | None,
+        alone: bool,
+    ) -> CaseResult:
+        """The case measured (``measure``, inside the locks of ``devices``) and judged as this
+        role judges; ``after`` is what the method does with a result (see `CaseBench.through`)."""
+
+
+class StoredJudge:
+    """Measure here, judge against the stored baseline, arbitrate a suspected regression."""
+
+    def joint(self, bench: Bench, result: CaseResult, ctx: Any, lock: Lock) -> PairedData | None:
+        return jointpair.joint_pair(bench, result, ctx, lock)
+
+    def tries(
+        self, bench: Bench, result: CaseResult, judging: Judging | None, alone: bool
+    ) -> Tries:
+        assert judging is not None, "the stored judge judges every case it measures"
+        return stored.judged_tries(bench, result, judging, alone)
+
+    def settle(
+        self,
+        bench: Bench,
+        result: CaseResult,
+        devices: Sequence[tuple[str, int]],
+        measure: Measure,
+        after: After | None,
+        alone: bool,
+    ) -> CaseResult:
+        with contextlib.ExitStack() as held:
+            for kind, index in devices:
+                held.enter_context(bench.device_lock(result.key, kind, index))
+            start = time.time()
+            result, judging = stored.judging_for(bench, result)
+            result = measure(result, judging, self.tries(bench, result, judging, alone))
+            result = replace(result, window=[start, time.time()])
+        ref = judging[0]
+        why_no_base: str | None = None
+        machine = bench.session.preflight.factor  # the probe, where it ran
+        if result.verdict is not None and suspected(
+            result.verdict, bench.settings.tolerance, machine
+        ):
+            # outside the locks: the sides take them
+            judged = result
+            result, why_no_base = pairs.arbitrate(bench.context(), judged, ref)
+            sha = None if ref is None else ref.commit.get("sha")
+            again = functools.partial(self._arbitrate_again, bench, judged, ref, after)
+            jointpair.note_arbitrated(bench, result, str(sha) if sha else None, again)
+        return evidence.finish_stored(bench.context(), result, ref, why_no_base)
+
+    def _arbitrate_again(
+        self, bench: Bench, judged: CaseResult, ref: BaselineRef | None, after: After | None
+    ) -> CaseResult:
+        """The case ``judged`` against its stored figure arbitrated again, after its test, by
+        the paired run that now holds the most rounds of it (a run's joint pair), and finished
+        as `settle` finishes it."""
+        result, why_no_base = pairs.arbitrate(bench.context(), judged, ref)
+        result = evidence.finish_stored(bench.context(), result, ref, why_no_base)
+        return result if after is None else after(result)
+
+
+class PairJudge:
+    """``--mxperf-ab``'s controller: the sides measured the case; judge the pair.
+
+    The controller still runs each test body, building its model, to get its cases' keys: a
+    key comes from the call's arguments (label, mode, dtype, batch, device, name), after the
+    test built the model it passes; a test may hold several cases or a sweep whose points
+    follow from figures; and the test's own code (a skip for a dtype the device lacks, a key
+    claimed twice, assertions on the returned result) must run as in a plain run. The sides'
+    results are keyed by case key and carry their node ids, but judging a node id's cases
+    without its body would skip all that: behaviour would change."""
+
+    def joint(self, bench: Bench, result: CaseResult, ctx: Any, lock: Lock) -> PairedData | None:
+        return None
+
+    def tries(
+        self, bench: Bench, result: CaseResult, judging: Judging | None, alone: bool
+    ) -> Tries:
+        raise AssertionError("the pair's judge measures nothing")
+
+    def settle(
+        self,
+        bench: Bench,
+        result: CaseResult,
+        devices: Sequence[tuple[str, int]],
+        measure: Measure,
+        after: After | None,
+        alone: bool,
+    ) -> CaseResult:
+        ctx = bench.context()
+        return evidence.finish_paired(ctx, pairs.judge_pair(ctx, result))
+
+
+def _never(_: Measurement) -> bool:
+    return False
+
+
+def _always(_: Measurement) -> bool:
+    return True
+
+
+class Side:
+    """A side of a paired run: measure each case as its orders say and report the figures (its
+    `SideHooks` writes them for the controller, which judges)."""
+
+    def __init__(self, orders: SideOrders) -> None:
+        self.orders = orders
+
+    def joint(self, bench: Bench, result: CaseResult, ctx: Any, lock: Lock) -> PairedData | None:
+        return None
+
+    def tries(
+        self, bench: Bench, result: CaseResult, judging: Judging | None, alone: bool
+    ) -> Tries:
+        """Shorter blocks, at the case's block plan after the first round; a case timed in a
+        turn of its own is measured once more in that turn when it was `disturbed`; every case
+        profiled when the orders ask (`paired.rounds.run_rounds`), no peak probed (only its
+        img/s is compared)."""
+        config = for_side(stored.timing_of(bench.settings))
+        steps = bench.session.block_plan.get(result.key)
+        if steps is not None:
+            config = replace(config, steps_per_block=steps)
+        attempts, again = (2, disturbed) if alone else (1, _never)
+        profile = _always if self.orders.profile else _never
+        return Tries(config, attempts, again, profile, peak=False, alone=alone)
+
+    def settle(
+        self,
+        bench: Bench,
+        result: CaseResult,
+        devices: Sequence[tuple[str, int]],
+        measure: Measure,
+        after: After | None,
+        alone: bool,
+    ) -> CaseResult:
+        with contextlib.ExitStack() as held:
+            for kind, index in devices:
+                held.enter_context(bench.device_lock(result.key, kind, index))
+            baton = bench.session.baton
+            if alone and baton is not None:
+                baton.alone(bench.item.nodeid, str(result.key))
+            start = time.time()
+            result = replace(result, software=bench.backend.software())
+            result = measure(result, None, self.tries(bench, result, None, alone))
+            return replace(result, window=[start, time.time()])
