@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any, Callable
 
@@ -127,6 +128,14 @@ class Bench:
             )
 
         return locks.device_lock(self.run.lock_dir, device, on_wait=waiting)
+
+    @contextlib.contextmanager
+    def device_locks(self, key: CaseKey, devices: Sequence[tuple[str, int]]) -> Iterator[None]:
+        """`device_lock` of each of ``devices`` ((kind, index) each), held together."""
+        with contextlib.ExitStack() as held:
+            for kind, index in devices:
+                held.enter_context(self.device_lock(key, kind, index))
+            yield
 
     def context(self) -> evidence.CaseContext:
         """What the paired and evidence steps need of this test."""

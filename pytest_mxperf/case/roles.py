@@ -12,7 +12,6 @@ its controller:
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import time
 from collections.abc import Sequence
@@ -83,9 +82,7 @@ class StoredJudge:
         after: After | None,
         alone: bool,
     ) -> CaseResult:
-        with contextlib.ExitStack() as held:
-            for kind, index in devices:
-                held.enter_context(bench.device_lock(result.key, kind, index))
+        with bench.device_locks(result.key, devices):
             start = time.time()
             result, judging = stored.judging_for(bench, result)
             result = measure(result, judging, self.tries(bench, result, judging, alone))
@@ -189,9 +186,7 @@ class Side:
         after: After | None,
         alone: bool,
     ) -> CaseResult:
-        with contextlib.ExitStack() as held:
-            for kind, index in devices:
-                held.enter_context(bench.device_lock(result.key, kind, index))
+        with bench.device_locks(result.key, devices):
             baton = bench.session.baton
             if alone and baton is not None:
                 baton.alone(bench.item.nodeid, str(result.key))
