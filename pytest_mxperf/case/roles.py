@@ -154,7 +154,8 @@ def _always(_: Measurement) -> bool:
 
 class Side:
     """A side of a paired run: measure each case as its orders say and report the figures (its
-    `SideHooks` writes them for the controller, which judges)."""
+    `SideHooks` writes them for the controller, which judges); a case a later round does not
+    measure again gets back this side's earlier result of it (`MxperfSession.reused`)."""
 
     def __init__(self, orders: SideOrders) -> None:
         self.orders = orders
@@ -186,6 +187,12 @@ class Side:
         after: After | None,
         alone: bool,
     ) -> CaseResult:
+        earlier = bench.session.reused.get(result.key)
+        if earlier is not None:
+            # A later round that does not measure this case again (it is decided, or the
+            # round is for another case of its test): its earlier result, for the test's code
+            # after the call; the side does not report it (`SideHooks`).
+            return earlier
         with bench.device_locks(result.key, devices):
             baton = bench.session.baton
             if alone and baton is not None:

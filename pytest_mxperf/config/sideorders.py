@@ -27,6 +27,9 @@ TURNS = "--mxperf-side-turns"
 SPREAD = "--mxperf-side-spread"
 #: A file of the steps per timed block of each case (`pytest_mxperf.paired.sides.write_plan`).
 PLAN = "--mxperf-side-plan"
+#: A file of this side's earlier results of the cases a later round does not measure again
+#: (`pytest_mxperf.paired.sides.write_reuse`): such a case gets its earlier result back.
+REUSE = "--mxperf-side-reuse"
 
 #: Every hidden option of a side: ``(flag, is a switch)``.
 FLAGS: tuple[tuple[str, bool], ...] = (
@@ -36,6 +39,7 @@ FLAGS: tuple[tuple[str, bool], ...] = (
     (TURNS, False),
     (SPREAD, False),
     (PLAN, False),
+    (REUSE, False),
 )
 
 
@@ -71,6 +75,9 @@ class SideOrders:
     spread: frozenset[int] | None = None
     #: The steps per block of each case, after a paired run's first round (None: no plan).
     plan: Path | None = None
+    #: This side's earlier results of the cases this round does not measure (None: it
+    #: measures every case of its node ids).
+    reuse: Path | None = None
 
 
 def parse_turns(text: str) -> Turns:
@@ -114,4 +121,5 @@ def side_orders(option: Callable[[str], Any]) -> SideOrders | None:
         turns=parsed(TURNS, parse_turns),
         spread=parsed(SPREAD, cpus.members),
         plan=parsed(PLAN, Path),
+        reuse=parsed(REUSE, Path),
     )

@@ -228,7 +228,7 @@ class Pairer:
         wanted = s.pair_profile and not s.profile  # --mxperf-pair-profile off: none
         slower = regressed(data, case_keys(data), s.min_effect) if wanted else []
         if slower:
-            run(nodeids_of(data, slower), 1, profile=True)
+            run(nodeids_of(data, slower), 1, profile=True, keys=slower)
         self._cache[(sha, tuple(sorted(nodeids)))] = data
         return data
 
@@ -316,7 +316,7 @@ class Pairer:
                 data.budget_spent = True
                 break
             started = time.monotonic()
-            run(nodeids_of(data, open_keys), 1)
+            run(nodeids_of(data, open_keys), 1, keys=open_keys)
             self.extra_seconds += time.monotonic() - started
         return run
 

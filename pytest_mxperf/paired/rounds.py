@@ -13,10 +13,11 @@ from typing import Optional
 
 from pytest_mxperf.config import sideorders
 from pytest_mxperf.config.settings import Settings
+from pytest_mxperf.measuring.records import CaseResult, Status
 from pytest_mxperf.paired.forkserver import ForkServer
 from pytest_mxperf.paired.pairdata import HEAD, REV, PairedData, SideResult, block_plan
 from pytest_mxperf.paired.siderun import round_tmp, run_side, run_together
-from pytest_mxperf.paired.sides import SideSpec, read_side, side_args, write_plan
+from pytest_mxperf.paired.sides import SideSpec, read_side, side_args, write_plan, write_reuse
 from pytest_mxperf.system import procgroup, scratch
 
 
@@ -32,6 +33,7 @@ def run_rounds(
     server: Callable[[str], ForkServer | None] = lambda _: None,
     hold: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext,
     overlap: bool = False,
+    keys: Sequence[str] | None = None,
 ) -> None:
     """Add ``rounds`` rounds to ``data``: REV first on even rounds, HEAD first on odd ones, each
     side one process serving every node id of the round.
@@ -46,7 +48,12 @@ def run_rounds(
     and take turns (`pytest_mxperf.paired.turns`; profiling rounds run one side after the other),
     the controller inside ``hold()`` for the round: the session's device locks (the CPU's and
     every GPU's the run sees), so no other run measures on them meanwhile. With ``overlap`` the
-    sides of such a round do their untimed work at once (`turns.Conductor`)."""
+    sides of such a round do their untimed work at once (`turns.Conductor`).
+
+    ``keys``: the cases these rounds are for (None: every case of ``nodeids``). A side's other
+    cases of those tests are not measured again: their calls get back what that side measured
+    in its last round of them (`sides.write_reuse`), so a test of several cases is no longer
+    timed whole for one of them."""
     with scratch.directory("pair", round_tmp()) as tmp:
         run = _Run(settings, progress, timeout, server, hold, overlap, nodeids, Path(tmp))
         todo = list(nodeids)
@@ -55,6 +62,7 @@ def run_rounds(
             index = len(data.rounds)
             traces = bool(settings.profile) and index == 0 and not profile
             order = _planned(data, commands if index % 2 == 0 else commands[::-1], run.tmp)
+            order = _reusing(data, order, keys, run)
             started = time.monotonic()
             this, ended = _round(data, order, run, profile, traces)
             (data.profile_rounds if profile else data.rounds).append(this)
@@ -114,6 +122,29 @@ def _planned(data: PairedData, order: list[Command], tmp: Path) -> list[Command]
         write_plan(plan_path, plan)
         with_plan = [sideorders.PLAN, str(plan_path)]
     return [(n, side, None if a is None else [*a, *with_plan], out) for n, side, a, out in order]
+
+
+def _reusing(
+    data: PairedData, order: list[Command], keys: Sequence[str] | None, run: _Run
+) -> list[Command]:
+    """``order`` with each side's earlier results of the cases not among ``keys`` (the last
+    round each side measured them in), handed back to their calls instead of measuring them
+    again; a case a side never measured, or whose last result there has no figure, is
+    measured (None: every case is measured)."""
+    if keys is None:
+        return order
+    wanted, ids, out = set(keys), set(run.nodeids), []
+    for name, side, argv, path in order:
+        earlier: dict[str, CaseResult] = {}
+        for r in data.rounds:
+            earlier.update((k, c) for k, c in r[name].cases.items() if c.nodeid in ids)
+        earlier = {k: c for k, c in earlier.items() if k not in wanted and c.status == Status.OK}
+        if argv is not None and earlier:
+            reuse = run.tmp / f"reuse-{name}.json"
+            write_reuse(reuse, list(earlier.values()))
+            argv = [*argv, sideorders.REUSE, str(reuse)]
+        out.append((name, side, argv, path))
+    return out
 
 
 def _round(

@@ -139,6 +139,24 @@ def read_plan(path: Path) -> dict[str, int]:
     return data
 
 
+def write_reuse(path: Path, cases: Sequence[CaseResult]) -> None:
+    """A side's earlier results of the cases its next round does not measure again (read by
+    `read_reuse`): the test still runs, and such a case's call gets this result back unmeasured,
+    so the test's own code after it runs as before."""
+    write_json_atomic(path, {"schema": 1, "cases": [codec.to_dict(c) for c in cases]})
+
+
+def read_reuse(path: Path) -> dict[str, CaseResult]:
+    """Case key -> the earlier result `write_reuse` wrote.
+
+    :raises ValueError: the file is missing or unreadable (the message names it)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return {str(c["key"]): codec.from_dict(CaseResult, c) for c in data["cases"]}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"cannot read the paired run's earlier results {path}: {exc}") from None
+
+
 def write_side(
     path: Path,
     cases: Sequence[CaseResult],

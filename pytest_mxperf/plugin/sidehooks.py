@@ -48,9 +48,10 @@ class SideHooks:
         reads them."""
         if self.session.is_worker:
             return
+        reused = self.session.reused  # earlier results handed back: not measured now
         write_side(
             self.orders.out,
-            self.session.collected.results,
+            [c for c in self.session.collected.results if c.key not in reused],
             self.session.collect_errors,
             self.test_errors,
         )

@@ -24,7 +24,7 @@ from pytest_mxperf.paired import pairjson
 from pytest_mxperf.paired.more_rounds import Clears
 from pytest_mxperf.paired.pairdata import PairedData
 from pytest_mxperf.paired.pairing import Pairer
-from pytest_mxperf.paired.sides import read_plan
+from pytest_mxperf.paired.sides import read_plan, read_reuse
 from pytest_mxperf.paired.turns import Baton
 from pytest_mxperf.reporting import jsonreport, report_sections, summary
 from pytest_mxperf.run import outputs
@@ -67,11 +67,16 @@ class MxperfSession:
             self.baton = Baton(side.turns, side.spread)
         #: A paired run's side after its first round: steps per block by case key.
         self.block_plan: dict[CaseKey, int] = {}
-        if side is not None and side.plan is not None:
-            try:
+        #: A paired run's side in a later round: its earlier result of each case the round
+        #: does not measure again, by case key (`roles.Side` hands it back unmeasured).
+        self.reused: dict[CaseKey, CaseResult] = {}
+        try:
+            if side is not None and side.plan is not None:
                 self.block_plan = {CaseKey.parse(k): v for k, v in read_plan(side.plan).items()}
-            except ValueError as exc:
-                raise pytest.UsageError(f"mxperf: {exc}") from None
+            if side is not None and side.reuse is not None:
+                self.reused = {CaseKey.parse(k): c for k, c in read_reuse(side.reuse).items()}
+        except ValueError as exc:
+            raise pytest.UsageError(f"mxperf: {exc}") from None
         self.stored = StoreReport()
         #: Where the JSON report was written (None: not written).
         self.report_path: Path | None = None

@@ -75,6 +75,20 @@ def test_block_plan_is_written_and_read_back(tmp_path: Path) -> None:
             sides.read_plan(path)
 
 
+def test_earlier_results_are_written_and_read_back_whole(tmp_path: Path) -> None:
+    path = tmp_path / "reuse-rev.json"
+    earlier = replace(result(97.5), warnings=["a warning"], window=[1.0, 2.0])
+    sides.write_reuse(path, [earlier])
+    assert sides.read_reuse(path) == {KEY: earlier}
+    for bad in ("{", '{"cases": [{"key": 1}]}', "[]"):
+        path.write_text(bad)
+        with pytest.raises(ValueError, match=str(path)):
+            sides.read_reuse(path)
+    path.unlink()
+    with pytest.raises(ValueError, match="earlier results"):
+        sides.read_reuse(path)
+
+
 def test_estimate_needs_two_paired_rounds() -> None:
     assert data((100.0, 90.0)).estimate(KEY, 0.05) is None
     est = data((100.0, 80.0), (100.0, 80.0), (100.0, 80.0)).estimate(KEY, 0.05)

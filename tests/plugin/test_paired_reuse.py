@@ -1,0 +1,76 @@
+"""A paired run's extra rounds measure only the cases still undecided: a test's other cases get
+back their side's earlier result, unmeasured, and the test's own code after the call runs as
+before (`paired.rounds._reusing`, `case.roles.Side`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from pytest_mxperf.testing.repos import commit_two, read_report
+
+# One test, two cases. `steady`: 100 img/s on both sides, decided in the first two rounds.
+# `wobbly`: REV at 100; HEAD's processes at 96, 86, 94, ... in turn, undecided for a few
+# rounds. Every side process appends a line after each call returns, with what it got back.
+SUITE = """
+import pathlib
+from pytest_mxperf.testing import FakeModel
+
+HERE = pathlib.Path(__file__).resolve().parent
+COUNTER = pathlib.Path({counter!r})
+CALLS = pathlib.Path({calls!r})
+IS_HEAD = HERE == pathlib.Path({head!r}).resolve()
+if IS_HEAD:
+    n = int(COUNTER.read_text()) if COUNTER.exists() else 0
+    COUNTER.write_text(str(n + 1))
+    SPEED = (96.0, 86.0, 94.0)[n % 3]
+else:
+    SPEED = 100.0
+
+def test_two_cases(mxperf):
+    side = "head" if IS_HEAD else "rev"
+    steady = mxperf.inference(FakeModel(100.0), batch_size=8, model="steady")
+    with CALLS.open("a") as f:
+        f.write(f"{{side}} steady {{steady.status.value}} {{steady.images_per_sec}}\\n")
+    assert steady.images_per_sec > 0
+    wobbly = mxperf.inference(FakeModel(SPEED), batch_size=8, model="wobbly")
+    with CALLS.open("a") as f:
+        f.write(f"{{side}} wobbly {{wobbly.status.value}}\\n")
+"""
+
+
+def test_extra_rounds_measure_only_the_undecided_case_of_a_test(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str], tmp_path: Path
+) -> None:
+    counter, calls = tmp_path / "count", tmp_path / "calls"
+    suite = SUITE.format(counter=str(counter), calls=str(calls), head=str(fake_pytester.path))
+    commit_two(fake_pytester, suite)
+    fake_pytester.runpytest(
+        "--mxperf", "--mxperf-ab", "HEAD~1", "--mxperf-max-rounds", "6",
+        "--mxperf-pair-budget", "600", "--mxperf-json", "report.json",
+    )  # fmt: skip
+    report = read_report(fake_pytester.path)
+    rounds = report["paired"]["rounds"]
+    assert len(rounds) > 2, "the wobbly case needs extra rounds for this test to mean anything"
+    steady = next(k for k in rounds[0]["rev"]["images_per_sec"] if k.startswith("steady/"))
+    wobbly = next(k for k in rounds[0]["rev"]["images_per_sec"] if k.startswith("wobbly/"))
+    for i, r in enumerate(rounds):
+        for side in ("rev", "head"):
+            measured = r[side]["images_per_sec"]
+            assert wobbly in measured  # every round is for it
+            # steady: measured in the first two rounds only, never again
+            assert (steady in measured) == (i < 2), (i, side, sorted(measured))
+    by_key = {c["key"]: c for c in report["cases"]}
+    assert by_key[steady]["verdict"]["rounds"] == 2
+    assert by_key[wobbly]["verdict"]["rounds"] == len(rounds)
+    # The test's code ran whole in every side process of every round (and once in the
+    # controller): the steady call returned the side's earlier figure (status ok) in the extra
+    # rounds, and the call after it ran.
+    lines = calls.read_text().splitlines()
+    runs = 2 * len(rounds) + 1
+    steady_lines = [line for line in lines if " steady " in line]
+    assert len(steady_lines) == runs and len([x for x in lines if " wobbly " in x]) == runs
+    assert all(line.split()[2] == "ok" for line in steady_lines)
+    assert all(float(line.split()[3]) == pytest.approx(100.0) for line in steady_lines)
