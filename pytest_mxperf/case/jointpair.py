@@ -34,8 +34,18 @@ from pytest_mxperf.run.preflight import THRESHOLD, Undecided
 #: code) before the rest of a run is measured in one joint pair: one could be a case the
 #: machine treats differently; two of one baseline commit, in a run that has more to measure,
 #: are the machine (a machine off its stored figures otherwise pairs most cases one by one:
-#: docs/measurements.md, "Moved from code comments").
+#: docs/measurements.md, "Moved from code comments"), when they are also more than half of
+#: the cases judged against that commit's figures so far (`off_enough`).
 EVIDENCE = 2
+
+
+def off_enough(found: int, judged: int) -> bool:
+    """Do ``found`` cases off their stored figures through the machine, of ``judged`` cases
+    judged against the same commit's figures so far, start the joint pair? At least
+    `EVIDENCE`, and more than half: a joint pair measures every case after them, which costs
+    less than their own pairs only when most of those would be paired too. A slower hour in
+    which a few cases wander off while most hold keeps its plain run."""
+    return found >= EVIDENCE and 2 * found > judged
 
 
 def for_update(bench: Bench, result: CaseResult, ctx: Any) -> CaseResult:
@@ -56,8 +66,10 @@ def joint_pair(bench: Bench, result: CaseResult, ctx: Any, lock: Lock) -> Paired
     first case with a stored baseline: the probe inside ``lock``, the device's; the pair
     outside it, as its controller takes every device's lock for its rounds)."""
     pf = bench.session.preflight
+    ref = bench.run.baseline_for(result.hardware, str(result.key))
+    if ref is not None and pf.data is None:  # judged against this commit's figures
+        pf.judged[str(ref.commit.get("sha") or "")] += 1
     if not pf.decided and _may_decide(bench):
-        ref = bench.run.baseline_for(result.hardware, str(result.key))
         if ref is not None:
             pf.decided = True
             _decide(bench, ref, ctx, lock, result.hardware)
@@ -97,7 +109,7 @@ def note_arbitrated(
         return
     found = pf.off.setdefault(sha, [])
     found.append(verdict.change)
-    if len(found) >= EVIDENCE:
+    if off_enough(len(found), pf.judged[sha]):
         pf.evidence_sha, pf.evidence_used = sha, True
 
 

@@ -51,6 +51,8 @@ class Preflight:
     #: count reached the evidence, until the next case starts the joint pair; and whether the
     #: evidence was used (a run starts at most one joint pair that way).
     off: dict[str, list[float]] = field(default_factory=dict)
+    #: Per baseline commit, the cases judged against its stored figures before any joint pair.
+    judged: Counter[str] = field(default_factory=Counter)
     evidence_sha: str | None = None
     evidence_used: bool = False
     #: Cases their own pairs left inconclusive before the joint pair started (`Undecided`),

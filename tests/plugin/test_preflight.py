@@ -196,6 +196,44 @@ def test_two_cases_the_machine_explains_pair_the_rest_of_the_run_jointly(
     )
 
 
+#: Seven cases, one test each, in file order; ``a`` and ``b`` at ``{fast}`` img/s, the rest at 100.
+SEVEN_SUITE = """
+import pytest
+from pytest_mxperf.testing import FakeModel
+
+@pytest.mark.parametrize("name", list("abcdefg"))
+def test_case(mxperf, name):
+    speed = {fast} if name in "ab" else 100.0
+    mxperf.inference(FakeModel(speed), batch_size=8, model=name)
+"""
+
+
+def test_cases_off_their_figures_start_the_joint_pair_only_when_they_are_most_cases(
+    fake_pytester: pytest.Pytester,
+    commit: Callable[[str], str],
+    store_baseline: Callable[..., str],
+) -> None:
+    # Stored at A, all at 100, the figures raised 40% (the probe not); at B, a and b measure
+    # 140 (their figures hold), c..g 100 (off). Two cases off of four judged are no majority:
+    # c, d and e get pairs of their own; the third off case of five starts the joint pair.
+    base = store_baseline(SEVEN_SUITE.format(fast=100.0), passed=7)
+    inflate_baselines(fake_pytester.path, 1.4, machine="0badc0ffee00", calibration=False)
+    fake_pytester.makepyfile(test_suite=SEVEN_SUITE.format(fast=140.0))
+    commit("B: a and b faster, the figures from a faster machine")
+    result = fake_pytester.runpytest("--mxperf", "--mxperf-json", "report.json")
+    result.assert_outcomes(passed=7)
+    result.stdout.fnmatch_lines(["*mxperf: 3 cases measured below their stored figures*"])
+    report = read_report(fake_pytester.path)
+    assert report["calibration"]["paired_on_evidence"] == [
+        {"commit": base, "changes": [pytest.approx(-2 / 7)] * 3}
+    ]
+    rounds = report["joint_pair"]["rounds"]
+    assert all({k[0] for k in r["head"]["images_per_sec"]} == {"f", "g"} for r in rounds)
+    statuses = {c["key"][0]: c["verdict"]["status"] for c in report["cases"]}
+    assert statuses == {"a": "pass", "b": "pass", **dict.fromkeys("cdefg", "machine")}
+    assert len(report["pair_runs"]) == 4  # c's, d's, e's, the joint one
+
+
 def test_a_regression_is_no_evidence_that_the_machine_is_off(
     fake_pytester: pytest.Pytester,
     commit: Callable[[str], str],
