@@ -167,14 +167,16 @@ def measure(
     first = _time_steps(step, sync, clock, 1)
     warm_start = clock()
     warm_steps, n, window, per_step, steady = _warm_up(step, sync, clock, cfg, first, warm_start)
+    asked = clock()
     interleaved = cfg.interleave is not None and cfg.interleave.ready()
+    waited = clock() - asked  # for its turn: the other side's work, not this warm-up
     if cfg.steps_per_block is None and cfg.interleave is not None and cfg.interleave.shared_warmup:
         # The warm-up ran beside the other side's setup; its turn (in turns or alone) has come:
         # size the blocks from a window run alone, as they are timed (or they come out short).
         window = _time_steps(step, sync, clock, n)
         per_step = max(window / n, 1e-9)
         warm_steps += n
-    warmup_seconds = first + (clock() - warm_start)
+    warmup_seconds = first + (clock() - warm_start) - waited
 
     sync_cost, steps_per_block = _block_size(sync, clock, cfg, (window, n), per_step)
     # Interleaved: as many blocks as the other side is given, each timed in its turn.

@@ -122,6 +122,22 @@ def test_a_planned_block_size_is_timed_as_given_without_a_window_alone(together:
     assert sized.steps > sized_turns.asked_at[0] + 16 * 3  # without a plan: a window first
 
 
+def test_the_wait_for_a_turn_is_no_part_of_the_warm_up() -> None:
+    # In lock-step a side reports ready after its warm-up and waits while the other side
+    # times its blocks; the record's warm-up seconds are its own steps only.
+    waiting, alone = FakeClock(), FakeClock()
+
+    class Waits(Turns):
+        def ready(self) -> bool:
+            self.fake.now += 8.0  # the other side's turn
+            return super().ready()
+
+    m = run(waiting, interleave=Waits(True, 3, waiting))
+    m_alone = run(alone, interleave=Turns(True, 3, alone))
+    assert m.warmup_seconds == m_alone.warmup_seconds < 1.0
+    assert m.block_seconds == m_alone.block_seconds
+
+
 def test_a_planned_block_size_below_one_step_is_refused() -> None:
     with pytest.raises(ValueError, match="steps_per_block must be >= 1, got 0"):
         run(FakeClock(), steps_per_block=0)
