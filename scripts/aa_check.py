@@ -50,7 +50,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pytest_mxperf.testing.repos import GIT_ENV, REAL_SUITE
+from pytest_mxperf.testing.repos import GIT_ENV, REAL_SUITE, inflate_baselines
 
 
 def git(repo: Path, env: dict[str, str], *args: str) -> str:
@@ -88,16 +88,6 @@ def pytest_cases(repo: Path, env: dict[str, str], *args: str) -> tuple[list[dict
     return [dict(c) for c in cases], seconds
 
 
-def inflate(repo: Path, factor: float) -> None:
-    """Raise every stored figure, as if stored on a faster host."""
-    for file in (repo / "baselines").rglob("*.json"):
-        data = json.loads(file.read_text())
-        for case in data["cases"].values():
-            case["images_per_sec"] *= factor
-            case["runs"] = [r * factor for r in case["runs"]]
-        file.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-
-
 def host_check(
     repo: Path, env: dict[str, str], base: str, stores: int, extra: float, summary: list[str]
 ) -> None:
@@ -109,7 +99,7 @@ def host_check(
     for i in range(stores):
         cases, _ = pytest_cases(repo, env, "--mxperf-update")
         print(f"host: stored run {i + 1}: " + ", ".join(describe_rate(c) for c in cases))
-    inflate(repo, 1.4)
+    inflate_baselines(repo, 1.4)  # as if stored on a faster host
     git(repo, env, "add", "-A")
     git(repo, env, "commit", "-qm", "baselines raised 40%: stored on a faster host")
     for work in (0.0, extra):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,18 @@ def git(path: Path, *args: str) -> str:
         ["git", *args], cwd=path, env=env, capture_output=True, text=True, check=True
     )
     return done.stdout.strip()
+
+
+def commits(path: Path, subjects: Sequence[str]) -> list[str]:
+    """One commit per subject in the repository ``path`` (``f.txt`` changed by each); their
+    shas, oldest first."""
+    shas = []
+    for n, subject in enumerate(subjects):
+        (path / "f.txt").write_text(f"{n}\n")
+        git(path, "add", "-A")
+        git(path, "commit", "-qm", subject)
+        shas.append(git(path, "rev-parse", "HEAD"))
+    return shas
 
 
 def worktrees(path: Path) -> list[str]:
@@ -164,6 +177,7 @@ def commit_two(pytester: pytest.Pytester, suite: str) -> None:
 #: committed extra_work.txt) adds 0.4 forward passes per batch on average (40% more work).
 REAL_SUITE = """
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest

@@ -11,7 +11,7 @@ from history_data import entry
 
 from pytest_mxperf.cli import main
 from pytest_mxperf.history import entrystore
-from pytest_mxperf.testing.repos import git
+from pytest_mxperf.testing.repos import commits, git
 
 
 def _job_clone(tmp_path: Path) -> tuple[Path, list[str]]:
@@ -20,12 +20,7 @@ def _job_clone(tmp_path: Path) -> tuple[Path, list[str]]:
     source = tmp_path / "source"
     source.mkdir()
     git(source, "init", "-q", "-b", "main")
-    shas = []
-    for n in range(3):
-        (source / "f.txt").write_text(f"{n}\n")
-        git(source, "add", "-A")
-        git(source, "commit", "-qm", f"commit {n}")
-        shas.append(git(source, "rev-parse", "HEAD"))
+    shas = commits(source, [f"commit {n}" for n in range(3)])
     origin = tmp_path / "origin.git"
     git(tmp_path, "clone", "-q", "--bare", str(source), str(origin))
     seed = tmp_path / "seed"

@@ -12,7 +12,7 @@ from pytest_mxperf.history import anchors, bisection
 from pytest_mxperf.history.index import line_of
 from pytest_mxperf.paired.gitcmd import WorktreeError, first_parent
 from pytest_mxperf.reporting.historygit import git_facts
-from pytest_mxperf.testing.repos import git
+from pytest_mxperf.testing.repos import commits, git
 
 
 @pytest.fixture(scope="module")
@@ -20,12 +20,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str], str
     """main: c0, c1, a merge of a side branch (s1), c3; returns the repo, main's line, s1."""
     root = tmp_path_factory.mktemp("line")
     git(root, "init", "-q", "-b", "main")
-    shas = []
-    for n in range(2):
-        (root / "f.txt").write_text(f"{n}\n")
-        git(root, "add", "-A")
-        git(root, "commit", "-qm", f"c{n}: main's work")
-        shas.append(git(root, "rev-parse", "HEAD"))
+    shas = commits(root, [f"c{n}: main's work" for n in range(2)])
     git(root, "checkout", "-qb", "side")
     (root / "g.txt").write_text("side\n")
     git(root, "add", "-A")
