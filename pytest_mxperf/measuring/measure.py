@@ -146,7 +146,7 @@ def measure(
     clock: Clock = time.perf_counter,
     config: MeasureConfig | None = None,
     wall_clock: Clock = time.time,
-    extra: Mapping[str, Any] | None = None,
+    extra: Mapping[str, Any] | None = None,  # the caller's notes (`Prepared.info`)
 ) -> Measurement:
     """Measure the throughput of ``step``, benchmark_score style but with a steady-state warm-up.
 
@@ -158,9 +158,6 @@ def measure(
        ``min_blocks`` blocks and ``min_time`` seconds are done and the blocks agree within
        ``stable_rel_iqr``, or until ``max_time`` (a soft cap: ``min_blocks`` always run).
        A block's steps come from the last warm-up window (or ``config.steps_per_block``).
-
-    ``extra``: what the caller knows of the step (the back end's ``Prepared.info``), kept in
-    the measurement's ``extra`` after what the timing says of itself.
     """
     cfg = config or MeasureConfig()
     if items_per_step < 1:
@@ -188,7 +185,6 @@ def measure(
         cfg,
         items_per_step * steps_per_block if interleaved else None,
     )
-    said: dict[str, Any] = {"interleaved": True} if interleaved else {}
     return Measurement(
         items_per_step=items_per_step,
         steps_per_block=steps_per_block,
@@ -200,7 +196,7 @@ def measure(
         sync_seconds=sync_cost,
         started_at=started_at,
         finished_at=wall_clock(),
-        extra={**said, **(extra or {})},
+        extra={**({"interleaved": True} if interleaved else {}), **(extra or {})},
     )
 
 
