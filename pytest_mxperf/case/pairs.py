@@ -5,6 +5,7 @@ the verdict of a case in ``--mxperf-ab`` mode (the rounds themselves are in `pai
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.case.evidence import CaseContext, data_parallel, take_profiles
@@ -24,6 +25,7 @@ from pytest_mxperf.judging.explain import (
 from pytest_mxperf.judging.explain_scaling import explain_paired_scaling
 from pytest_mxperf.judging.pairstats import PairedEstimate
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Status, Verdict
+from pytest_mxperf.measuring.verdicts import Judged, message_lines
 from pytest_mxperf.paired import pairdata, pairing
 
 
@@ -56,8 +58,9 @@ def arbitrate(
         return replace(result, verdict=explained), f"no paired run of the baseline commit ({exc})"
     key = str(result.key)
     why_no_base = None
+    profiles: dict[str, Any] = {}
     if not data_parallel(result):  # never profiled: no profile is missing from it
-        result, why_no_base = take_profiles(result, data, key)
+        profiles, why_no_base = take_profiles(result, data, key)
     scaling = stored.scaling
     estimate, rounds = _pair_estimate(data, key, scaling, ctx.session.settings.min_effect)
     pair = None if estimate is None else decide_arbitration_pair(estimate, stored, ctx.policy)
@@ -83,7 +86,7 @@ def arbitrate(
     sides = sides_line(revs[0], result, f"baseline commit {str(sha)[:10]}") if revs else None
     if sides and estimate is not None:
         verdict = verdict.adding(sides)
-    return replace(result, verdict=verdict), why_no_base
+    return replace(result, **profiles, verdict=verdict), why_no_base
 
 
 def _pair_estimate(
@@ -106,24 +109,25 @@ def other_machine(ours: str | None, ref: BaselineRef | None) -> bool:
 
 
 def unconfirmed(
-    verdict: Verdict, tight: Verdict, why_not: str, elsewhere: bool, changed: list[str]
-) -> Verdict:
+    judged: Judged, tight: Verdict, why_not: str, elsewhere: bool, changed: list[str]
+) -> Judged:
     """The verdict of a case no paired run can check (``why_not``), judged with the floor for
     unconfirmed drops.
 
     A regression says it was not confirmed (and when the baseline was measured on another
-    machine). A pass whose drop fails ``tight`` (the same case judged at the threshold a pair
+    machine). A pass whose drop fails ``tight`` (the same case decided at the threshold a pair
     would allow: this machine's noise) says that it is beyond the noise, why it did not fail,
     and what changed since the baseline (an MXNet upgrade that costs 15% passes the 20% floor,
     and the user should hear of it), in its message and ``unconfirmed`` (the run's summary
     counts them). Not a warning: a project that makes warnings errors would fail the test."""
+    verdict = judged.decision
     if verdict.outcome == Outcome.REGRESSED:
         note = f"not confirmed by a paired run ({why_not}): judged against the stored figure"
         if elsewhere:
             note += ELSEWHERE
-        return verdict.adding(note)
+        return Judged(verdict, judged.lines + message_lines(note), judged.unconfirmed)
     if verdict.outcome != Outcome.PASS or tight.outcome != Outcome.REGRESSED:
-        return verdict
+        return judged
     assert tight.change is not None and tight.threshold is not None
     assert verdict.threshold is not None
     note = (
@@ -133,7 +137,7 @@ def unconfirmed(
     )
     if changed:
         note += "; changed since the baseline: " + "; ".join(changed)
-    return replace(verdict.adding(note), unconfirmed=note)
+    return Judged(verdict, judged.lines + message_lines(note), unconfirmed=note)
 
 
 def judge_pair(ctx: CaseContext, result: CaseResult) -> CaseResult:
