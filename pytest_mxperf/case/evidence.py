@@ -130,12 +130,15 @@ def paired_memory(
     return head, nearest(peaks, None if head is None else head.peak_mb)
 
 
-def finish_paired(ctx: CaseContext, result: CaseResult) -> CaseResult:
-    """``result`` with memory and start-up of HEAD judged against REV's side, and a
-    regression's evidence."""
-    data, v = ctx.session.paired, result.verdict
-    if data is None or v is None:
-        return result
+def finish_paired(
+    ctx: CaseContext, result: CaseResult, figures: dict[str, Any], judged: Judged
+) -> CaseResult:
+    """The record of ``result``'s case in ``--mxperf-ab`` mode, assembled once: HEAD's
+    ``figures`` and the sides' profiles and memory, and the verdict (``judged`` from the
+    rounds) with memory and start-up of HEAD judged against REV's side, and a regression's
+    evidence."""
+    data = ctx.session.paired
+    assert data is not None, "paired rounds run before the tests"
     key = str(result.key)
     dp = data_parallel(result)  # no profile, memory or start-up of its own: see there
     why_no_base = None
@@ -145,7 +148,8 @@ def finish_paired(ctx: CaseContext, result: CaseResult) -> CaseResult:
     if not dp:
         profiles, why_no_base = take_profiles(result, data, key)
         memory, base_mb = paired_memory(revs, heads)
-        result = replace(result, **profiles, memory=memory)
+        figures = {**figures, **profiles, "memory": memory}
+    result = replace(result, **figures)
     measured = [r.measurement for r in revs if r.measurement is not None]
     startup = None
     if measured and not dp:
@@ -157,9 +161,8 @@ def finish_paired(ctx: CaseContext, result: CaseResult) -> CaseResult:
     changed = changes_between(revs[0], heads[0]) if revs and heads else []
     where = f"changed between {data.rev_label} and {data.head_name}: "
     line = where + ("; ".join(changed) or "nothing recorded (both sides ran here)")
-    verdict, pending = _finish(
-        ctx, result, Judged.of(v), startup, base_mb, why_no_base or "", [line], data.rev_sha
-    )
+    why = why_no_base or ""
+    verdict, pending = _finish(ctx, result, judged, startup, base_mb, why, [line], data.rev_sha)
     return replace(result, verdict=verdict, warnings=[*result.warnings, *pending])
 
 

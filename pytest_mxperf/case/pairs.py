@@ -24,7 +24,7 @@ from pytest_mxperf.judging.explain import (
 )
 from pytest_mxperf.judging.explain_scaling import explain_paired_scaling
 from pytest_mxperf.judging.pairstats import PairedEstimate
-from pytest_mxperf.measuring.records import CaseResult, Outcome, Status, Verdict
+from pytest_mxperf.measuring.records import CaseResult, Outcome, Scaling, Status, Verdict
 from pytest_mxperf.measuring.verdicts import Judged, message_lines
 from pytest_mxperf.paired import pairdata, pairing
 
@@ -140,9 +140,9 @@ def unconfirmed(
     return Judged(verdict, judged.lines + message_lines(note), unconfirmed=note)
 
 
-def judge_pair(ctx: CaseContext, result: CaseResult) -> CaseResult:
-    """A case in ``--mxperf-ab`` mode: HEAD's figures and the verdict from the rounds the
-    sides measured."""
+def judge_pair(ctx: CaseContext, result: CaseResult) -> tuple[dict[str, Any], Judged]:
+    """A case in ``--mxperf-ab`` mode: HEAD's figures (the record's fields) and the verdict
+    from the rounds the sides measured, before its evidence."""
     data = ctx.session.paired
     assert data is not None, "paired rounds run before the tests"
     key, s = str(result.key), ctx.session.settings
@@ -151,28 +151,23 @@ def judge_pair(ctx: CaseContext, result: CaseResult) -> CaseResult:
     if not heads:
         failures = data.side_failures(pairdata.HEAD, ctx.nodeid)
         error = f"{data.head_name}'s side did not measure it: " + ("; ".join(failures) or "?")
-        verdict = Verdict(Outcome.ERROR, True).explained(f"{key}: {error}"[:1500])
-        return replace(result, status=Status.ERROR, error=error, verdict=verdict)
+        said = Judged(Verdict(Outcome.ERROR, True), message_lines(f"{key}: {error}"[:1500]))
+        return {"status": Status.ERROR, "error": error}, said
     broken = data.broken_message(key)
     if broken is not None:
         # An error (or NaN, or nothing measured) on either side is that, never "new": the
         # pair cannot clear a case one side failed, as a plain run would fail it.
         status, error = broken
         outcome = Outcome.NAN if status == Status.NAN else Outcome.ERROR
-        verdict = Verdict(outcome, True).explained(f"{key}: {error}"[:3000])
-        return replace(
-            result,
-            status=status,
-            error=error,
-            software=heads[-1].software,
-            threads=heads[-1].threads,
-            verdict=verdict,
-        )
+        said = Judged(Verdict(outcome, True), message_lines(f"{key}: {error}"[:3000]))
+        last = heads[-1]
+        figures: dict[str, Any] = {"status": status, "error": error, "software": last.software}
+        return {**figures, "threads": last.threads}, said
     estimate = data.estimate(key, s.min_effect)
     # A regression the run's second run (on fresh processes) decided: its figures are shown.
     if estimate is not None and estimate.first is not None and data.confirmation is not None:
         pairs, heads = data.confirmation.pairs(key), _heads(data.confirmation, key)
-    result = _take_middle(result, heads)
+    figures = _middle(heads)
     verdict = decide_paired(estimate, ctx.policy)
     revs = sorted(a.images_per_sec or 0.0 for a, _ in pairs)
     if revs:
@@ -194,12 +189,12 @@ def judge_pair(ctx: CaseContext, result: CaseResult) -> CaseResult:
     sides = (
         sides_line(pairs[-1][0], pairs[-1][1], data.rev_label, data.head_name) if pairs else None
     )
-    verdict = verdict.explained(message)
-    if sides:
-        verdict = verdict.adding(sides)
-    if result.scaling is not None and estimate is not None:
-        verdict = _pair_scaling(ctx, result, verdict)
-    return replace(result, verdict=verdict)
+    lines = message_lines(message) + (message_lines(sides) if sides else ())
+    said = Judged(verdict, lines)
+    scaling = figures["scaling"]
+    if scaling is not None and estimate is not None:
+        said = _pair_scaling(ctx, key, scaling, said)
+    return figures, said
 
 
 def _heads(data: pairdata.PairedData, key: str) -> list[CaseResult]:
@@ -210,24 +205,23 @@ def _heads(data: pairdata.PairedData, key: str) -> list[CaseResult]:
     ]
 
 
-def _take_middle(result: CaseResult, heads: list[CaseResult]) -> CaseResult:
-    """``result`` with the figures of HEAD's round with the median img/s, and all rounds' as
-    its attempts."""
+def _middle(heads: list[CaseResult]) -> dict[str, Any]:
+    """The figures (a record's fields) of HEAD's round with the median img/s, and all rounds'
+    as its attempts."""
     ranked = sorted(heads, key=lambda r: r.images_per_sec or 0.0)
     middle = ranked[len(ranked) // 2]
-    return replace(
-        result,
-        status=middle.status,
-        measurement=middle.measurement,
-        error=middle.error,
-        software=middle.software,
-        threads=middle.threads,
-        scaling=middle.scaling,
-        macs_per_image=middle.macs_per_image,
-        peak_gflops=middle.peak_gflops,
-        memory=middle.memory,
-        attempts=[h.images_per_sec or 0.0 for h in heads],
-    )
+    return {
+        "status": middle.status,
+        "measurement": middle.measurement,
+        "error": middle.error,
+        "software": middle.software,
+        "threads": middle.threads,
+        "scaling": middle.scaling,
+        "macs_per_image": middle.macs_per_image,
+        "peak_gflops": middle.peak_gflops,
+        "memory": middle.memory,
+        "attempts": [h.images_per_sec or 0.0 for h in heads],
+    }
 
 
 def adopt_head(result: CaseResult, data: pairdata.PairedData) -> CaseResult | None:
@@ -238,20 +232,19 @@ def adopt_head(result: CaseResult, data: pairdata.PairedData) -> CaseResult | No
     heads = _heads(data, key)
     if not heads or data.broken_message(key) is not None:
         return None
-    adopted = _take_middle(result, heads)
-    return adopted if adopted.measurement is not None else None
+    figures = _middle(heads)
+    return None if figures["measurement"] is None else replace(result, **figures)
 
 
-def _pair_scaling(ctx: CaseContext, result: CaseResult, verdict: Verdict) -> Verdict:
-    """A data-parallel case in ``--mxperf-ab`` mode: its scaling efficiency is paired too, and a
-    lower efficiency beyond the noise fails it like a lower img/s (the message then leads with
-    the efficiency and the kvstore share of both sides)."""
+def _pair_scaling(ctx: CaseContext, key: str, scaling: Scaling, said: Judged) -> Judged:
+    """A data-parallel case in ``--mxperf-ab`` mode (HEAD's ``scaling``): its scaling
+    efficiency is paired too, and a lower efficiency beyond the noise fails it like a lower
+    img/s (the message then leads with the efficiency and the kvstore share of both sides)."""
     data, s = ctx.session.paired, ctx.session.settings
     assert data is not None
-    key = str(result.key)
     estimate: PairedEstimate | None = data.efficiency_estimate(key, s.min_effect)
     if estimate is None:
-        return verdict
+        return said
     pairs = data.scaling_pairs(key)
     eff = decide_paired(estimate, ctx.policy)
     regressed = eff.outcome == Outcome.REGRESSED
@@ -260,7 +253,7 @@ def _pair_scaling(ctx: CaseContext, result: CaseResult, verdict: Verdict) -> Ver
     rev_share = sorted(a.comm_share for a, _ in scalings if a is not None)
     head_share = sorted(b.comm_share for _, b in scalings if b is not None)
     text = explain_paired_scaling(
-        result.scaling.kvstore if result.scaling else "?",
+        scaling.kvstore,
         estimate,
         regressed,
         data.rev_label,
@@ -269,17 +262,18 @@ def _pair_scaling(ctx: CaseContext, result: CaseResult, verdict: Verdict) -> Ver
         s.min_effect,
         data.head_name,
     )
+    lines = said.lines
     verdict = replace(
-        verdict,
+        said.decision,
         baseline_efficiency=rev_eff[len(rev_eff) // 2],
         baseline_comm_share=rev_share[len(rev_share) // 2],
         efficiency_change=estimate.ratio - 1,
     )
     if regressed and verdict.outcome != Outcome.REGRESSED:
         verdict = replace(verdict, outcome=Outcome.REGRESSED, failed=True, scaling=True)
-        aggregate = ("aggregate: " + verdict.lines[0], *verdict.lines[1:])
-        return replace(verdict, lines=aggregate).led_by(f"{key}: {text}")
-    return verdict.adding(text)
+        aggregate = ("aggregate: " + lines[0], *lines[1:])
+        return Judged(verdict, message_lines(f"{key}: {text}") + aggregate, said.unconfirmed)
+    return Judged(verdict, lines + message_lines(text), said.unconfirmed)
 
 
 def _quiet(_: str) -> None:

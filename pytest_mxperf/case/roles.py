@@ -156,7 +156,8 @@ class PairJudge:
         alone: bool,
     ) -> CaseResult:
         ctx = bench.context()
-        return evidence.finish_paired(ctx, pairs.judge_pair(ctx, result))
+        figures, judged = pairs.judge_pair(ctx, result)
+        return evidence.finish_paired(ctx, result, figures, judged)
 
 
 def _never(_: Measurement) -> bool:
