@@ -217,36 +217,23 @@ class DataParallelStep:
             return measured.aggregate_measurement(), measured.scaling()
 
         def again(_: Tried, last: Tried) -> bool:
-            judged = judge_scaling(_last(result, made.tried), *scaling_judging)
+            judged = judge_scaling(replace(result, **_last(made.tried)), *scaling_judging)
             return worth_another_attempt(judged.outcome, last[0])
 
-        software = bench.backend.software()
+        figures: dict[str, Any]
         try:
             # The most efficient steady attempt (of all, when none is: `runner.better_attempt`).
             made.run(attempt, better=lambda a, b: _rank(a) > _rank(b), again=again)
         except DataParallelError as exc:
-            failed = _last(result, made.tried)
-            return replace(failed, software=software, status=Status.ERROR, error=str(exc))
+            figures = {**_last(made.tried), "status": Status.ERROR, "error": str(exc)}
         except Exception as exc:
             oom = bench.backend.is_oom(exc)
             error = oom_message(exc) if oom else f"{type(exc).__name__}: {exc}"
             status = Status.OOM if oom else Status.ERROR
-            failed = _last(result, made.tried)
-            return replace(failed, software=software, status=status, error=error)
-        if made.best is None:  # no attempt made
-            return replace(result, software=software)
-        (best, scaling), threads = made.best, dict(result.threads)
-        if scaling.threads_per_worker is not None:
-            n = spec.world_size
-            threads.update(omp_threads=scaling.threads_per_worker, source=f"per rank ({n} ranks)")
-        return replace(
-            result,
-            software=software,
-            measurement=best,
-            scaling=scaling,
-            attempts=[m.items_per_sec for m, _ in made.tried],
-            threads=threads,
-        )
+            figures = {**_last(made.tried), "status": status, "error": error}
+        else:
+            figures = _best(made, result.threads, spec.world_size)
+        return replace(result, software=bench.backend.software(), **figures)
 
     def judge(self, measured: CaseResult, judging: Judging, tries: Tries) -> Judged:
         verdict = judge_scaling(measured, *self._judging(measured, judging))
@@ -270,17 +257,28 @@ def _rank(tried: Tried) -> tuple[bool, float]:
     return tried[0].steady, tried[1].efficiency
 
 
-def _last(result: CaseResult, tried: list[Tried]) -> CaseResult:
-    """``result`` with the last attempt's figures and every attempt's img/s (as it stands when
-    an attempt is judged, or when one fails)."""
+def _last(tried: list[Tried]) -> dict[str, Any]:
+    """The last attempt's figures and every attempt's img/s (a record's fields, as it stands
+    when an attempt is judged, or when one fails)."""
     if not tried:
-        return result
-    return replace(
-        result,
-        measurement=tried[-1][0],
-        scaling=tried[-1][1],
-        attempts=[m.items_per_sec for m, _ in tried],
-    )
+        return {}
+    return {
+        "measurement": tried[-1][0],
+        "scaling": tried[-1][1],
+        "attempts": [m.items_per_sec for m, _ in tried],
+    }
+
+
+def _best(made: Attempts[Tried], threads: dict[str, Any], n: int) -> dict[str, Any]:
+    """The figures of the best attempt (a record's fields): its aggregate measurement, its
+    scaling, every attempt's img/s, and the threads of a rank where the ranks set their own."""
+    if made.best is None:  # no attempt made
+        return {}
+    measurement, scaling = made.best
+    if scaling.threads_per_worker is not None:
+        per_rank = {"omp_threads": scaling.threads_per_worker, "source": f"per rank ({n} ranks)"}
+        threads = {**threads, **per_rank}
+    return {**_last(made.tried), "measurement": measurement, "scaling": scaling, "threads": threads}
 
 
 def parse_ctx_kind(text: str) -> str:
