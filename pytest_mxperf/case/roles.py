@@ -104,7 +104,7 @@ class StoredJudge:
         ref = judging[0]
         machine = bench.session.preflight.factor  # the probe, where it ran
         if suspected(judged.decision, bench.settings.tolerance, machine):
-            # outside the locks: the sides take them
+            # outside the locks: the sides take them; the pair arbitrates the judged record
             suspect = replace(measured, verdict=judged.verdict(), window=window)
             result, why_no_base = pairs.arbitrate(bench.context(), suspect, ref)
             sha = None if ref is None else ref.commit.get("sha")
