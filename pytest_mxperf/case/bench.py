@@ -8,7 +8,6 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
 from typing import Any, Callable
 
 import pytest
@@ -84,12 +83,9 @@ class Bench:
             reporter.ensure_newline()
             reporter.write_line(text, yellow=True)
 
-    def reference(
-        self, result: CaseResult
-    ) -> tuple[CaseResult, BaselineRef | None, list[Expectation]]:
-        """``result`` with the software recorded, its stored baseline and the marker
-        expectations that apply to it on this hardware."""
-        result = replace(result, software=self.backend.software())
+    def reference(self, result: CaseResult) -> tuple[BaselineRef | None, list[Expectation]]:
+        """The stored baseline of ``result``'s case and the marker expectations that apply to
+        it on this hardware."""
         ref = self.run.baseline_for(result.hardware, str(result.key))
         expectations = self.marker.matching(
             model=result.model,
@@ -98,7 +94,7 @@ class Bench:
             batch_size=result.batch_size,
             hardware=result.hardware,
         )
-        return result, ref, expectations
+        return ref, expectations
 
     def policy(self, tolerance: float) -> Policy:
         s = self.settings

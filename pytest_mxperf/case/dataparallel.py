@@ -3,24 +3,26 @@ judged like the others (the ranks and the launcher are in `dataparallel`, `rank`
 
 from __future__ import annotations
 
-import functools
 import inspect
 import os
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Optional
 
 import pytest
 
+from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.case.path import CaseBench, check_positive
 from pytest_mxperf.case.stored import Judging, Tries, timing_of
+from pytest_mxperf.config.expectation import Expectation
 from pytest_mxperf.config.scaling_kind import STRONG, resolve_kind
-from pytest_mxperf.judging.decisions import worth_another_attempt
+from pytest_mxperf.judging.decisions import Policy, worth_another_attempt
 from pytest_mxperf.judging.explain_scaling import judge_scaling
 from pytest_mxperf.measuring.attempts import Attempts, oom_message
 from pytest_mxperf.measuring.measure import Measurement
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Scaling, Status
+from pytest_mxperf.measuring.verdicts import Judged
 from pytest_mxperf.system import fingerprint
 
 if TYPE_CHECKING:
@@ -83,8 +85,7 @@ def data_parallel(
     devices = [("cpu", 0)] if kind == "cpu" else [("gpu", i) for i in range(gpus)]
     # In a lock-step side of a paired run, the launch (set-up, warm-up and timing in its
     # ranks) is one timed turn: the other side's ranks never run beside these.
-    step = functools.partial(_measure_data_parallel, bench, block, spec)
-    return bench.through(result, devices, step, alone=True)
+    return bench.through(result, devices, DataParallelStep(bench, block, spec), alone=True)
 
 
 def _case(
@@ -184,86 +185,100 @@ def check_factory(ref: str) -> None:
         )
 
 
-def _measure_data_parallel(
-    bench: CaseBench,
-    block: Any,
-    spec: DataParallelSpec,
-    result: CaseResult,
-    judging: Judging | None,
-    _: Tries,
-) -> CaseResult:
-    """Measure (again while it looks regressed or its aggregate blocks spread too far to judge,
-    up to ``--mxperf-confirm`` times), then judge the aggregate img/s and the scaling
-    efficiency against ``judging``; without one (a paired run's side) the figures alone."""
-    from pytest_mxperf.measuring.dp_scaling import DataParallelError
+@dataclass(frozen=True)
+class DataParallelStep:
+    """The measuring step of a data-parallel case (a `roles.Measure`): measured again while it
+    looks regressed or its aggregate blocks spread too far to judge (up to
+    ``--mxperf-confirm`` times); judged on the aggregate img/s and the scaling efficiency."""
 
-    settings = bench.settings
-    ref, expectations, why_not, policy = judging or (None, [], None, bench.policy(0.0))
-    n, hardware, key = spec.world_size, result.hardware, str(result.key)
-    floor = bench.marker.efficiency_floor(model=result.model, world_size=n, hardware=hardware)
-    elsewhere = [] if judging is None else bench.run.baselines.elsewhere(hardware, key)
-    # Each attempt is two launches; update mode stores the first (no best-of-N here).
-    tries: Attempts[Tried] = Attempts(1 if settings.update else 1 + settings.confirm)
+    bench: CaseBench
+    block: Any
+    spec: DataParallelSpec
 
-    def attempt() -> Tried:
-        measured = bench.backend.data_parallel(block, spec)
-        return measured.aggregate_measurement(), measured.scaling()
+    def _judging(self, result: CaseResult, judging: Judging | None) -> _ScalingJudging:
+        bench, n = self.bench, self.spec.world_size
+        ref, expectations, _, policy = judging or (None, [], None, bench.policy(0.0))
+        hardware, key = result.hardware, str(result.key)
+        floor = bench.marker.efficiency_floor(model=result.model, world_size=n, hardware=hardware)
+        elsewhere = [] if judging is None else bench.run.baselines.elsewhere(hardware, key)
+        return ref, expectations, floor, policy, elsewhere
 
-    def again(_: Tried, last: Tried) -> bool:
-        judged = judge_scaling(
-            _last(result, tries.tried), ref, expectations, floor, policy, elsewhere
-        )
-        return worth_another_attempt(judged.outcome, last[0])
+    def __call__(self, result: CaseResult, judging: Judging | None, tries: Tries) -> CaseResult:
+        """The case measured (the best attempt's figures, or how it failed)."""
+        from pytest_mxperf.measuring.dp_scaling import DataParallelError
 
-    try:
-        # The most efficient steady attempt (of all, when none is: `runner.better_attempt`).
-        tries.run(attempt, better=lambda a, b: _rank(a) > _rank(b), again=again)
-    except DataParallelError as exc:
-        result = replace(_last(result, tries.tried), status=Status.ERROR, error=str(exc))
-    except Exception as exc:
-        oom = bench.backend.is_oom(exc)
-        error = oom_message(exc) if oom else f"{type(exc).__name__}: {exc}"
-        status = Status.OOM if oom else Status.ERROR
-        result = replace(_last(result, tries.tried), status=status, error=error)
-    else:
-        result = _last(result, tries.tried)
-    if tries.best is not None and result.status == Status.OK:
-        best = tries.best
-        result = replace(result, measurement=best[0], scaling=best[1])
-        threads = best[1].threads_per_worker
-        if threads is not None:
-            per_rank = {"omp_threads": threads, "source": f"per rank ({n} ranks)"}
-            result = replace(result, threads={**result.threads, **per_rank})
-    elif not tries.tried:
-        result = replace(result, measurement=None, scaling=None)
-    if judging is None:
-        return result  # a side's figures: the controller judges
-    verdict = judge_scaling(result, ref, expectations, floor, policy, elsewhere)
-    if why_not is not None and verdict.outcome == Outcome.REGRESSED:
-        note = f"not confirmed by a paired run ({why_not}): judged against the stored figure"
-        verdict = verdict.adding(note)
-    return replace(result, verdict=verdict)
+        bench, spec = self.bench, self.spec
+        scaling_judging = self._judging(result, judging)
+        # Each attempt is two launches; update mode stores the first (no best-of-N here).
+        made: Attempts[Tried] = Attempts(1 if bench.settings.update else 1 + bench.settings.confirm)
+
+        def attempt() -> Tried:
+            measured = bench.backend.data_parallel(self.block, spec)
+            return measured.aggregate_measurement(), measured.scaling()
+
+        def again(_: Tried, last: Tried) -> bool:
+            judged = judge_scaling(replace(result, **_last(made.tried)), *scaling_judging)
+            return worth_another_attempt(judged.outcome, last[0])
+
+        figures: dict[str, Any]
+        try:
+            # The most efficient steady attempt (of all, when none is: `runner.better_attempt`).
+            made.run(attempt, better=lambda a, b: _rank(a) > _rank(b), again=again)
+        except DataParallelError as exc:
+            figures = {**_last(made.tried), "status": Status.ERROR, "error": str(exc)}
+        except Exception as exc:
+            oom = bench.backend.is_oom(exc)
+            error = oom_message(exc) if oom else f"{type(exc).__name__}: {exc}"
+            status = Status.OOM if oom else Status.ERROR
+            figures = {**_last(made.tried), "status": status, "error": error}
+        else:
+            figures = _best(made, result.threads, spec.world_size)
+        return replace(result, software=bench.backend.software(), **figures)
+
+    def judge(self, measured: CaseResult, judging: Judging, tries: Tries) -> Judged:
+        verdict = judge_scaling(measured, *self._judging(measured, judging))
+        why_not = judging[2]
+        if why_not is not None and verdict.outcome == Outcome.REGRESSED:
+            note = f"not confirmed by a paired run ({why_not}): judged against the stored figure"
+            verdict = verdict.adding(note)
+        return Judged.of(verdict)
 
 
 #: One data-parallel attempt: its aggregate measurement and its scaling.
 Tried = tuple[Measurement, Scaling]
+#: What a data-parallel case is judged with: baseline, expectations, efficiency floor, policy
+#: and the hardware keys the case has a baseline for elsewhere.
+_ScalingJudging = tuple[
+    Optional[BaselineRef], list[Expectation], Optional[float], Policy, list[str]
+]
 
 
 def _rank(tried: Tried) -> tuple[bool, float]:
     return tried[0].steady, tried[1].efficiency
 
 
-def _last(result: CaseResult, tried: list[Tried]) -> CaseResult:
-    """``result`` with the last attempt's figures and every attempt's img/s (as it stands when
-    an attempt is judged, or when one fails)."""
+def _last(tried: list[Tried]) -> dict[str, Any]:
+    """The last attempt's figures and every attempt's img/s (a record's fields, as it stands
+    when an attempt is judged, or when one fails)."""
     if not tried:
-        return result
-    return replace(
-        result,
-        measurement=tried[-1][0],
-        scaling=tried[-1][1],
-        attempts=[m.items_per_sec for m, _ in tried],
-    )
+        return {}
+    return {
+        "measurement": tried[-1][0],
+        "scaling": tried[-1][1],
+        "attempts": [m.items_per_sec for m, _ in tried],
+    }
+
+
+def _best(made: Attempts[Tried], threads: dict[str, Any], n: int) -> dict[str, Any]:
+    """The figures of the best attempt (a record's fields): its aggregate measurement, its
+    scaling, every attempt's img/s, and the threads of a rank where the ranks set their own."""
+    if made.best is None:  # no attempt made
+        return {}
+    measurement, scaling = made.best
+    if scaling.threads_per_worker is not None:
+        per_rank = {"omp_threads": scaling.threads_per_worker, "source": f"per rank ({n} ranks)"}
+        threads = {**threads, **per_rank}
+    return {**_last(made.tried), "measurement": measurement, "scaling": scaling, "threads": threads}
 
 
 def parse_ctx_kind(text: str) -> str:

@@ -5,6 +5,7 @@ and a regression's evidence (operators, memory, start-up, what changed, commits 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from pytest_mxperf.baselines.kept_runs import nearest
 from pytest_mxperf.baselines.resolution import BaselineRef
@@ -15,6 +16,7 @@ from pytest_mxperf.measuring import diagnosis
 from pytest_mxperf.measuring.memory import MemoryRecord
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Verdict
 from pytest_mxperf.measuring.stats import median
+from pytest_mxperf.measuring.verdicts import Judged, render_message
 from pytest_mxperf.paired import pairdata
 from pytest_mxperf.run.session import MxperfSession
 
@@ -35,36 +37,35 @@ class CaseContext:
 
 def take_profiles(
     result: CaseResult, data: pairdata.PairedData, key: str
-) -> tuple[CaseResult, str | None]:
-    """``result`` with the sides' profiles of ``key`` (HEAD's side replaces one taken in this
-    process: both sides then profiled alike), and why REV's profile is missing."""
+) -> tuple[dict[str, Any], str | None]:
+    """The profile fields of ``result`` from the sides' profiles of ``key`` (HEAD's side
+    replaces one taken in this process: both sides then profiled alike), and why REV's profile
+    is missing."""
     rounds = data.rounds + data.profile_rounds
     sides = {
         side: [r[side].cases[key] for r in rounds if key in r[side].cases]
         for side in (pairdata.REV, pairdata.HEAD)
     }
+    fields: dict[str, Any] = {}
     head = next((c for c in sides[pairdata.HEAD] if c.profile is not None), None)
     if head is not None:
-        result = replace(result, profile=head.profile, profile_error=None)
+        fields.update(profile=head.profile, profile_error=None)
     elif result.profile is None:
-        why_not = (
+        fields["profile_error"] = (
             next((c.profile_error for c in sides[pairdata.HEAD] if c.profile_error), None)
             or result.profile_error
             or "HEAD's side did not profile it"
         )
-        result = replace(result, profile_error=why_not)
     traced = next((c for c in sides[pairdata.HEAD] if c.profile_trace), None)
     if traced is not None and result.profile_trace is None:
-        result = replace(
-            result, profile_trace=traced.profile_trace, profile_table=traced.profile_table
-        )
+        fields.update(profile_trace=traced.profile_trace, profile_table=traced.profile_table)
     rev = next((c for c in sides[pairdata.REV] if c.profile is not None), None)
     if rev is not None:
-        return replace(result, baseline_profile=rev.profile), None
+        return {**fields, "baseline_profile": rev.profile}, None
     errors = [c.profile_error for c in sides[pairdata.REV] if c.profile_error]
     failures = data.side_failures(pairdata.REV)
     unprofiled = "the paired run profiles only the cases it finds slower"
-    return result, (errors or failures or [unprofiled])[0]
+    return fields, (errors or failures or [unprofiled])[0]
 
 
 def data_parallel(result: CaseResult) -> bool:
@@ -77,25 +78,38 @@ def data_parallel(result: CaseResult) -> bool:
 
 
 def finish_stored(
-    ctx: CaseContext, result: CaseResult, ref: BaselineRef | None, why_no_base: str | None
-) -> CaseResult:
-    """``result`` with memory and start-up judged against the stored baseline, and a
-    regression's evidence."""
-    v = result.verdict
-    if v is None:
-        return result
+    ctx: CaseContext,
+    result: CaseResult,
+    judged: Judged,
+    ref: BaselineRef | None,
+    why_no_base: str | None,
+) -> tuple[Verdict, list[str]]:
+    """The verdict of the measured ``result`` (``judged`` against the stored baseline), with
+    memory and start-up judged against that baseline and a regression's evidence; and the
+    warnings that adds to the result's."""
     dp = data_parallel(result)  # no memory or start-up of its own: see there
     now_mb = None if result.memory is None else result.memory.peak_mb
     base_mb = None if ref is None or dp else ref.case.memory_reference(now_mb)
+    startup = None
     if ref is not None and not dp:
         case = ref.case
-        v = diagnosis.judge_startup(
-            v, result.measurement, case.first_step_seconds, case.warmup_seconds
+        startup = diagnosis.judge_startup(
+            result.measurement, case.first_step_seconds, case.warmup_seconds
         )
     sha = None if ref is None else ref.commit.get("sha")
     changed = [] if ref is None else what_changed(result, ref)
     line = evidence_lines.CHANGED_PREFIX + " " + ("; ".join(changed) or "nothing recorded")
-    return _finish(ctx, result, v, base_mb, why_no_base or "not profiled", [line], sha and str(sha))
+    why = why_no_base or "not profiled"
+    return _finish(ctx, result, judged, startup, base_mb, why, [line], sha and str(sha))
+
+
+def finish_judged(
+    ctx: CaseContext, result: CaseResult, ref: BaselineRef | None, why_no_base: str | None
+) -> CaseResult:
+    """`finish_stored` of a record that holds its verdict (an arbitrated case's)."""
+    assert result.verdict is not None
+    verdict, pending = finish_stored(ctx, result, Judged.of(result.verdict), ref, why_no_base)
+    return replace(result, verdict=verdict, warnings=[*result.warnings, *pending])
 
 
 def paired_memory(
@@ -116,12 +130,15 @@ def paired_memory(
     return head, nearest(peaks, None if head is None else head.peak_mb)
 
 
-def finish_paired(ctx: CaseContext, result: CaseResult) -> CaseResult:
-    """``result`` with memory and start-up of HEAD judged against REV's side, and a
-    regression's evidence."""
-    data, v = ctx.session.paired, result.verdict
-    if data is None or v is None:
-        return result
+def finish_paired(
+    ctx: CaseContext, result: CaseResult, figures: dict[str, Any], judged: Judged
+) -> CaseResult:
+    """The record of ``result``'s case in ``--mxperf-ab`` mode, assembled once: HEAD's
+    ``figures`` and the sides' profiles and memory, and the verdict (``judged`` from the
+    rounds) with memory and start-up of HEAD judged against REV's side, and a regression's
+    evidence."""
+    data = ctx.session.paired
+    assert data is not None, "paired rounds run before the tests"
     key = str(result.key)
     dp = data_parallel(result)  # no profile, memory or start-up of its own: see there
     why_no_base = None
@@ -129,13 +146,14 @@ def finish_paired(ctx: CaseContext, result: CaseResult) -> CaseResult:
     heads = [r[pairdata.HEAD].cases[key] for r in data.rounds if key in r[pairdata.HEAD].cases]
     base_mb = None
     if not dp:
-        result, why_no_base = take_profiles(result, data, key)
+        profiles, why_no_base = take_profiles(result, data, key)
         memory, base_mb = paired_memory(revs, heads)
-        result = replace(result, memory=memory)
+        figures = {**figures, **profiles, "memory": memory}
+    result = replace(result, **figures)
     measured = [r.measurement for r in revs if r.measurement is not None]
+    startup = None
     if measured and not dp:
-        v = diagnosis.judge_startup(
-            v,
+        startup = diagnosis.judge_startup(
             result.measurement,
             median([m.first_step_seconds for m in measured]),
             median([m.warmup_seconds for m in measured]),
@@ -143,24 +161,33 @@ def finish_paired(ctx: CaseContext, result: CaseResult) -> CaseResult:
     changed = changes_between(revs[0], heads[0]) if revs and heads else []
     where = f"changed between {data.rev_label} and {data.head_name}: "
     line = where + ("; ".join(changed) or "nothing recorded (both sides ran here)")
-    return _finish(ctx, result, v, base_mb, why_no_base or "", [line], data.rev_sha)
+    why = why_no_base or ""
+    verdict, pending = _finish(ctx, result, judged, startup, base_mb, why, [line], data.rev_sha)
+    return replace(result, verdict=verdict, warnings=[*result.warnings, *pending])
 
 
 def _finish(
     ctx: CaseContext,
     result: CaseResult,
-    v: Verdict,
+    judged: Judged,
+    startup: tuple[str, ...] | None,
     base_mb: float | None,
     why_no_base: str,
     changed: list[str],
     base_sha: str | None,
-) -> CaseResult:
-    """``result`` with ``v`` judged for memory, its warnings, and a regression's evidence."""
-    s, dp = ctx.session.settings, data_parallel(result)
-    grew = None
-    if not dp:  # no memory record to judge (nor to stamp the marker's limit beside)
-        v, grew = diagnosis.judge_memory(
+) -> tuple[Verdict, list[str]]:
+    """The verdict of ``result``, built once from ``judged``, its ``startup`` flags (None: not
+    judged), its memory judged and a regression's evidence; and the warnings it adds."""
+    s, v = ctx.session.settings, judged.decision
+    startup = v.startup if startup is None else startup
+    if data_parallel(result):  # no memory record to judge (nor to stamp the marker's limit)
+        mem = diagnosis.MemoryJudged(
+            v.baseline_memory_mb, v.max_memory_mb, v.memory_trend, judged.lines
+        )
+    else:
+        mem = diagnosis.judge_memory(
             v,
+            judged.lines,
             result,
             base_mb,
             tolerance=s.memory_tolerance,
@@ -168,19 +195,46 @@ def _finish(
             max_memory_mb=ctx.max_memory_mb,
         )
     # Said as warnings once the result is kept (a -W error run must not lose it).
-    pending = [f"start-up grew: {x}" for x in v.startup] + ([grew] if grew else [])
-    result = replace(result, warnings=[*result.warnings, *pending])
+    pending = [f"start-up grew: {x}" for x in startup] + ([mem.warning] if mem.warning else [])
     ctx.pending_warnings += pending
-    if v.outcome != Outcome.REGRESSED:
-        return replace(result, verdict=v)
+    outcome = Outcome.MEMORY if mem.fails else v.outcome
+    lines = mem.lines
+    if outcome == Outcome.REGRESSED:
+        lines = _with_evidence(ctx, result, lines, startup, base_mb, why_no_base, changed, base_sha)
+    verdict = replace(
+        v,
+        outcome=outcome,
+        failed=v.failed or mem.fails,
+        lines=lines,
+        unconfirmed=judged.unconfirmed,
+        startup=startup,
+        baseline_memory_mb=mem.baseline_memory_mb,
+        max_memory_mb=mem.max_memory_mb,
+        memory_trend=mem.memory_trend,
+    )
+    return verdict, pending
+
+
+def _with_evidence(
+    ctx: CaseContext,
+    result: CaseResult,
+    lines: tuple[str, ...],
+    startup: tuple[str, ...],
+    base_mb: float | None,
+    why_no_base: str,
+    changed: list[str],
+    base_sha: str | None,
+) -> tuple[str, ...]:
+    """A regression's message ``lines`` with its evidence: operators, memory and start-up,
+    what changed, the commits since the baseline."""
     operators: list[str] = []  # a data-parallel case is never profiled: no section
-    if not dp:
+    if not data_parallel(result):
         operators = evidence_lines.operator_lines(
             result.profile, result.baseline_profile, result.profile_error, why_no_base
         )
     memory = evidence_lines.memory_line(result, base_mb)
     notes = [memory] if memory else []
-    notes += [f"start-up grew: {x}" for x in v.startup]
+    notes += [f"start-up grew: {x}" for x in startup]
     root = ctx.session.run.commit.repo_root
     commits: list[str] = []
     if root:
@@ -188,5 +242,5 @@ def _finish(
         commits = evidence_lines.commit_lines(root, base_sha, ctx.session.run.commit.sha, paths)
     # The message's own layout (as a text read back: a line of a side's output may end in
     # a carriage return) with the evidence in reading order.
-    lines = evidence_lines.with_evidence(v.message.splitlines(), operators, notes, changed, commits)
-    return replace(result, verdict=replace(v, lines=lines))
+    text = render_message(lines).splitlines()
+    return evidence_lines.with_evidence(text, operators, notes, changed, commits)

@@ -5,6 +5,7 @@ the verdict of a case in ``--mxperf-ab`` mode (the rounds themselves are in `pai
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.case.evidence import CaseContext, data_parallel, take_profiles
@@ -23,7 +24,8 @@ from pytest_mxperf.judging.explain import (
 )
 from pytest_mxperf.judging.explain_scaling import explain_paired_scaling
 from pytest_mxperf.judging.pairstats import PairedEstimate
-from pytest_mxperf.measuring.records import CaseResult, Outcome, Status, Verdict
+from pytest_mxperf.measuring.records import CaseResult, Outcome, Scaling, Status, Verdict
+from pytest_mxperf.measuring.verdicts import Judged, message_lines
 from pytest_mxperf.paired import pairdata, pairing
 
 
@@ -56,8 +58,9 @@ def arbitrate(
         return replace(result, verdict=explained), f"no paired run of the baseline commit ({exc})"
     key = str(result.key)
     why_no_base = None
+    profiles: dict[str, Any] = {}
     if not data_parallel(result):  # never profiled: no profile is missing from it
-        result, why_no_base = take_profiles(result, data, key)
+        profiles, why_no_base = take_profiles(result, data, key)
     scaling = stored.scaling
     estimate, rounds = _pair_estimate(data, key, scaling, ctx.session.settings.min_effect)
     pair = None if estimate is None else decide_arbitration_pair(estimate, stored, ctx.policy)
@@ -83,7 +86,7 @@ def arbitrate(
     sides = sides_line(revs[0], result, f"baseline commit {str(sha)[:10]}") if revs else None
     if sides and estimate is not None:
         verdict = verdict.adding(sides)
-    return replace(result, verdict=verdict), why_no_base
+    return replace(result, **profiles, verdict=verdict), why_no_base
 
 
 def _pair_estimate(
@@ -106,24 +109,25 @@ def other_machine(ours: str | None, ref: BaselineRef | None) -> bool:
 
 
 def unconfirmed(
-    verdict: Verdict, tight: Verdict, why_not: str, elsewhere: bool, changed: list[str]
-) -> Verdict:
+    judged: Judged, tight: Verdict, why_not: str, elsewhere: bool, changed: list[str]
+) -> Judged:
     """The verdict of a case no paired run can check (``why_not``), judged with the floor for
     unconfirmed drops.
 
     A regression says it was not confirmed (and when the baseline was measured on another
-    machine). A pass whose drop fails ``tight`` (the same case judged at the threshold a pair
+    machine). A pass whose drop fails ``tight`` (the same case decided at the threshold a pair
     would allow: this machine's noise) says that it is beyond the noise, why it did not fail,
     and what changed since the baseline (an MXNet upgrade that costs 15% passes the 20% floor,
     and the user should hear of it), in its message and ``unconfirmed`` (the run's summary
     counts them). Not a warning: a project that makes warnings errors would fail the test."""
+    verdict = judged.decision
     if verdict.outcome == Outcome.REGRESSED:
         note = f"not confirmed by a paired run ({why_not}): judged against the stored figure"
         if elsewhere:
             note += ELSEWHERE
-        return verdict.adding(note)
+        return Judged(verdict, judged.lines + message_lines(note), judged.unconfirmed)
     if verdict.outcome != Outcome.PASS or tight.outcome != Outcome.REGRESSED:
-        return verdict
+        return judged
     assert tight.change is not None and tight.threshold is not None
     assert verdict.threshold is not None
     note = (
@@ -133,12 +137,12 @@ def unconfirmed(
     )
     if changed:
         note += "; changed since the baseline: " + "; ".join(changed)
-    return replace(verdict.adding(note), unconfirmed=note)
+    return Judged(verdict, judged.lines + message_lines(note), unconfirmed=note)
 
 
-def judge_pair(ctx: CaseContext, result: CaseResult) -> CaseResult:
-    """A case in ``--mxperf-ab`` mode: HEAD's figures and the verdict from the rounds the
-    sides measured."""
+def judge_pair(ctx: CaseContext, result: CaseResult) -> tuple[dict[str, Any], Judged]:
+    """A case in ``--mxperf-ab`` mode: HEAD's figures (the record's fields) and the verdict
+    from the rounds the sides measured, before its evidence."""
     data = ctx.session.paired
     assert data is not None, "paired rounds run before the tests"
     key, s = str(result.key), ctx.session.settings
@@ -147,28 +151,23 @@ def judge_pair(ctx: CaseContext, result: CaseResult) -> CaseResult:
     if not heads:
         failures = data.side_failures(pairdata.HEAD, ctx.nodeid)
         error = f"{data.head_name}'s side did not measure it: " + ("; ".join(failures) or "?")
-        verdict = Verdict(Outcome.ERROR, True).explained(f"{key}: {error}"[:1500])
-        return replace(result, status=Status.ERROR, error=error, verdict=verdict)
+        said = Judged(Verdict(Outcome.ERROR, True), message_lines(f"{key}: {error}"[:1500]))
+        return {"status": Status.ERROR, "error": error}, said
     broken = data.broken_message(key)
     if broken is not None:
         # An error (or NaN, or nothing measured) on either side is that, never "new": the
         # pair cannot clear a case one side failed, as a plain run would fail it.
         status, error = broken
         outcome = Outcome.NAN if status == Status.NAN else Outcome.ERROR
-        verdict = Verdict(outcome, True).explained(f"{key}: {error}"[:3000])
-        return replace(
-            result,
-            status=status,
-            error=error,
-            software=heads[-1].software,
-            threads=heads[-1].threads,
-            verdict=verdict,
-        )
+        said = Judged(Verdict(outcome, True), message_lines(f"{key}: {error}"[:3000]))
+        last = heads[-1]
+        figures: dict[str, Any] = {"status": status, "error": error, "software": last.software}
+        return {**figures, "threads": last.threads}, said
     estimate = data.estimate(key, s.min_effect)
     # A regression the run's second run (on fresh processes) decided: its figures are shown.
     if estimate is not None and estimate.first is not None and data.confirmation is not None:
         pairs, heads = data.confirmation.pairs(key), _heads(data.confirmation, key)
-    result = _take_middle(result, heads)
+    figures = _middle(heads)
     verdict = decide_paired(estimate, ctx.policy)
     revs = sorted(a.images_per_sec or 0.0 for a, _ in pairs)
     if revs:
@@ -190,12 +189,12 @@ def judge_pair(ctx: CaseContext, result: CaseResult) -> CaseResult:
     sides = (
         sides_line(pairs[-1][0], pairs[-1][1], data.rev_label, data.head_name) if pairs else None
     )
-    verdict = verdict.explained(message)
-    if sides:
-        verdict = verdict.adding(sides)
-    if result.scaling is not None and estimate is not None:
-        verdict = _pair_scaling(ctx, result, verdict)
-    return replace(result, verdict=verdict)
+    lines = message_lines(message) + (message_lines(sides) if sides else ())
+    said = Judged(verdict, lines)
+    scaling = figures["scaling"]
+    if scaling is not None and estimate is not None:
+        said = _pair_scaling(ctx, key, scaling, said)
+    return figures, said
 
 
 def _heads(data: pairdata.PairedData, key: str) -> list[CaseResult]:
@@ -206,24 +205,23 @@ def _heads(data: pairdata.PairedData, key: str) -> list[CaseResult]:
     ]
 
 
-def _take_middle(result: CaseResult, heads: list[CaseResult]) -> CaseResult:
-    """``result`` with the figures of HEAD's round with the median img/s, and all rounds' as
-    its attempts."""
+def _middle(heads: list[CaseResult]) -> dict[str, Any]:
+    """The figures (a record's fields) of HEAD's round with the median img/s, and all rounds'
+    as its attempts."""
     ranked = sorted(heads, key=lambda r: r.images_per_sec or 0.0)
     middle = ranked[len(ranked) // 2]
-    return replace(
-        result,
-        status=middle.status,
-        measurement=middle.measurement,
-        error=middle.error,
-        software=middle.software,
-        threads=middle.threads,
-        scaling=middle.scaling,
-        macs_per_image=middle.macs_per_image,
-        peak_gflops=middle.peak_gflops,
-        memory=middle.memory,
-        attempts=[h.images_per_sec or 0.0 for h in heads],
-    )
+    return {
+        "status": middle.status,
+        "measurement": middle.measurement,
+        "error": middle.error,
+        "software": middle.software,
+        "threads": middle.threads,
+        "scaling": middle.scaling,
+        "macs_per_image": middle.macs_per_image,
+        "peak_gflops": middle.peak_gflops,
+        "memory": middle.memory,
+        "attempts": [h.images_per_sec or 0.0 for h in heads],
+    }
 
 
 def adopt_head(result: CaseResult, data: pairdata.PairedData) -> CaseResult | None:
@@ -234,20 +232,19 @@ def adopt_head(result: CaseResult, data: pairdata.PairedData) -> CaseResult | No
     heads = _heads(data, key)
     if not heads or data.broken_message(key) is not None:
         return None
-    adopted = _take_middle(result, heads)
-    return adopted if adopted.measurement is not None else None
+    figures = _middle(heads)
+    return None if figures["measurement"] is None else replace(result, **figures)
 
 
-def _pair_scaling(ctx: CaseContext, result: CaseResult, verdict: Verdict) -> Verdict:
-    """A data-parallel case in ``--mxperf-ab`` mode: its scaling efficiency is paired too, and a
-    lower efficiency beyond the noise fails it like a lower img/s (the message then leads with
-    the efficiency and the kvstore share of both sides)."""
+def _pair_scaling(ctx: CaseContext, key: str, scaling: Scaling, said: Judged) -> Judged:
+    """A data-parallel case in ``--mxperf-ab`` mode (HEAD's ``scaling``): its scaling
+    efficiency is paired too, and a lower efficiency beyond the noise fails it like a lower
+    img/s (the message then leads with the efficiency and the kvstore share of both sides)."""
     data, s = ctx.session.paired, ctx.session.settings
     assert data is not None
-    key = str(result.key)
     estimate: PairedEstimate | None = data.efficiency_estimate(key, s.min_effect)
     if estimate is None:
-        return verdict
+        return said
     pairs = data.scaling_pairs(key)
     eff = decide_paired(estimate, ctx.policy)
     regressed = eff.outcome == Outcome.REGRESSED
@@ -256,7 +253,7 @@ def _pair_scaling(ctx: CaseContext, result: CaseResult, verdict: Verdict) -> Ver
     rev_share = sorted(a.comm_share for a, _ in scalings if a is not None)
     head_share = sorted(b.comm_share for _, b in scalings if b is not None)
     text = explain_paired_scaling(
-        result.scaling.kvstore if result.scaling else "?",
+        scaling.kvstore,
         estimate,
         regressed,
         data.rev_label,
@@ -265,17 +262,18 @@ def _pair_scaling(ctx: CaseContext, result: CaseResult, verdict: Verdict) -> Ver
         s.min_effect,
         data.head_name,
     )
+    lines = said.lines
     verdict = replace(
-        verdict,
+        said.decision,
         baseline_efficiency=rev_eff[len(rev_eff) // 2],
         baseline_comm_share=rev_share[len(rev_share) // 2],
         efficiency_change=estimate.ratio - 1,
     )
     if regressed and verdict.outcome != Outcome.REGRESSED:
         verdict = replace(verdict, outcome=Outcome.REGRESSED, failed=True, scaling=True)
-        aggregate = ("aggregate: " + verdict.lines[0], *verdict.lines[1:])
-        return replace(verdict, lines=aggregate).led_by(f"{key}: {text}")
-    return verdict.adding(text)
+        aggregate = ("aggregate: " + lines[0], *lines[1:])
+        return Judged(verdict, message_lines(f"{key}: {text}") + aggregate, said.unconfirmed)
+    return Judged(verdict, lines + message_lines(text), said.unconfirmed)
 
 
 def _quiet(_: str) -> None:

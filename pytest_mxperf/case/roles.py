@@ -16,7 +16,7 @@ import functools
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, Callable, Optional, Protocol
+from typing import Any, Callable, Protocol
 
 from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.case import evidence, jointpair, pairs, stored
@@ -26,12 +26,24 @@ from pytest_mxperf.config.sideorders import SideOrders
 from pytest_mxperf.judging.decisions import suspected
 from pytest_mxperf.measuring.measure import Measurement, for_side
 from pytest_mxperf.measuring.records import CaseResult
+from pytest_mxperf.measuring.verdicts import Judged
 from pytest_mxperf.paired.pairdata import PairedData
 from pytest_mxperf.paired.sides import disturbed
 
-#: A case's measuring step: its figures measured as the role's `Tries` say, and judged with
-#: ``judging`` when one is given (the stored judge's; a side passes None, figures alone).
-Measure = Callable[[CaseResult, Optional[Judging], Tries], CaseResult]
+
+class Measure(Protocol):
+    """A case's measuring step (a plain case's `stored.PlainStep`, a data-parallel one's):
+    called, the record with its figures, measured as the role's `Tries` say (``judging``: the
+    stored judge's, which an attempt may be decided with; a side passes None); `judge`, the
+    verdict of those figures as far as the stored baseline gives it."""
+
+    def __call__(self, result: CaseResult, judging: Judging | None, tries: Tries) -> CaseResult:
+        """The record of ``result``'s case with its figures."""
+
+    def judge(self, measured: CaseResult, judging: Judging, tries: Tries) -> Judged:
+        """The decision on the ``measured`` case and its message."""
+
+
 #: What a method does with a case's finished result before it is kept (returns the result).
 After = Callable[[CaseResult], CaseResult]
 Lock = jointpair.Lock
@@ -84,22 +96,25 @@ class StoredJudge:
     ) -> CaseResult:
         with bench.device_locks(result.key, devices):
             start = time.time()
-            result, judging = stored.judging_for(bench, result)
-            result = measure(result, judging, self.tries(bench, result, judging, alone))
-            result = replace(result, window=[start, time.time()])
+            judging = stored.judging_for(bench, result)
+            tries = self.tries(bench, result, judging, alone)
+            measured = measure(result, judging, tries)
+            judged = measure.judge(measured, judging, tries)
+            window = [start, time.time()]
         ref = judging[0]
-        why_no_base: str | None = None
         machine = bench.session.preflight.factor  # the probe, where it ran
-        if result.verdict is not None and suspected(
-            result.verdict, bench.settings.tolerance, machine
-        ):
-            # outside the locks: the sides take them
-            judged = result
-            result, why_no_base = pairs.arbitrate(bench.context(), judged, ref)
+        if suspected(judged.decision, bench.settings.tolerance, machine):
+            # outside the locks: the sides take them; the pair arbitrates the judged record
+            suspect = replace(measured, verdict=judged.verdict(), window=window)
+            result, why_no_base = pairs.arbitrate(bench.context(), suspect, ref)
             sha = None if ref is None else ref.commit.get("sha")
-            again = functools.partial(self._arbitrate_again, bench, judged, ref, after)
+            again = functools.partial(self._arbitrate_again, bench, suspect, ref, after)
             jointpair.note_arbitrated(bench, result, str(sha) if sha else None, again)
-        return evidence.finish_stored(bench.context(), result, ref, why_no_base)
+            return evidence.finish_judged(bench.context(), result, ref, why_no_base)
+        verdict, pending = evidence.finish_stored(bench.context(), measured, judged, ref, None)
+        # The record assembled: its figures, its verdict, its window, its warnings.
+        warned = [*measured.warnings, *pending]
+        return replace(measured, verdict=verdict, window=window, warnings=warned)
 
     def _arbitrate_again(
         self, bench: Bench, judged: CaseResult, ref: BaselineRef | None, after: After | None
@@ -108,7 +123,7 @@ class StoredJudge:
         the paired run that now holds the most rounds of it (a run's joint pair), and finished
         as `settle` finishes it."""
         result, why_no_base = pairs.arbitrate(bench.context(), judged, ref)
-        result = evidence.finish_stored(bench.context(), result, ref, why_no_base)
+        result = evidence.finish_judged(bench.context(), result, ref, why_no_base)
         return result if after is None else after(result)
 
 
@@ -141,7 +156,8 @@ class PairJudge:
         alone: bool,
     ) -> CaseResult:
         ctx = bench.context()
-        return evidence.finish_paired(ctx, pairs.judge_pair(ctx, result))
+        figures, judged = pairs.judge_pair(ctx, result)
+        return evidence.finish_paired(ctx, result, figures, judged)
 
 
 def _never(_: Measurement) -> bool:

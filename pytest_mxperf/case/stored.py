@@ -26,6 +26,7 @@ from pytest_mxperf.measuring.measure import MeasureConfig, Measurement
 from pytest_mxperf.measuring.protocol import PrepareSpec, SpecError
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Status, Verdict
 from pytest_mxperf.measuring.runner import CaseRun, run_case
+from pytest_mxperf.measuring.verdicts import Judged, message_lines
 from pytest_mxperf.paired.pairdata import PairedData
 from pytest_mxperf.paired.turns import CaseTurns
 
@@ -73,9 +74,9 @@ def judged_tries(bench: Bench, result: CaseResult, judging: Judging, alone: bool
 @dataclass(frozen=True)
 class PlainStep:
     """The measuring step of a plain case (`CaseBench.case`; a `roles.Measure`): its figures
-    taken from the run's ``joint`` pair where that measured it, else measured here, and judged
-    when the role judges. ``wide``: in lock-step turns, on the CPUs of the side's untimed work
-    (`turns.Baton.ready`)."""
+    taken from the run's ``joint`` pair where that measured it, else measured here; judged
+    apart (`judge`) when the role judges. ``wide``: in lock-step turns, on the CPUs of the
+    side's untimed work (`turns.Baton.ready`)."""
 
     bench: Bench
     net: Any
@@ -91,9 +92,13 @@ class PlainStep:
             result = jointpair.for_update(bench, result, self.ctx)
         adopted = None if self.joint is None else pairs.adopt_head(result, self.joint)
         if adopted is not None and judging is not None:
-            return give_verdict(bench, adopted, judging)  # its figure is HEAD's from the pair
+            return adopted  # its figures are HEAD's from the pair
         config = in_turns(bench, tries.config, str(result.key), tries.alone, self.wide)
-        return measure(bench, result, self.net, self.spec, self.runner, tries, judging, config)
+        return measure(bench, result, self.net, self.spec, self.runner, tries, config)
+
+    def judge(self, measured: CaseResult, judging: Judging, tries: Tries) -> Judged:
+        """The verdict of the ``measured`` case, as far as the stored baseline gives it."""
+        return give_verdict(self.bench, measured, judging, tries.decided(measured))
 
 
 def measure(
@@ -103,13 +108,11 @@ def measure(
     spec: PrepareSpec,
     runner: Runner | None,
     tries: Tries,
-    judging: Judging | None,
     config: MeasureConfig,
 ) -> CaseResult:
-    """Measure the case of ``result`` (with ``runner``, default `run_case`) as ``tries`` says,
-    timed as ``config`` (``tries.config`` in turns where it takes them); returns its figures,
-    judged when ``judging`` is given (a side of a paired run reports its figures and judges
-    nothing)."""
+    """The case of ``result`` measured (with ``runner``, default `run_case`) as ``tries`` says,
+    timed as ``config`` (``tries.config`` in turns where it takes them): the record with its
+    figures and the software they were measured with."""
     diagnose = diagnosis.DiagnoseSpec(
         trace_path=diagnosis.trace_path_for(bench.settings.profile, str(result.key)),
         profile_if=tries.profile_if,
@@ -118,8 +121,11 @@ def measure(
         runner = functools.partial(_run_case, bench.backend, net, diagnose=diagnose)
     outcome = _measured(runner, spec, config, tries.attempts, tries.again, str(result.key))
     peak = _peak(bench, outcome, spec, result.dtype) if tries.peak else None
-    result = replace(
-        diagnosis.applied(result, outcome.diagnosis),
+    for text in outcome.warnings:
+        warnings.warn(f"mxperf: {result.key}: {text}", pytest.PytestWarning, stacklevel=5)
+    return replace(
+        result,
+        software=bench.backend.software(),
         status=outcome.status,
         measurement=outcome.measurement,
         attempts=outcome.attempts,
@@ -127,12 +133,8 @@ def measure(
         warnings=outcome.warnings,
         macs_per_image=outcome.macs_per_image,
         peak_gflops=peak,
+        **diagnosis.taken(result, outcome.diagnosis),
     )
-    for text in outcome.warnings:
-        warnings.warn(f"mxperf: {result.key}: {text}", pytest.PytestWarning, stacklevel=5)
-    if judging is None:
-        return result
-    return give_verdict(bench, result, judging, tries.decided(result))
 
 
 class Decisions:
@@ -148,8 +150,11 @@ class Decisions:
     def of(self, best: Measurement) -> Verdict:
         if id(best) not in self._decided:
             ref, expectations, _, policy = self.judging
-            judged = decide(replace(self.result, measurement=best), ref, expectations, policy)
-            self._decided[id(best)] = (best, judged)
+            r = self.result
+            # A decision reads the status and the measurement alone: the case with this
+            # attempt, before its record is assembled.
+            attempt = CaseResult(key=r.key, device=r.device, hardware=r.hardware, measurement=best)
+            self._decided[id(best)] = (best, decide(attempt, ref, expectations, policy))
         return self._decided[id(best)][1]
 
     def kept(self, result: CaseResult) -> Verdict | None:
@@ -221,49 +226,45 @@ def _peak(bench: Bench, outcome: CaseRun, spec: PrepareSpec, dtype: str) -> floa
     return bench.session.peak_gflops(bench.backend, spec.ctx, device, dtype)
 
 
-def judging_for(bench: Bench, result: CaseResult) -> tuple[CaseResult, Judging]:
-    """``result`` with its software recorded, and what it is judged with: its stored
-    baseline, the marker's expectations, why no paired run could confirm a drop (None: one
-    can), and the policy that follows."""
+def judging_for(bench: Bench, result: CaseResult) -> Judging:
+    """What ``result``'s case is judged with: its stored baseline, the marker's expectations,
+    why no paired run could confirm a drop (None: one can), and the policy that follows."""
     settings = bench.settings
-    result, ref, expectations = bench.reference(result)
+    ref, expectations = bench.reference(result)
     why_not = None if ref is None else bench.session.why_no_pair(ref.commit.get("sha"))
     # Without a paired run to confirm it, a drop must clear the floor sized for noisy
     # shared runners; with one, the lower floor lets a quiet machine catch small losses.
     tolerance = settings.tolerance
     if why_not is not None:
         tolerance = max(tolerance, settings.unconfirmed_tolerance)
-    return result, (ref, expectations, why_not, bench.policy(tolerance))
+    return ref, expectations, why_not, bench.policy(tolerance)
 
 
 def give_verdict(
     bench: Bench, result: CaseResult, judging: Judging, decided: Verdict | None = None
-) -> CaseResult:
-    """``result`` with its verdict from ``judging`` (`judging_for`); ``decided``: its decision,
-    where the attempts already made it."""
+) -> Judged:
+    """The verdict of the measured ``result`` from ``judging`` (`judging_for`), before its
+    evidence: the decision and its message; ``decided``: the decision, where the attempts
+    already made it."""
     settings = bench.settings
     ref, expectations, why_not, policy = judging
     elsewhere = bench.run.baselines.elsewhere(result.hardware, str(result.key))
-    verdict = judge(result, ref, expectations, policy, elsewhere, decided)
+    judged = judge(result, ref, expectations, policy, elsewhere, decided)
+    verdict = judged.decision
     other = pairs.other_machine(bench.run.machine_id, ref)
     if verdict.outcome == Outcome.IMPROVED and other:
         # No pair looks at a case that got faster: the stored figure's machine is all it knows.
-        verdict = verdict.adding(
+        note = (
             "the baseline was measured on another machine: this one may only be faster (no "
             "paired run checks an improvement)"
         )
-    if why_not is not None and ref is not None:
-        # Judged again at the threshold a pair would allow (not when storing a baseline).
-        tight = (
-            verdict
-            if settings.update
-            else judge(result, ref, expectations, bench.policy(settings.tolerance), elsewhere)
-        )
-        verdict = pairs.unconfirmed(
-            verdict,
-            tight,
-            why_not,
-            other,
-            what_changed(result, ref),
-        )
-    return replace(result, verdict=verdict)
+        judged = Judged(verdict, judged.lines + message_lines(note))
+    if why_not is None or ref is None:
+        return judged
+    # Decided again at the threshold a pair would allow (not when storing a baseline).
+    tight = (
+        verdict
+        if settings.update
+        else judge(result, ref, expectations, bench.policy(settings.tolerance)).decision
+    )
+    return pairs.unconfirmed(judged, tight, why_not, other, what_changed(result, ref))

@@ -13,6 +13,7 @@ from pytest_mxperf.judging.changes import changed_line
 from pytest_mxperf.judging.decisions import Policy, decide, failed_expectation
 from pytest_mxperf.judging.pairstats import PairedEstimate
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Verdict
+from pytest_mxperf.measuring.verdicts import Judged, message_lines
 
 #: Said of a baseline all of whose runs other machines stored.
 ELSEWHERE = " (the baseline was measured on another machine)"
@@ -119,11 +120,12 @@ def judge(
     policy: Policy,
     elsewhere: Sequence[str] = (),
     decided: Verdict | None = None,
-) -> Verdict:
-    """Decide (unless ``decided`` is the decision already made), then explain: the verdict
-    with its message."""
+) -> Judged:
+    """Decide (unless ``decided`` is the decision already made), then explain: the decision
+    and the lines of its message."""
     verdict = decide(result, ref, expectations, policy) if decided is None else decided
-    return verdict.explained(explain(result, verdict, ref, expectations, policy, elsewhere))
+    text = explain(result, verdict, ref, expectations, policy, elsewhere)
+    return Judged(verdict, message_lines(text))
 
 
 def clip_lines(text: str, limit: int = 1500) -> str:

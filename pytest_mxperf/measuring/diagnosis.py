@@ -10,16 +10,17 @@ regression, appends the evidence sections (`evidence_lines`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from pytest_mxperf.measuring.measure import Measurement
 from pytest_mxperf.measuring.memory import MemoryProbe, MemoryRecord, MemoryTrend, memory_change
 from pytest_mxperf.measuring.protocol import Backend, Prepared
-from pytest_mxperf.measuring.records import CaseResult, Outcome, Verdict
+from pytest_mxperf.measuring.records import CaseResult, Verdict
 from pytest_mxperf.measuring.startup import startup_change
 from pytest_mxperf.measuring.stats import median
+from pytest_mxperf.measuring.verdicts import message_lines, render_message
 from pytest_mxperf.profiles import profiling
 from pytest_mxperf.profiles.profile_record import OperatorProfile, ProfileUnavailable
 from pytest_mxperf.profiles.profile_trace import TraceFiles, table_path_for
@@ -131,39 +132,55 @@ def trace_path_for(directory: str | None, case_key: str) -> Path | None:
     return Path(directory) / f"{profiling.safe_case_name(case_key)}.trace.json"
 
 
-def applied(result: CaseResult, found: Diagnosis) -> CaseResult:
-    """``result`` with what `run_case` took around its timed blocks."""
-    return replace(
-        result,
-        memory=found.memory,
-        profile=result.profile if found.profile is None else found.profile.as_dict(),
-        profile_error=found.profile_error,
-        profile_trace=str(found.trace.trace) if found.trace else result.profile_trace,
-        profile_table=str(found.trace.table) if found.trace else result.profile_table,
-    )
+def taken(result: CaseResult, found: Diagnosis) -> dict[str, Any]:
+    """The fields of ``result`` that `run_case` took around its timed blocks (its peak memory
+    and, when profiled, its operator profile or why there is none), for the measured record."""
+    return {
+        "memory": found.memory,
+        "profile": result.profile if found.profile is None else found.profile.as_dict(),
+        "profile_error": found.profile_error,
+        "profile_trace": str(found.trace.trace) if found.trace else result.profile_trace,
+        "profile_table": str(found.trace.table) if found.trace else result.profile_table,
+    }
 
 
 # judging memory and start-up ------------------------------------------------------------------
+@dataclass(frozen=True)
+class MemoryJudged:
+    """A case's peak memory judged (`judge_memory`): the verdict's memory fields, its message's
+    lines (a failure added below a failed verdict's, else leading them), whether memory fails
+    the case (outcome ``memory``), and a growth to warn of."""
+
+    baseline_memory_mb: float | None
+    max_memory_mb: float | None
+    memory_trend: str | None
+    lines: tuple[str, ...]
+    fails: bool = False
+    warning: str | None = None
+
+
 def judge_memory(
     verdict: Verdict,
+    lines: tuple[str, ...],
     result: CaseResult,
     base_mb: float | None,
     *,
     tolerance: float,
     strict: bool,
     max_memory_mb: float | None,
-) -> tuple[Verdict, str | None]:
-    """The memory verdict: the trend against ``base_mb``; a failure only with ``strict`` (for
-    a growth) or above ``max_memory_mb``. Returns the verdict and a warning to show, if any."""
+) -> MemoryJudged:
+    """The memory part of ``verdict`` (its message's lines so far: ``lines``): the trend
+    against ``base_mb``; a failure only with ``strict`` (for a growth) or above
+    ``max_memory_mb``."""
     now = None if result.memory is None else result.memory.peak_mb
-    verdict = replace(verdict, baseline_memory_mb=base_mb, max_memory_mb=max_memory_mb)
+    trend = verdict.memory_trend
     if now is None:
-        return verdict, None
+        return MemoryJudged(base_mb, max_memory_mb, trend, lines)
     problem: str | None = None
     warning: str | None = None
     if base_mb is not None:
         change = memory_change(base_mb, now, tolerance)
-        verdict = replace(verdict, memory_trend=change.trend.value)
+        trend = change.trend.value
         if change.trend == MemoryTrend.GREW:
             if strict:
                 problem = change.message
@@ -172,19 +189,20 @@ def judge_memory(
     if max_memory_mb is not None and now > max_memory_mb:
         problem = f"peak memory {now:.1f} MiB is above the marker's max_memory_mb={max_memory_mb:g}"
     if problem is None:
-        return verdict, warning
+        return MemoryJudged(base_mb, max_memory_mb, trend, lines, warning=warning)
     if verdict.failed:
-        return verdict.adding(problem), None
-    lead = f"{result.key}: {problem}"
-    led = verdict.led_by(lead) if verdict.message else verdict.explained(lead)
-    return replace(led, outcome=Outcome.MEMORY, failed=True), None
+        return MemoryJudged(base_mb, max_memory_mb, trend, lines + message_lines(problem))
+    lead = message_lines(f"{result.key}: {problem}")
+    led = lead + lines if render_message(lines) else lead
+    return MemoryJudged(base_mb, max_memory_mb, trend, led, fails=True)
 
 
 def judge_startup(
-    verdict: Verdict, m: Measurement | None, base_first: float | None, base_warmup: float | None
-) -> Verdict:
-    """Flag a first step or warm-up that grew by a large factor (a flag, never a failure)."""
+    m: Measurement | None, base_first: float | None, base_warmup: float | None
+) -> tuple[str, ...] | None:
+    """A first step or warm-up that grew by a large factor, flagged (never a failure); None:
+    not judged (no figure on one side)."""
     if m is None or base_first is None or base_warmup is None:
-        return verdict
+        return None
     change = startup_change(base_first, m.first_step_seconds, base_warmup, m.warmup_seconds)
-    return replace(verdict, startup=tuple(change.messages))
+    return tuple(change.messages)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Protocol
 
@@ -145,6 +146,7 @@ def measure(
     clock: Clock = time.perf_counter,
     config: MeasureConfig | None = None,
     wall_clock: Clock = time.time,
+    extra: Mapping[str, Any] | None = None,  # the caller's notes (`Prepared.info`)
 ) -> Measurement:
     """Measure the throughput of ``step``, benchmark_score style but with a steady-state warm-up.
 
@@ -185,7 +187,6 @@ def measure(
         cfg,
         items_per_step * steps_per_block if interleaved else None,
     )
-    extra: dict[str, Any] = {"interleaved": True} if interleaved else {}
     return Measurement(
         items_per_step=items_per_step,
         steps_per_block=steps_per_block,
@@ -197,7 +198,7 @@ def measure(
         sync_seconds=sync_cost,
         started_at=started_at,
         finished_at=wall_clock(),
-        extra=extra,
+        extra={**({"interleaved": True} if interleaved else {}), **(extra or {})},
     )
 
 

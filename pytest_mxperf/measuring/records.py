@@ -79,8 +79,8 @@ class Scaling:
 class CaseResult:
     """One measured case, as it travels on ``user_properties`` and into JSON and baselines.
 
-    Frozen: each step of the case path returns a new record (``dataclasses.replace``) with
-    its part (figures, verdict, evidence), never writing into a shared one."""
+    Frozen: each step of the case path returns its part (figures, verdict, evidence) and the
+    process's role (`pytest_mxperf.case.roles`) assembles the record from them once."""
 
     key: CaseKey
     device: str

@@ -118,6 +118,7 @@ def _best_of(
             sync=backend.sync,
             clock=backend.clock,
             config=config,
+            extra=prepared.info,
         )
         first[:] = first or [m]
         return m
@@ -125,11 +126,10 @@ def _best_of(
     def keep(m: Measurement) -> Measurement:
         # Only the first attempt starts cold: its first step and warm-up are the case's.
         cold = first[0]
+        if m is cold:
+            return m
         return replace(
-            m,
-            extra={**m.extra, **prepared.info},
-            first_step_seconds=cold.first_step_seconds,
-            warmup_seconds=cold.warmup_seconds,
+            m, first_step_seconds=cold.first_step_seconds, warmup_seconds=cold.warmup_seconds
         )
 
     best_of(run, attempt, attempts, again, keep)

@@ -132,3 +132,23 @@ class Verdict:
         back["lines"] = message_lines(str(data.get("message") or ""))
         back["outcome"] = data.get("outcome", data.get("status"))
         return back
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A case's verdict on its way to the record: the decision (outcome and numbers), the lines
+    of its message so far and, for a pass no paired run could check, what is said of it. The
+    `Verdict` is built from these and the evidence once (`pytest_mxperf.case.evidence`)."""
+
+    decision: Verdict
+    lines: tuple[str, ...]
+    unconfirmed: str | None = None
+
+    @classmethod
+    def of(cls, verdict: Verdict) -> Judged:
+        """A verdict already built, as the parts it was built from."""
+        return cls(verdict, verdict.lines, verdict.unconfirmed)
+
+    def verdict(self) -> Verdict:
+        """The verdict as it stands (before its evidence)."""
+        return replace(self.decision, lines=self.lines, unconfirmed=self.unconfirmed)

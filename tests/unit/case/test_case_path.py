@@ -23,7 +23,7 @@ from pytest_mxperf.config.settings import Settings
 from pytest_mxperf.config.sideorders import SideOrders
 from pytest_mxperf.judging import decisions, explain
 from pytest_mxperf.judging.decisions import decide
-from pytest_mxperf.measuring.records import CaseResult, Outcome, Status
+from pytest_mxperf.measuring.records import CaseResult, Outcome, Status, Verdict
 from pytest_mxperf.plugin.configure import role_for
 from pytest_mxperf.run.session import MxperfSession
 from pytest_mxperf.system import codec
@@ -326,9 +326,11 @@ def test_a_data_parallel_case_goes_through_the_case_path_and_its_finishing(
 
     finish = evidence.finish_stored
 
-    def spy_finish(ctx: Any, result: CaseResult, ref: Any, why_no_base: str | None) -> CaseResult:
+    def spy_finish(
+        ctx: Any, result: CaseResult, judged: Any, ref: Any, why_no_base: str | None
+    ) -> tuple[Verdict, list[str]]:
         finished.append(str(result.key))
-        return finish(ctx, result, ref, why_no_base)
+        return finish(ctx, result, judged, ref, why_no_base)
 
     monkeypatch.setattr(bench, "through", spy_through)
     monkeypatch.setattr(evidence, "finish_stored", spy_finish)

@@ -17,7 +17,7 @@ from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.measuring.diagnosis import judge_memory
 from pytest_mxperf.measuring.memory import MemoryMethod, MemoryRecord
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Scaling, Status, Verdict
-from pytest_mxperf.measuring.verdicts import message_lines, render_message
+from pytest_mxperf.measuring.verdicts import Judged, message_lines, render_message
 from pytest_mxperf.system import codec
 from pytest_mxperf.testing import measurement_of
 
@@ -72,17 +72,19 @@ def test_the_message_is_rendered_from_the_lines_in_order() -> None:
 
 def test_steps_return_new_verdicts_that_add_lines() -> None:
     stored = Verdict(Outcome.REGRESSED, True, change=-0.3, threshold=0.2).explained("toy: -30%")
-    said = unconfirmed(stored, stored, "no git", False, [])
-    assert said.lines == (
+    said = unconfirmed(Judged.of(stored), stored, "no git", False, [])
+    assert said.verdict().lines == (
         "toy: -30%",
         "not confirmed by a paired run (no git): judged against the stored figure",
     )
     assert stored.lines == ("toy: -30%",)
     # A memory failure of a passing case leads the message; the old message follows it.
     passing = Verdict(Outcome.PASS, False).explained("toy: 100 img/s")
-    v, _ = judge_memory(passing, _result(), 100.0, tolerance=0.1, strict=True, max_memory_mb=None)
-    assert v.outcome == Outcome.MEMORY and v.failed
-    assert v.lines[1:] == ("toy: 100 img/s",) and v.lines[0].startswith(f"{KEY}: ")
+    m = judge_memory(
+        passing, passing.lines, _result(), 100.0, tolerance=0.1, strict=True, max_memory_mb=None
+    )
+    assert m.fails
+    assert m.lines[1:] == ("toy: 100 img/s",) and m.lines[0].startswith(f"{KEY}: ")
 
 
 def test_json_and_transport_hold_the_rendered_message_and_convert_once_each_way() -> None:

@@ -10,6 +10,7 @@ import pytest
 from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.expectation import Expectation
+from pytest_mxperf.judging import explain
 from pytest_mxperf.judging.changes import diff_stack, sides_line
 from pytest_mxperf.judging.decisions import (
     Policy,
@@ -18,7 +19,6 @@ from pytest_mxperf.judging.decisions import (
     stored_threshold,
     suspected,
 )
-from pytest_mxperf.judging.explain import judge
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Status, Verdict
 from pytest_mxperf.system import codec
 from pytest_mxperf.testing import measurement_of
@@ -33,6 +33,11 @@ BASE_SHA = "0123456789abcdef0123456789abcdef01234567"
 DEFAULT = Policy(tolerance=0.15, floor_tolerance=0.15)  # explicit: pinned tolerances
 STRICT = Policy(tolerance=0.15, strict=True, floor_tolerance=0.15)
 UPDATE = Policy(tolerance=0.15, update=True, floor_tolerance=0.15)
+
+
+def judge(*args: Any, **kwargs: Any) -> Verdict:
+    """`explain.judge`'s decision and message, as the verdict they make."""
+    return explain.judge(*args, **kwargs).verdict()
 
 
 def result(

@@ -129,42 +129,48 @@ def _result(peak: float | None) -> CaseResult:
 
 def test_memory_growth_warns_and_fails_only_when_strict_or_above_the_marker() -> None:
     passing = Verdict(Outcome.PASS, False, ("toy: 100 img/s",))
-    v, warning = diagnosis.judge_memory(
-        passing, _result(200.0), 100.0, tolerance=0.1, strict=False, max_memory_mb=None
+    lines = passing.lines
+    m = diagnosis.judge_memory(
+        passing, lines, _result(200.0), 100.0, tolerance=0.1, strict=False, max_memory_mb=None
     )
-    assert v.outcome == Outcome.PASS and not v.failed and v.memory_trend == "grew"
-    assert warning is not None and "peak memory grew: 100.0 -> 200.0 MiB (+100%)" in warning
-    v, warning = diagnosis.judge_memory(
-        passing, _result(200.0), 100.0, tolerance=0.1, strict=True, max_memory_mb=None
+    assert not m.fails and m.memory_trend == "grew" and m.lines == lines
+    assert m.warning is not None and "peak memory grew: 100.0 -> 200.0 MiB (+100%)" in m.warning
+    m = diagnosis.judge_memory(
+        passing, lines, _result(200.0), 100.0, tolerance=0.1, strict=True, max_memory_mb=None
     )
-    assert v.outcome == Outcome.MEMORY and v.failed and warning is None
-    assert v.message.splitlines()[0].startswith("toy/inference/float32/bs8/cpu: peak memory grew")
-    v, _ = diagnosis.judge_memory(
-        passing, _result(105.0), 100.0, tolerance=0.1, strict=True, max_memory_mb=None
+    assert m.fails and m.warning is None
+    assert m.lines[0].startswith("toy/inference/float32/bs8/cpu: peak memory grew")
+    assert m.lines[1:] == lines
+    m = diagnosis.judge_memory(
+        passing, lines, _result(105.0), 100.0, tolerance=0.1, strict=True, max_memory_mb=None
     )
-    assert v.outcome == Outcome.PASS and v.memory_trend == "same"
-    v, _ = diagnosis.judge_memory(
-        passing, _result(105.0), None, tolerance=0.1, strict=False, max_memory_mb=100.0
+    assert not m.fails and m.memory_trend == "same"
+    m = diagnosis.judge_memory(
+        passing, lines, _result(105.0), None, tolerance=0.1, strict=False, max_memory_mb=100.0
     )
-    assert v.outcome == Outcome.MEMORY and "above the marker's max_memory_mb=100" in v.message
+    assert m.fails and "above the marker's max_memory_mb=100" in "\n".join(m.lines)
+    assert m.max_memory_mb == 100.0 and m.baseline_memory_mb is None
     regressed = Verdict(Outcome.REGRESSED, True, ("toy: slower",))
-    v, _ = diagnosis.judge_memory(
-        regressed, _result(300.0), 100.0, tolerance=0.1, strict=True, max_memory_mb=None
+    m = diagnosis.judge_memory(
+        regressed,
+        regressed.lines,
+        _result(300.0),
+        100.0,
+        tolerance=0.1,
+        strict=True,
+        max_memory_mb=None,
     )
-    assert v.outcome == Outcome.REGRESSED and v.message.endswith(
-        "tolerance 10% and at least 16 MiB"
-    )
+    assert not m.fails and m.lines[-1].endswith("tolerance 10% and at least 16 MiB")
 
 
 def test_startup_growth_is_flagged_not_failed() -> None:
     r = _result(None)
     assert r.measurement is not None  # first step 0.1 s, warm-up 0.5 s
-    v = diagnosis.judge_startup(Verdict(Outcome.PASS, False), r.measurement, 0.02, 0.5)
-    assert v.startup == ("first step: 20 ms -> 100 ms (5.0x)",) and not v.failed
-    assert (
-        diagnosis.judge_startup(Verdict(Outcome.PASS, False), r.measurement, 0.08, 0.4).startup
-        == ()
-    )
+    flags = diagnosis.judge_startup(r.measurement, 0.02, 0.5)
+    assert flags == ("first step: 20 ms -> 100 ms (5.0x)",)
+    assert diagnosis.judge_startup(r.measurement, 0.08, 0.4) == ()
+    assert diagnosis.judge_startup(None, 0.08, 0.4) is None
+    v = Verdict(Outcome.PASS, False, startup=flags)
     back = codec.from_dict(Verdict, json.loads(json.dumps(codec.to_dict(v))))
     assert back == v
 
