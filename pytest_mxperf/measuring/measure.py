@@ -169,9 +169,7 @@ def measure(
     first = _time_steps(step, sync, clock, 1)
     warm_start = clock()
     warm_steps, n, window, per_step, steady = _warm_up(step, sync, clock, cfg, first, warm_start)
-    asked = clock()
-    interleaved = cfg.interleave is not None and cfg.interleave.ready()
-    waited = clock() - asked  # for its turn: the other side's work, not this warm-up
+    interleaved, waited = _turn(cfg, clock)
     if cfg.steps_per_block is None and cfg.interleave is not None and cfg.interleave.shared_warmup:
         # The warm-up ran beside the other side's setup; its turn (in turns or alone) has come:
         # size the blocks from a window run alone, as they are timed (or they come out short).
@@ -200,6 +198,14 @@ def measure(
         finished_at=wall_clock(),
         extra={**({"interleaved": True} if interleaved else {}), **(extra or {})},
     )
+
+
+def _turn(cfg: MeasureConfig, clock: Clock) -> tuple[bool, float]:
+    """After the warm-up: (timed in turns with the other side, the seconds waited for the
+    turn meanwhile: the other side's work, no part of this warm-up)."""
+    asked = clock()
+    interleaved = cfg.interleave is not None and cfg.interleave.ready()
+    return interleaved, clock() - asked
 
 
 def _warm_up(
