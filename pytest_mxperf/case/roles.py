@@ -214,6 +214,5 @@ class Side:
             if alone and baton is not None:
                 baton.alone(bench.item.nodeid, str(result.key))
             start = time.time()
-            result = replace(result, software=bench.backend.software())
-            result = measure(result, None, self.tries(bench, result, None, alone))
+            result = measure(result, None, self.tries(bench, result, None, alone))  # software too
             return replace(result, window=[start, time.time()])
