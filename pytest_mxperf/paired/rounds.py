@@ -129,19 +129,28 @@ def _reusing(
 ) -> list[Command]:
     """``order`` with each side's earlier results of the cases not among ``keys`` (the last
     round each side measured them in), handed back to their calls instead of measuring them
-    again; a case a side never measured, or whose last result there has no figure, is
-    measured (None: every case is measured)."""
+    again (None: every case is measured). Both sides skip the same cases, so that no round
+    shows a case one side measured and the other did not (`PairedData.broken`): a case is
+    measured again unless each side either has a result with a figure or never measured it."""
     if keys is None:
         return order
-    wanted, ids, out = set(keys), set(run.nodeids), []
+    ids = set(run.nodeids)
+    last: dict[str, dict[str, CaseResult]] = {name: {} for name, *_ in order}
+    for r in data.rounds:
+        for name, found in last.items():
+            found.update((k, c) for k, c in r[name].cases.items() if c.nodeid in ids)
+    candidates = {k for found in last.values() for k in found} - set(keys)
+    skipped = {
+        k
+        for k in candidates
+        if all(k not in found or found[k].status == Status.OK for found in last.values())
+    }
+    out = []
     for name, side, argv, path in order:
-        earlier: dict[str, CaseResult] = {}
-        for r in data.rounds:
-            earlier.update((k, c) for k, c in r[name].cases.items() if c.nodeid in ids)
-        earlier = {k: c for k, c in earlier.items() if k not in wanted and c.status == Status.OK}
+        earlier = [c for k, c in last[name].items() if k in skipped]
         if argv is not None and earlier:
             reuse = run.tmp / f"reuse-{name}.json"
-            write_reuse(reuse, list(earlier.values()))
+            write_reuse(reuse, earlier)
             argv = [*argv, sideorders.REUSE, str(reuse)]
         out.append((name, side, argv, path))
     return out

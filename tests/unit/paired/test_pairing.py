@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -16,7 +17,7 @@ import pytest
 from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.settings import Settings
 from pytest_mxperf.judging.pairstats import Decision
-from pytest_mxperf.measuring.records import CaseResult
+from pytest_mxperf.measuring.records import CaseResult, Status
 from pytest_mxperf.paired import more_rounds, pairdata, pairing, sides
 from pytest_mxperf.system import codec, cpus
 from pytest_mxperf.system.sigterm import sigterm_as_interrupt
@@ -87,6 +88,51 @@ def test_earlier_results_are_written_and_read_back_whole(tmp_path: Path) -> None
     path.unlink()
     with pytest.raises(ValueError, match="earlier results"):
         sides.read_reuse(path)
+
+
+def test_a_later_round_hands_back_only_cases_both_sides_can(tmp_path: Path) -> None:
+    from pytest_mxperf.paired import rounds
+
+    node = "test_a.py::test_m"
+
+    def case(key: str, rate: float | None) -> CaseResult:
+        if rate is None:  # measured nothing there
+            return CaseResult(CaseKey.parse(key), "cpu(0)", "hw", Status.ERROR, nodeid=node)
+        return replace(result(rate, node), key=CaseKey.parse(key))
+
+    a, b, c = (f"{m}/inference/float32/bs8/cpu" for m in "abc")
+    d = pairdata.PairedData("main", "a" * 40)
+    for _ in range(2):  # a: both sides measured it; b: REV's side errored; c: the round's case
+        rev = {a: case(a, 100.0), b: case(b, None), c: case(c, 100.0)}
+        head = {a: case(a, 99.0), b: case(b, 98.0), c: case(c, 90.0)}
+        d.rounds.append(
+            {pairdata.REV: pairdata.SideResult(rev), pairdata.HEAD: pairdata.SideResult(head)}
+        )
+    run = rounds._Run(
+        Settings(),
+        lambda _: None,
+        1.0,
+        lambda _: None,
+        contextlib.nullcontext,
+        False,
+        [node],
+        tmp_path,
+    )
+    order: list[rounds.Command] = [
+        (name, sides.SideSpec(name, tmp_path), ["pytest"], tmp_path / f"{name}.json")
+        for name in (pairdata.REV, pairdata.HEAD)
+    ]
+    got = rounds._reusing(d, order, [c], run)
+    for name, _, argv, _ in got:
+        assert argv is not None and argv[1:] == [
+            "--mxperf-side-reuse",
+            str(tmp_path / f"reuse-{name}.json"),
+        ]
+        handed = sides.read_reuse(tmp_path / f"reuse-{name}.json")
+        assert list(handed) == [a]  # not b (measured again on both sides), not c (the round's)
+        assert handed[a] == d.rounds[-1][name].cases[a]
+    assert rounds._reusing(d, order, None, run) == order  # every case measured
+    assert rounds._reusing(d, order, [a, b, c], run) == order  # nothing to hand back
 
 
 def test_estimate_needs_two_paired_rounds() -> None:
