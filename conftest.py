@@ -4,6 +4,7 @@ tests and scripts import live in `pytest_mxperf.testing`, not here."""
 
 from __future__ import annotations
 
+import compileall
 import importlib
 import importlib.util
 import os
@@ -20,6 +21,16 @@ from pytest_mxperf.testing.repos import git
 
 #: A user's project that scripts/wheel_check.sh runs with the installed wheel: not this suite's.
 collect_ignore = ["tests/data"]
+
+# With bytecode writing off (PYTHONDONTWRITEBYTECODE=1, as on the CI VM), every process the suite
+# starts compiled this package's sources anew: each fork server of a paired run, each pytest or
+# mxperf subprocess, each xdist worker (about 0.2 s of CPU a process that imports the package;
+# hundreds of them). Compiled once here, into the __pycache__ folders Python itself writes when
+# bytecode writing is on, they load from there (checked against the sources' times and sizes, as
+# always); an up-to-date file is only looked at. A source that cannot be compiled is left to the
+# import that reports it.
+if sys.dont_write_bytecode:
+    compileall.compile_dir(os.path.dirname(pytest_mxperf.__file__), quiet=2)
 
 # pytester's in-process runs drop the modules they imported; a later run's ``from wing import
 # module`` then finds the earlier run's module still set on the wing's package, and two copies
