@@ -4,6 +4,7 @@ tests and scripts import live in `pytest_mxperf.testing`, not here."""
 
 from __future__ import annotations
 
+import compileall
 import importlib
 import importlib.util
 import os
@@ -20,6 +21,16 @@ from pytest_mxperf.testing.repos import git
 
 #: A user's project that scripts/wheel_check.sh runs with the installed wheel: not this suite's.
 collect_ignore = ["tests/data"]
+
+# With bytecode writing off (PYTHONDONTWRITEBYTECODE=1, as on the CI VM), every process the suite
+# starts compiled this package's sources anew: each fork server of a paired run, each pytest or
+# mxperf subprocess, each xdist worker (about 0.2 s of CPU a process that imports the package;
+# hundreds of them). Compiled once here, into the __pycache__ folders Python itself writes when
+# bytecode writing is on, they load from there (checked against the sources' times and sizes, as
+# always); an up-to-date file is only looked at. A source that cannot be compiled is left to the
+# import that reports it.
+if sys.dont_write_bytecode:
+    compileall.compile_dir(os.path.dirname(pytest_mxperf.__file__), quiet=2)
 
 # pytester's in-process runs drop the modules they imported; a later run's ``from wing import
 # module`` then finds the earlier run's module still set on the wing's package, and two copies
@@ -69,10 +80,64 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 ADVICE = pytest.mark.filterwarnings("default:mxperf:pytest.PytestWarning")
 
 
+#: This suite's longest tests (8 s or more each in `pytest -n 2 --dist worksteal
+#: --durations=60`, 2026-11-28), longest first: they run first. ``--dist worksteal`` hands each
+#: worker half of the tests in collection order and moves tests only from the end of a queue,
+#: and a worker runs its last two alone: in collection order those could be a 20-80 s test,
+#: which the other worker waited out idle. First, the tests left at the end are short ones
+#: (about 2-3% of the suite's wall time in a simulation from the measured durations). Only the
+#: order changes; a name here that no longer matches a test moves nothing.
+LONGEST_FIRST = (
+    "tests/plugin/test_real_regression.py::test_identical_reruns_pass_and_a_slower_model_fails",
+    "tests/plugin/test_data_parallel_real.py::test_dist_sync_through_the_fixture",
+    "tests/plugin/test_workflow_recipe.py::test_pushes_to_main_build_the_history",
+    "tests/plugin/test_diagnosis_real.py::test_added_dense_block_is_named_first",
+    "tests/plugin/test_workflow_recipe.py::test_fork_pr_ten_percent_slower_then_fixed",
+    "tests/plugin/test_history_emulation.py::",
+    "tests/plugin/test_pipeline_plugin.py::test_real_input_bound_and_compute_bound",
+    "tests/plugin/test_history_bisect_run.py::",
+    "tests/plugin/test_xdist.py::test_real_model_under_xdist_matches_serial",
+    "tests/plugin/test_workflow_recipe.py::test_identical_pr_with_real_mxnet",
+    "tests/unit/distributed/test_dataparallel_mxnet.py::test_dist_sync_trains_biased_convolutions",
+    "tests/plugin/test_sweeps.py::test_a_real_cpu_allocation_failure_ends_the_doubling",
+    "tests/plugin/test_paired_envs.py::test_revs_environment_gets_the_plugins_own_requirements",
+    "tests/unit/distributed/test_dataparallel_mxnet_local.py::test_exported_symbol_files",
+    "tests/unit/distributed/test_dataparallel_mxnet.py::test_dist_async_one_and_two_workers",
+    "tests/plugin/test_paired_envs.py::test_a_pair_in_the_baselines_environment_judges",
+    "tests/unit/distributed/test_mxnet_launch.py::test_mxnets_launch_py_runs_a_dist_sync_job",
+    "tests/plugin/test_data_parallel_real.py::test_dist_timeout_ends_every_rank",
+    "tests/plugin/test_pipeline_plugin.py::test_sweep_points_and_a_slower_pipeline_caught",
+    "tests/plugin/test_preflight.py::test_a_slower_hour_the_probe_measures_needs_no_pair",
+    "tests/plugin/test_preflight.py::test_a_regression_the_joint_pair_finds_in_an_earlier_case",
+    "tests/plugin/test_workflow_recipe.py::test_self_hosted_refresh_then_push",
+    "tests/plugin/test_preflight.py::test_one_paired_run_judges_every_case_where_the_calibration",
+    "tests/unit/distributed/test_dataparallel_mxnet.py::test_a_worker_that_dies_fails_the_run",
+    "tests/plugin/test_paired_envs.py::test_same_code_under_other_software_is_paired_only_in",
+    "tests/plugin/test_diagnosis_plugin.py::test_paired_regression_names_the_added_operator",
+    "tests/plugin/test_arbitration_flow.py::test_a_loss_hidden_by_block_noise_is_still_paired",
+    "tests/plugin/test_history_cli.py::test_a_paired_report_becomes_entries_on_the_branch",
+    "tests/unit/paired/test_forkserver.py::test_a_server_that_imported_mxnet_elsewhere_forks",
+)
+
+
+def _longest_first(items: list[pytest.Item]) -> None:
+    """`LONGEST_FIRST`'s tests to the front of ``items``, in its order; the rest keep theirs."""
+
+    def rank(item: pytest.Item) -> int:
+        return next(
+            (i for i, name in enumerate(LONGEST_FIRST) if item.nodeid.startswith(name)),
+            len(LONGEST_FIRST),
+        )
+
+    items.sort(key=rank)  # stable: equal ranks keep the collection order
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The benchmark suite's tests take the plugin's warnings as advice (`ADVICE`);
     ``--suite scaling`` measures the data-parallel scaling cases only: every other measuring
-    test of ``tests/perf`` (pipelines, GluonCV) is deselected."""
+    test of ``tests/perf`` (pipelines, GluonCV) is deselected. The longest tests run first
+    (`LONGEST_FIRST`)."""
+    _longest_first(items)
     for item in items:
         if item.path.parent.name == "perf":
             item.add_marker(ADVICE)
