@@ -92,7 +92,9 @@ def test_read_dynamic_refuses_non_elf(tmp_path: Path) -> None:
 
 def test_read_dynamic_of_the_libraries_in_this_process() -> None:
     # Real ELF files: libc is mapped into every Python process.
-    assert "libc.so.6" in cudalibs.loaded_sonames()
+    maps = Path("/proc/self/maps").read_text(encoding="utf-8", errors="replace").splitlines()
+    libc = sorted({line.split()[-1] for line in maps if "/libc.so.6" in line or "/libc-" in line})
+    assert libc and cudalibs.read_dynamic(libc[0]).soname == "libc.so.6"
 
 
 def test_load_order_follows_needed_and_loads_plugins_first(nvidia: Path) -> None:
@@ -301,17 +303,6 @@ def test_backend_gives_the_driver_message() -> None:
     from pytest_mxperf.system.mxnet_import import _missing_library
 
     assert str(_missing_library(DRIVER_ERROR)) == cuda.DRIVER_MESSAGE
-
-
-def test_missing_libraries_like_ldd(tmp_path: Path) -> None:
-    mx_dir = tmp_path / "mxnet"
-    lib = make_elf(mx_dir / "libmxnet.so", "libmxnet.so", (*MXNET_NEEDS, "libopenblas.so.0"))
-    make_elf(mx_dir / "libopenblas.so.0", "libopenblas.so.0")  # beside it: RPATH ${ORIGIN}
-    cudnn = make_elf(tmp_path / "pip" / "libcudnn.so.8", "libcudnn.so.8", ("libcudnn_x.so.8",))
-    loaded = {n: str(cudnn) for n in cudalibs.MXNET_CU112_NEEDS if n != "libcurand.so.10"}
-    cache = {"libdl.so.2": "/lib/libdl.so.2", "libstdc++.so.6": "/lib/libstdc++.so.6"}
-    missing = cudalibs.missing_libraries(lib, env={}, loaded=loaded, cache=cache)
-    assert missing == ["libcuda.so.1", "libcudnn_x.so.8", "libcurand.so.10"]
 
 
 def test_cuda_build_is_read_from_metadata(monkeypatch: pytest.MonkeyPatch) -> None:
