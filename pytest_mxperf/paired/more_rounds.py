@@ -42,8 +42,9 @@ def worth_more_rounds(
     projected to clear at it (`clear_rounds`): their arbitration passes once a loss of that size
     is ruled out, sooner than one of ``min_effect``. A case cleared so already passes whatever
     more rounds say about ``min_effect`` except a loss: it keeps rounds only while measured
-    slower and able to fail (fewer than :data:`FUTILITY_FROM` rounds, or
-    `could_still_regress`), not to be found the same within ``min_effect``.
+    slower and able to fail (fewer than :data:`FUTILITY_FROM` rounds, or `could_still_regress`
+    at its estimate as measured, not moved towards a loss), not to be found the same within
+    ``min_effect``: its verdict is taken, and rounds go where a decision is near.
 
     A case with `PairedData.earlier` rounds (a joint pair measuring again a case its own pair
     left inconclusive) is kept while undecided, up to ``max_rounds`` with those rounds counted:
@@ -61,7 +62,9 @@ def worth_more_rounds(
         if cleared:
             # Its verdict is a pass whatever more rounds say, unless they find a loss of the
             # minimum effect: only a case measured slower that could still fail gets them.
-            if est.ratio < 1.0 and (est.n_rounds < FUTILITY_FROM or could_still_regress(est, left)):
+            if est.ratio < 1.0 and (
+                est.n_rounds < FUTILITY_FROM or could_still_regress(est, left, shifted=False)
+            ):
                 out.append((need, key))
             continue
         again = key in data.earlier
@@ -97,13 +100,16 @@ def worth_another_round(
     return strict or near or (est.ratio < 1.0 and could_still_regress(est, left))
 
 
-def could_still_regress(estimate: pairstats.PairedEstimate, more_rounds: int) -> bool:
+def could_still_regress(
+    estimate: pairstats.PairedEstimate, more_rounds: int, shifted: bool = True
+) -> bool:
     """Could up to ``more_rounds`` more rounds still decide REGRESSED for an UNKNOWN estimate?
 
     Futility, for :func:`worth_more_rounds`: the interval at ``m``
-    rounds is projected with the per-round SD measured so far and the estimate moved one
-    standard error further down (in favour of a regression, so that a real loss that was only
-    unlucky in its first rounds keeps its rounds). False when no ``m`` up to
+    rounds is projected with the per-round SD measured so far and, with ``shifted``, the
+    estimate moved one standard error further down (in favour of a regression, so that a real
+    loss that was only unlucky in its first rounds keeps its rounds; without it, the estimate
+    as measured: a case whose verdict is taken already). False when no ``m`` up to
     ``n_rounds + more_rounds`` would put the whole interval below 1 with its lower end at
     ``1 - min_effect`` or lower: then more rounds would cost time and could not fail the case.
     A batch-1 case whose rounds swing by 7% around -1% is such a case; a 5% loss at 1-2% per
@@ -111,7 +117,7 @@ def could_still_regress(estimate: pairstats.PairedEstimate, more_rounds: int) ->
     """
     n = estimate.n_rounds
     sd = estimate.sd
-    mean = math.log(estimate.ratio) - sd / math.sqrt(n)
+    mean = math.log(estimate.ratio) - (sd / math.sqrt(n) if shifted else 0.0)
     floor = math.log(1.0 - estimate.min_effect)
     for m in range(n + 1, n + more_rounds + 1):
         half = pairplan.half_width(

@@ -485,9 +485,22 @@ def test_a_case_cleared_at_its_stored_threshold_gets_more_rounds_only_to_find_a_
     assert more_rounds.worth_more_rounds(
         slower, [KEY], 0.05, strict=False, max_rounds=10, clears=fixed(0.30)
     ) == [KEY]
-    # ... and not when they could not (two rounds left).
+    # ... and not when they could not (two rounds left) ...
     assert more_rounds.could_still_regress(est, 7)
     assert not more_rounds.could_still_regress(est, 1)
+    # ... nor when only the estimate moved one standard error towards a loss could: its
+    # verdict is taken (-3.8% in 4 rounds 4.3% apart; an undecided case would keep them).
+    wanders = data((100.0, 96.0), (100.0, 101.0), (100.0, 91.0), (100.0, 97.0))
+    est = wanders.estimate(KEY, 0.05)
+    assert est is not None and est.rules_out_wider(0.30)
+    assert more_rounds.could_still_regress(est, 6)
+    assert not more_rounds.could_still_regress(est, 6, shifted=False)
+    assert (
+        more_rounds.worth_more_rounds(
+            wanders, [KEY], 0.05, strict=False, max_rounds=10, clears=fixed(0.30)
+        )
+        == []
+    )
     assert (
         more_rounds.worth_more_rounds(
             slower, [KEY], 0.05, strict=False, max_rounds=4, clears=fixed(0.30)
