@@ -258,20 +258,14 @@ class Pairer:
         nothing a side's processes share through one run's rounds (the server each forks from,
         what it loaded where) is shared with the first run. Identical code measured as
         consistently slower on one side in one run (all of a run's rounds, +-4%, one quiet A/A
-        run in ten) and not in the next is such a bias; a real loss shows in both. At least
-        ``--mxperf-rounds`` rounds, then more while a case is undecided, up to
-        ``--mxperf-max-rounds``: the run's pair budget does not cut a regression's second run
-        short (its seconds count against the budget of what follows)."""
+        run in ten) and not in the next is such a bias; a real loss shows in both. Only
+        ``keys`` are measured (their tests' other cases handed back from ``data``): at least
+        ``--mxperf-rounds`` rounds, then more while undecided, up to ``--mxperf-max-rounds``;
+        the pair budget does not cut it short (its seconds count against what follows)."""
         self._renew_servers()
         again = PairedData(data.rev_label, data.rev_sha, data.cpus, data.head_name)
-        self._rounds(
-            again,
-            specs,
-            nodeids_of(data, keys),
-            lambda text: progress(f"second run, {text}"),
-            clears,
-            budgeted=False,
-        )
+        ids, say = nodeids_of(data, keys), lambda text: progress(f"second run, {text}")
+        self._rounds(again, specs, ids, say, clears, budgeted=False, only=(keys, data))
         return again
 
     def _rounds(
@@ -282,12 +276,15 @@ class Pairer:
         progress: Callable[[str], None],
         clears: Clears | None,
         budgeted: bool,
+        only: tuple[Sequence[str], PairedData] | None = None,
     ) -> Callable[..., None]:
         """Rounds of ``nodeids`` into ``data``: ``--mxperf-rounds``, then one at a time for the
         cases `more_rounds.worth_more_rounds` names, up to ``--mxperf-max-rounds``. ``budgeted``:
         the first rounds' seconds are the session's `first_seconds` and the extra rounds stop
         once ``--mxperf-pair-budget`` is spent (``data.budget_spent``); else every second counts
-        as extra and only the rounds' limit stops them. Returns the round runner of ``data``."""
+        as extra and only the rounds' limit stops them. ``only``: the cases to measure, and an
+        earlier run whose results of their tests' other cases are handed back (`run_rounds`).
+        Returns the round runner of ``data``."""
         s = self.settings
         run = functools.partial(
             run_rounds,
@@ -298,9 +295,10 @@ class Pairer:
             server=self.server,
             hold=self.hold,
             overlap=self.overlap,
+            earlier=None if only is None else only[1],
         )
         started = time.monotonic()
-        run(nodeids, s.rounds)
+        run(nodeids, s.rounds, keys=None if only is None else only[0])
         if budgeted:
             self.first_seconds += time.monotonic() - started
         else:

@@ -34,6 +34,7 @@ def run_rounds(
     hold: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext,
     overlap: bool = False,
     keys: Sequence[str] | None = None,
+    earlier: PairedData | None = None,
 ) -> None:
     """Add ``rounds`` rounds to ``data``: REV first on even rounds, HEAD first on odd ones, each
     side one process serving every node id of the round.
@@ -53,7 +54,9 @@ def run_rounds(
     ``keys``: the cases these rounds are for (None: every case of ``nodeids``). A side's other
     cases of those tests are not measured again: their calls get back what that side measured
     in its last round of them (`sides.write_reuse`), so a test of several cases is no longer
-    timed whole for one of them."""
+    timed whole for one of them. ``earlier``: a paired run of the same sides whose rounds came
+    before ``data``'s (the first run of a regression's second run): its results may be handed
+    back too."""
     with scratch.directory("pair", round_tmp()) as tmp:
         run = _Run(settings, progress, timeout, server, hold, overlap, nodeids, Path(tmp))
         todo = list(nodeids)
@@ -62,7 +65,7 @@ def run_rounds(
             index = len(data.rounds)
             traces = bool(settings.profile) and index == 0 and not profile
             order = _planned(data, commands if index % 2 == 0 else commands[::-1], run.tmp)
-            order = _reusing(data, order, keys, run)
+            order = _reusing([*(earlier.rounds if earlier else []), *data.rounds], order, keys, run)
             started = time.monotonic()
             this, ended = _round(data, order, run, profile, traces)
             (data.profile_rounds if profile else data.rounds).append(this)
@@ -125,18 +128,22 @@ def _planned(data: PairedData, order: list[Command], tmp: Path) -> list[Command]
 
 
 def _reusing(
-    data: PairedData, order: list[Command], keys: Sequence[str] | None, run: _Run
+    done: Sequence[dict[str, SideResult]],
+    order: list[Command],
+    keys: Sequence[str] | None,
+    run: _Run,
 ) -> list[Command]:
-    """``order`` with each side's earlier results of the cases not among ``keys`` (the last
-    round each side measured them in), handed back to their calls instead of measuring them
-    again (None: every case is measured). Both sides skip the same cases, so that no round
-    shows a case one side measured and the other did not (`PairedData.broken`): a case is
-    measured again unless each side either has a result with a figure or never measured it."""
+    """``order`` with each side's earlier results of the cases not among ``keys`` (the last of
+    the ``done`` rounds each side measured them in), handed back to their calls instead of
+    measuring them again (None: every case is measured). Both sides skip the same cases, so
+    that no round shows a case one side measured and the other did not (`PairedData.broken`):
+    a case is measured again unless each side either has a result with a figure or never
+    measured it."""
     if keys is None:
         return order
     ids = set(run.nodeids)
     last: dict[str, dict[str, CaseResult]] = {name: {} for name, *_ in order}
-    for r in data.rounds:
+    for r in done:  # oldest first: the last round a side measured a case in wins
         for name, found in last.items():
             found.update((k, c) for k, c in r[name].cases.items() if c.nodeid in ids)
     candidates = {k for found in last.values() for k in found} - set(keys)

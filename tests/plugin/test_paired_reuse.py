@@ -74,3 +74,39 @@ def test_extra_rounds_measure_only_the_undecided_case_of_a_test(
     assert len(steady_lines) == runs and len([x for x in lines if " wobbly " in x]) == runs
     assert all(line.split()[2] == "ok" for line in steady_lines)
     assert all(float(line.split()[3]) == pytest.approx(100.0) for line in steady_lines)
+
+
+# One test, two cases: `steady` the same on both sides, `slower` 20% slower at HEAD.
+SLOWER_SUITE = """
+import pathlib
+from pytest_mxperf.testing import FakeModel
+
+HERE = pathlib.Path(__file__).resolve().parent
+IS_HEAD = HERE == pathlib.Path({head!r}).resolve()
+
+def test_two_cases(mxperf):
+    mxperf.inference(FakeModel(100.0), batch_size=8, model="steady")
+    mxperf.inference(FakeModel(80.0 if IS_HEAD else 100.0), batch_size=8, model="slower")
+"""
+
+
+def test_a_regressions_second_run_measures_only_the_cases_it_confirms(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str]
+) -> None:
+    commit_two(fake_pytester, SLOWER_SUITE.format(head=str(fake_pytester.path)))
+    result = fake_pytester.runpytest(
+        "--mxperf", "--mxperf-ab", "HEAD~1", "--mxperf-json", "report.json"
+    )
+    result.assert_outcomes(failed=1)
+    paired = read_report(fake_pytester.path)["paired"]
+    first, second = paired["rounds"], paired["confirmation"]["rounds"]
+    assert all(len(r["head"]["images_per_sec"]) == 2 for r in first[:2])
+    assert len(second) >= 2
+    for r in second:  # fresh processes, the slower case alone: steady is handed back
+        for side in ("rev", "head"):
+            assert [k.split("/")[0] for k in r[side]["images_per_sec"]] == ["slower"]
+    cases = {
+        c["key"].split("/")[0]: c["verdict"]["status"]
+        for c in read_report(fake_pytester.path)["cases"]
+    }
+    assert cases == {"steady": "pass", "slower": "regressed"}

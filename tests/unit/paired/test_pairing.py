@@ -122,7 +122,7 @@ def test_a_later_round_hands_back_only_cases_both_sides_can(tmp_path: Path) -> N
         (name, sides.SideSpec(name, tmp_path), ["pytest"], tmp_path / f"{name}.json")
         for name in (pairdata.REV, pairdata.HEAD)
     ]
-    got = rounds._reusing(d, order, [c], run)
+    got = rounds._reusing(d.rounds, order, [c], run)
     for name, _, argv, _ in got:
         assert argv is not None and argv[1:] == [
             "--mxperf-side-reuse",
@@ -131,8 +131,8 @@ def test_a_later_round_hands_back_only_cases_both_sides_can(tmp_path: Path) -> N
         handed = sides.read_reuse(tmp_path / f"reuse-{name}.json")
         assert list(handed) == [a]  # not b (measured again on both sides), not c (the round's)
         assert handed[a] == d.rounds[-1][name].cases[a]
-    assert rounds._reusing(d, order, None, run) == order  # every case measured
-    assert rounds._reusing(d, order, [a, b, c], run) == order  # nothing to hand back
+    assert rounds._reusing(d.rounds, order, None, run) == order  # every case measured
+    assert rounds._reusing(d.rounds, order, [a, b, c], run) == order  # nothing to hand back
 
 
 def test_estimate_needs_two_paired_rounds() -> None:
