@@ -140,10 +140,10 @@ def read_plan(path: Path) -> dict[str, int]:
 
 
 def write_reuse(path: Path, cases: Sequence[CaseResult]) -> None:
-    """A side's earlier results of the cases its next round does not measure again (read by
-    `read_reuse`): the test still runs, and such a case's call gets this result back unmeasured,
-    so the test's own code after it runs as before."""
-    write_json_atomic(path, {"schema": 1, "cases": [codec.to_dict(c) for c in cases]})
+    """A side's earlier results of the cases its next round does not measure again, in a side's
+    results file (`write_side`, read by `read_reuse`): the test still runs, and such a case's
+    call gets this result back unmeasured, so the test's own code after it runs as before."""
+    write_side(path, cases, ())
 
 
 def read_reuse(path: Path) -> dict[str, CaseResult]:
@@ -151,9 +151,8 @@ def read_reuse(path: Path) -> dict[str, CaseResult]:
 
     :raises ValueError: the file is missing or unreadable (the message names it)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return {str(c["key"]): codec.from_dict(CaseResult, c) for c in data["cases"]}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        return _results(path).cases
+    except _UNREADABLE as exc:
         raise ValueError(f"cannot read the paired run's earlier results {path}: {exc}") from None
 
 
@@ -175,12 +174,21 @@ def write_side(
     write_json_atomic(path, data)
 
 
+#: What reading a results file may raise when it is missing, cut short or not one.
+_UNREADABLE = (OSError, ValueError, KeyError, TypeError, AttributeError)
+
+
 def read_side(path: Path) -> SideResult:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        cases = {str(c["key"]): codec.from_dict(CaseResult, c) for c in data["cases"]}
-        errors = [(str(n), str(t)) for n, t in data.get("collect_errors", [])]
-        raised = {str(n): str(t) for n, t in data.get("test_errors", {}).items()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        return _results(path)
+    except _UNREADABLE as exc:
         return SideResult(error=f"no results from the side process ({exc})")
+
+
+def _results(path: Path) -> SideResult:
+    """The results file `write_side` wrote (raises one of `_UNREADABLE` when it cannot)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    cases = {str(c["key"]): codec.from_dict(CaseResult, c) for c in data["cases"]}
+    errors = [(str(n), str(t)) for n, t in data.get("collect_errors", [])]
+    raised = {str(n): str(t) for n, t in data.get("test_errors", {}).items()}
     return SideResult(cases, errors, test_errors=raised)
