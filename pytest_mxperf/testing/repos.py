@@ -48,6 +48,27 @@ def commits(path: Path, subjects: Sequence[str]) -> list[str]:
     return shas
 
 
+def head_speeds(speeds: Sequence[float], counter: Path, head: Path) -> str:
+    """The start of a fake-back-end suite whose speed differs by side: ``SPEED`` is 100 img/s in
+    REV's tree; in HEAD's (``head``) each process that imports the file (the controller's
+    collection included) takes the next of ``speeds`` in turn, counted in the file ``counter``.
+    ``IS_HEAD`` says which tree the file is in."""
+    return f"""
+import pathlib
+from pytest_mxperf.testing import FakeModel
+
+HERE = pathlib.Path(__file__).resolve().parent
+COUNTER = pathlib.Path({str(counter)!r})
+IS_HEAD = HERE == pathlib.Path({str(head)!r}).resolve()
+if IS_HEAD:
+    n = int(COUNTER.read_text()) if COUNTER.exists() else 0
+    COUNTER.write_text(str(n + 1))
+    SPEED = {tuple(speeds)!r}[n % {len(speeds)}]
+else:
+    SPEED = 100.0
+"""
+
+
 def worktrees(path: Path) -> list[str]:
     """The lines of ``git worktree list`` in ``path`` (1: no paired run's worktree is left)."""
     return [line for line in git(path, "worktree", "list").splitlines() if line.strip()]

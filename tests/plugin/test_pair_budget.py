@@ -7,23 +7,12 @@ from typing import Callable
 
 import pytest
 
-from pytest_mxperf.testing.repos import read_report
+from pytest_mxperf.testing.repos import head_speeds, read_report
 
 # REV at 100 img/s; HEAD's processes at 96, 86, 94, ... img/s in turn: about 8% slower, too
 # spread for 3 rounds to fail it, near enough that more rounds could.
-SLOWER_SUITE = """
-import pathlib
-from pytest_mxperf.testing import FakeModel
-
-HERE = pathlib.Path(__file__).resolve().parent
-COUNTER = pathlib.Path({counter!r})
-if HERE == pathlib.Path({head!r}).resolve():
-    n = int(COUNTER.read_text()) if COUNTER.exists() else 0
-    COUNTER.write_text(str(n + 1))
-    SPEED = (96.0, 86.0, 94.0)[n % 3]
-else:
-    SPEED = 100.0
-
+SLOWER_SPEEDS = (96.0, 86.0, 94.0)
+SLOWER_TEST = """
 def test_slower(mxperf):
     mxperf.inference(FakeModel(SPEED), batch_size=8, model="slower")
 """
@@ -34,7 +23,7 @@ def test_extra_rounds_stop_once_the_budget_is_spent(
     fake_pytester: pytest.Pytester, commit: Callable[[str], str], budget: str
 ) -> None:
     counter = fake_pytester.path.parent / f"{fake_pytester.path.name}.count"
-    suite = SLOWER_SUITE.format(counter=str(counter), head=str(fake_pytester.path))
+    suite = head_speeds(SLOWER_SPEEDS, counter, fake_pytester.path) + SLOWER_TEST
     fake_pytester.makepyfile(test_suite=suite)
     commit("A")
     fake_pytester.makepyfile(test_suite=suite + "\n# B\n")

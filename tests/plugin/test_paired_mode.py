@@ -8,7 +8,13 @@ from typing import Callable
 
 import pytest
 
-from pytest_mxperf.testing.repos import PAIR_SUITE, commit_two, read_report, worktrees
+from pytest_mxperf.testing.repos import (
+    PAIR_SUITE,
+    commit_two,
+    head_speeds,
+    read_report,
+    worktrees,
+)
 
 
 def test_paired_run_fails_only_the_slower_case(
@@ -128,21 +134,10 @@ def test_paired_run_refuses_unknown_revision_and_xdist(
     )
 
 
-WOBBLY_SUITE = """
-import pathlib
-from pytest_mxperf.testing import FakeModel
-
 # REV runs at 100 img/s; HEAD's processes (the controller's collection included) at 115, 88,
 # 112, ... img/s in turn: no slower on average, too spread for 5 rounds to rule out a 5% loss.
-HERE = pathlib.Path(__file__).resolve().parent
-COUNTER = pathlib.Path({counter!r})
-if HERE == pathlib.Path({head!r}).resolve():
-    n = int(COUNTER.read_text()) if COUNTER.exists() else 0
-    COUNTER.write_text(str(n + 1))
-    SPEED = (115.0, 88.0, 112.0)[n % 3]
-else:
-    SPEED = 100.0
-
+WOBBLY_SPEEDS = (115.0, 88.0, 112.0)
+WOBBLY_TEST = """
 def test_wobbly(mxperf):
     mxperf.inference(FakeModel(SPEED), batch_size=8, model="wobbly")
 """
@@ -153,7 +148,7 @@ def test_an_undecided_case_no_round_in_reach_would_decide_gets_none_unless_stric
     fake_pytester: pytest.Pytester, commit: Callable[[str], str], strict: bool
 ) -> None:
     counter = fake_pytester.path.parent / f"{fake_pytester.path.name}.count"
-    suite = WOBBLY_SUITE.format(counter=str(counter), head=str(fake_pytester.path))
+    suite = head_speeds(WOBBLY_SPEEDS, counter, fake_pytester.path) + WOBBLY_TEST
     commit_two(fake_pytester, suite)
     flags = ["--mxperf-strict"] if strict else []
     result = fake_pytester.runpytest(

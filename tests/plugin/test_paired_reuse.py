@@ -9,25 +9,14 @@ from typing import Callable
 
 import pytest
 
-from pytest_mxperf.testing.repos import commit_two, read_report
+from pytest_mxperf.testing.repos import commit_two, head_speeds, read_report
 
 # One test, two cases. `steady`: 100 img/s on both sides, decided in the first two rounds.
 # `wobbly`: REV at 100; HEAD's processes at 96, 86, 94, ... in turn, undecided for a few
 # rounds. Every side process appends a line after each call returns, with what it got back.
-SUITE = """
-import pathlib
-from pytest_mxperf.testing import FakeModel
-
-HERE = pathlib.Path(__file__).resolve().parent
-COUNTER = pathlib.Path({counter!r})
+WOBBLY_SPEEDS = (96.0, 86.0, 94.0)
+TWO_CASES = """
 CALLS = pathlib.Path({calls!r})
-IS_HEAD = HERE == pathlib.Path({head!r}).resolve()
-if IS_HEAD:
-    n = int(COUNTER.read_text()) if COUNTER.exists() else 0
-    COUNTER.write_text(str(n + 1))
-    SPEED = (96.0, 86.0, 94.0)[n % 3]
-else:
-    SPEED = 100.0
 
 def test_two_cases(mxperf):
     side = "head" if IS_HEAD else "rev"
@@ -45,7 +34,8 @@ def test_extra_rounds_measure_only_the_undecided_case_of_a_test(
     fake_pytester: pytest.Pytester, commit: Callable[[str], str], tmp_path: Path
 ) -> None:
     counter, calls = tmp_path / "count", tmp_path / "calls"
-    suite = SUITE.format(counter=str(counter), calls=str(calls), head=str(fake_pytester.path))
+    suite = head_speeds(WOBBLY_SPEEDS, counter, fake_pytester.path)
+    suite += TWO_CASES.format(calls=str(calls))
     commit_two(fake_pytester, suite)
     fake_pytester.runpytest(
         "--mxperf", "--mxperf-ab", "HEAD~1", "--mxperf-max-rounds", "6",
