@@ -142,4 +142,5 @@ class Bench:
             policy=self.policy(0.0),
             max_memory_mb=self.marker.max_memory_mb,
             pending_warnings=self._pending_warnings,
+            kept=tuple(self.results),
         )

@@ -24,8 +24,8 @@ from pytest_mxperf.run.session import MxperfSession
 @dataclass
 class CaseContext:
     """What the paired and evidence steps need of the test measuring a case: its session, node
-    id and file, the fixture's policy at tolerance 0, the marker's memory limit, and the
-    warnings to say once the case is kept (appended to here)."""
+    id and file, the fixture's policy at tolerance 0, the marker's memory limit, the warnings to
+    say once the case is kept (appended to here), and the test's cases kept so far."""
 
     session: MxperfSession
     nodeid: str
@@ -33,6 +33,7 @@ class CaseContext:
     policy: Policy
     max_memory_mb: float | None = None
     pending_warnings: list[str] = field(default_factory=list)
+    kept: tuple[CaseResult, ...] = ()
 
 
 def take_profiles(

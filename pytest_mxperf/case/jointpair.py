@@ -230,8 +230,8 @@ def _pair_rest(bench: Bench, sha: str, lead: str, hardware: str) -> None:
 
 def _undecided(bench: Bench, sha: str) -> list[Undecided]:
     """The cases of earlier tests their own pairs of ``sha`` left inconclusive (one of this
-    test, whose results are not kept yet, is not judged again: its own pair measured every case
-    of the test, and the joint pair of this test alone would be that pair again)."""
+    test, whose results are not kept yet, is not judged again: its own pair measured it and every
+    case after it in the test, and the joint pair of this test alone would be that pair again)."""
     return [
         u
         for u in bench.session.preflight.undecided

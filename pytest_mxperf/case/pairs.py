@@ -34,9 +34,10 @@ def arbitrate(
 ) -> tuple[CaseResult, str | None]:
     """Measure the baseline commit's code paired with HEAD for a suspected stored-baseline
     regression (a stored figure from another host is no evidence, and block noise can
-    hide a real loss from the stored threshold). The sides profile the case in their first
-    round; returns the result with the pair's verdict and profiles, and why the baseline
-    commit's profile is missing (None: it is there)."""
+    hide a real loss from the stored threshold). The pair times this case and those after it in
+    its test (the cases before it are judged: the sides get their results from here); the sides
+    profile the case in their first round; returns the result with the pair's verdict and
+    profiles, and why the baseline commit's profile is missing (None: it is there)."""
     stored = result.verdict
     assert stored is not None
     sha = None if ref is None else ref.commit.get("sha")
@@ -51,7 +52,11 @@ def arbitrate(
         return replace(result, verdict=explained), None  # nothing paired: no profile missing
     try:
         clears = ctx.session.clears(result.hardware)
-        data = ctx.session.pairer.run(str(sha)[:10], str(sha), [ctx.nodeid], _quiet, clears=clears)
+        # The test's cases judged before this one are handed back to the sides, not timed.
+        done = [c for c in ctx.kept if c.key != result.key]
+        data = ctx.session.pairer.run(
+            str(sha)[:10], str(sha), [ctx.nodeid], _quiet, clears=clears, handed=done
+        )
     except pairing.PairSetupError as exc:
         # The stored judgement stands, saying why no pair could confirm it.
         explained = explain_arbitrated(stored, stored, None, "", "", [], other, str(exc))

@@ -199,13 +199,16 @@ class Pairer:
         head_name: str = "HEAD",
         clears: Clears | None = None,
         earlier: dict[str, list[tuple[CaseResult, CaseResult]]] | None = None,
+        handed: Sequence[CaseResult] = (),
     ) -> PairedData:
         """Paired rounds of ``nodeids``: at least ``--mxperf-rounds``, more (up to
         ``--mxperf-max-rounds``) for the undecided cases more rounds could fail
         (`more_rounds.worth_more_rounds`; with ``clears``, also those an arbitration would clear
         at their own stored threshold), then a profile of the slower ones. ``earlier``: rounds
         of some of the cases measured by earlier pairs of ``sha`` in this session, counted as
-        theirs (`PairedData.earlier`). Cached per revision and ids."""
+        theirs (`PairedData.earlier`). ``handed``: this process's results of cases of
+        ``nodeids`` judged already, handed back to the sides' calls, never measured
+        (`rounds.run_rounds`). Cached per revision and ids."""
         done = None if earlier else self.cached(sha, nodeids)
         if done is not None:
             return done
@@ -217,12 +220,12 @@ class Pairer:
         data = PairedData(rev_label, sha, cpus=pinned, head_name=head_name)
         data.earlier = dict(earlier or {})
         s = self.settings
-        run = self._rounds(data, specs, nodeids, progress, clears, budgeted=True)
+        run = self._rounds(data, specs, nodeids, progress, clears, budgeted=True, handed=handed)
         if s.pair_confirm:
             # Data-parallel cases are judged on their efficiency, which the first run decides.
             found = regressed(data, case_keys(data), s.min_effect)
             if again := [key for key in found if not data.scaling_pairs(key)]:
-                data.confirmation = self._confirm(data, specs, again, progress, clears)
+                data.confirmation = self._confirm(data, specs, again, progress, clears, handed)
         # Operator profiles only where they explain something: one more process per side for
         # the cases found slower (with --mxperf-profile the first round profiled them all).
         wanted = s.pair_profile and not s.profile  # --mxperf-pair-profile off: none
@@ -252,6 +255,7 @@ class Pairer:
         keys: Sequence[str],
         progress: Callable[[str], None],
         clears: Clears | None,
+        handed: Sequence[CaseResult] = (),
     ) -> PairedData:
         """The second paired run of ``keys`` (found regressed by ``data``), whose estimates then
         decide them (`PairedData.confirmation`): on new fork servers for both sides, so that
@@ -265,7 +269,7 @@ class Pairer:
         self._renew_servers()
         again = PairedData(data.rev_label, data.rev_sha, data.cpus, data.head_name)
         ids, say = nodeids_of(data, keys), lambda text: progress(f"second run, {text}")
-        self._rounds(again, specs, ids, say, clears, budgeted=False, only=(keys, data))
+        self._rounds(again, specs, ids, say, clears, False, only=(keys, data), handed=handed)
         return again
 
     def _rounds(
@@ -277,13 +281,15 @@ class Pairer:
         clears: Clears | None,
         budgeted: bool,
         only: tuple[Sequence[str], PairedData] | None = None,
+        handed: Sequence[CaseResult] = (),
     ) -> Callable[..., None]:
         """Rounds of ``nodeids`` into ``data``: ``--mxperf-rounds``, then one at a time for the
         cases `more_rounds.worth_more_rounds` names, up to ``--mxperf-max-rounds``. ``budgeted``:
         the first rounds' seconds are the session's `first_seconds` and the extra rounds stop
         once ``--mxperf-pair-budget`` is spent (``data.budget_spent``); else every second counts
         as extra and only the rounds' limit stops them. ``only``: the cases to measure, and an
-        earlier run whose results of their tests' other cases are handed back (`run_rounds`).
+        earlier run whose results of their tests' other cases are handed back (`run_rounds`);
+        ``handed``, the controller's results handed back in every round.
         Returns the round runner of ``data``."""
         s = self.settings
         run = functools.partial(
@@ -296,6 +302,7 @@ class Pairer:
             hold=self.hold,
             overlap=self.overlap,
             earlier=None if only is None else only[1],
+            handed=handed,
         )
         started = time.monotonic()
         run(nodeids, s.rounds, keys=None if only is None else only[0])

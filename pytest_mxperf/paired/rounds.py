@@ -35,6 +35,7 @@ def run_rounds(
     overlap: bool = False,
     keys: Sequence[str] | None = None,
     earlier: PairedData | None = None,
+    handed: Sequence[CaseResult] = (),
 ) -> None:
     """Add ``rounds`` rounds to ``data``: REV first on even rounds, HEAD first on odd ones, each
     side one process serving every node id of the round.
@@ -56,7 +57,11 @@ def run_rounds(
     in its last round of them (`sides.write_reuse`), so a test of several cases is no longer
     timed whole for one of them. ``earlier``: a paired run of the same sides whose rounds came
     before ``data``'s (the first run of a regression's second run): its results may be handed
-    back too."""
+    back too. ``handed``: results of cases of these tests the controller measured and judged
+    already (those before the suspected case in its test), handed back to both sides' calls
+    from the first round on and never measured: a pair that arbitrates one case of a test
+    times that case and those after it (a later one may be suspected too and take this pair),
+    not the test whole."""
     with scratch.directory("pair", round_tmp()) as tmp:
         run = _Run(settings, progress, timeout, server, hold, overlap, nodeids, Path(tmp))
         todo = list(nodeids)
@@ -65,7 +70,8 @@ def run_rounds(
             index = len(data.rounds)
             traces = bool(settings.profile) and index == 0 and not profile
             order = _planned(data, commands if index % 2 == 0 else commands[::-1], run.tmp)
-            order = _reusing([*(earlier.rounds if earlier else []), *data.rounds], order, keys, run)
+            done = [*(earlier.rounds if earlier else []), *data.rounds]
+            order = _reusing(done, order, keys, run, handed)
             started = time.monotonic()
             this, ended = _round(data, order, run, profile, traces)
             (data.profile_rounds if profile else data.rounds).append(this)
@@ -132,25 +138,32 @@ def _reusing(
     order: list[Command],
     keys: Sequence[str] | None,
     run: _Run,
+    handed: Sequence[CaseResult] = (),
 ) -> list[Command]:
     """``order`` with each side's earlier results of the cases not among ``keys`` (the last of
     the ``done`` rounds each side measured them in), handed back to their calls instead of
-    measuring them again (None: every case is measured). Both sides skip the same cases, so
-    that no round shows a case one side measured and the other did not (`PairedData.broken`):
-    a case is measured again unless each side either has a result with a figure or never
-    measured it."""
-    if keys is None:
-        return order
+    measuring them again (None: every case is measured but those ``handed``). Both sides skip
+    the same cases, so that no round shows a case one side measured and the other did not
+    (`PairedData.broken`): a case is measured again unless each side either has a result with a
+    figure or never measured it. The controller's ``handed`` results (with a figure) are handed
+    back to both sides, whatever ``keys`` is."""
     ids = set(run.nodeids)
-    last: dict[str, dict[str, CaseResult]] = {name: {} for name, *_ in order}
+    given = {str(c.key): c for c in handed if c.nodeid in ids and c.status == Status.OK}
+    if keys is None and not given:
+        return order
+    last: dict[str, dict[str, CaseResult]] = {name: dict(given) for name, *_ in order}
     for r in done:  # oldest first: the last round a side measured a case in wins
         for name, found in last.items():
             found.update((k, c) for k, c in r[name].cases.items() if c.nodeid in ids)
-    candidates = {k for found in last.values() for k in found} - set(keys)
+    candidates = {k for found in last.values() for k in found} - set(keys or ())
     skipped = {
         k
         for k in candidates
-        if all(k not in found or found[k].status == Status.OK for found in last.values())
+        if k in given
+        or (
+            keys is not None
+            and all(k not in found or found[k].status == Status.OK for found in last.values())
+        )
     }
     out = []
     for name, side, argv, path in order:

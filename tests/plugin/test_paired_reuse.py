@@ -100,3 +100,60 @@ def test_a_regressions_second_run_measures_only_the_cases_it_confirms(
         for c in read_report(fake_pytester.path)["cases"]
     }
     assert cases == {"steady": "pass", "slower": "regressed"}
+
+
+# One test, three cases stored at 100 img/s; at HEAD `middle` is 20% slower. Every process
+# appends a line after each call returns, with what it got back.
+THREE_CASES = """
+import pathlib
+from pytest_mxperf.testing import FakeModel
+
+MIDDLE = float(pathlib.Path(__file__).with_name("middle.txt").read_text())
+CALLS = pathlib.Path({calls!r})
+
+def test_three_cases(mxperf):
+    for model, speed in (("before", 100.0), ("middle", MIDDLE), ("after", 100.0)):
+        got = mxperf.inference(FakeModel(speed), batch_size=8, model=model)
+        with CALLS.open("a") as f:
+            f.write(f"{{model}} {{got.status.value}} {{got.images_per_sec}}\\n")
+"""
+
+
+def test_an_arbitration_pair_times_the_suspect_and_the_cases_after_it(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str], tmp_path: Path
+) -> None:
+    """A suspected case's own pair hands the cases its test judged before it back to both
+    sides from the first round, with this process's results: it times that case and those after
+    it (which may take the same pair when suspected too), not its test whole."""
+    calls = tmp_path / "calls"
+    fake_pytester.makepyfile(test_suite=THREE_CASES.format(calls=str(calls)))
+    (fake_pytester.path / "middle.txt").write_text("100.0")
+    commit("A: three cases")
+    fake_pytester.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=1)
+    (fake_pytester.path / "middle.txt").write_text("80.0")
+    commit("B: middle slower")
+    calls.unlink()
+    result = fake_pytester.runpytest("--mxperf", "--mxperf-json", "report.json")
+    result.assert_outcomes(failed=1)
+    report = read_report(fake_pytester.path)
+    verdicts = {c["model"]: c["verdict"]["status"] for c in report["cases"]}
+    assert verdicts == {"before": "pass", "middle": "regressed", "after": "pass"}
+    (pair,) = report["pair_runs"]
+    rounds = pair["rounds"] + pair["confirmation"]["rounds"] + pair["profile_rounds"]
+    assert len(rounds) >= 5  # two of the first run, two of the second, the profile
+    for r in rounds:
+        for side in ("rev", "head"):
+            models = sorted(k.split("/")[0] for k in r[side]["images_per_sec"])
+            assert "before" not in models and "middle" in models, (side, models)
+    assert all(sorted(k.split("/")[0] for k in r["rev"]["images_per_sec"]) == ["after", "middle"]
+               for r in pair["rounds"][:2])  # fmt: skip
+    # The test's code ran whole in every side process (and once here): `before`'s call got the
+    # controller's figure back (status ok) and the calls after it ran.
+    lines = calls.read_text().splitlines()
+    runs = 1 + 2 * len(rounds)
+    assert [line.split()[0] for line in lines].count("after") == runs
+    before = [line for line in lines if line.startswith("before ")]
+    assert len(before) == runs
+    assert all(line.split()[1] == "ok" for line in before)
+    assert float(before[0].split()[2]) == pytest.approx(100.0)
+    assert len(set(before)) == 1  # the controller's figure, to the last digit

@@ -133,6 +133,18 @@ def test_a_later_round_hands_back_only_cases_both_sides_can(tmp_path: Path) -> N
         assert handed[a] == d.rounds[-1][name].cases[a]
     assert rounds._reusing(d.rounds, order, None, run) == order  # every case measured
     assert rounds._reusing(d.rounds, order, [a, b, c], run) == order  # nothing to hand back
+    # The controller's results of cases it judged already go to both sides, from the first
+    # round on (no rounds yet) and whatever the keys; one without a figure is measured.
+    mine, failed = replace(result(97.0, node), key=CaseKey.parse(a)), case(b, None)
+    other = replace(result(97.0, "test_b.py::test_n"), key=CaseKey.parse(c))
+    for keys in (None, [c]):
+        got = rounds._reusing([], order, keys, run, handed=[mine, failed, other])
+        for name, _, argv, _ in got:
+            assert argv is not None and argv[1:3] == [
+                "--mxperf-side-reuse",
+                str(tmp_path / f"reuse-{name}.json"),
+            ]
+            assert sides.read_reuse(tmp_path / f"reuse-{name}.json") == {a: mine}
 
 
 def test_estimate_needs_two_paired_rounds() -> None:
