@@ -66,7 +66,7 @@ def joint_pair(bench: Bench, result: CaseResult, ctx: Any, lock: Lock) -> Paired
     first case with a stored baseline: the probe inside ``lock``, the device's; the pair
     outside it, as its controller takes every device's lock for its rounds)."""
     pf = bench.session.preflight
-    ref = bench.run.baseline_for(result.hardware, str(result.key))
+    ref = bench.run.baseline_for(result.hardware, result.key)
     if ref is not None and pf.data is None:  # judged against this commit's figures
         pf.judged[str(ref.commit.get("sha") or "")] += 1
     if not pf.decided and _may_decide(bench):

@@ -248,7 +248,7 @@ def give_verdict(
     already made it."""
     settings = bench.settings
     ref, expectations, why_not, policy = judging
-    elsewhere = bench.run.baselines.elsewhere(result.hardware, str(result.key))
+    elsewhere = bench.run.baselines.elsewhere(result.hardware, result.key)
     judged = judge(result, ref, expectations, policy, elsewhere, decided)
     verdict = judged.decision
     other = pairs.other_machine(bench.run.machine_id, ref)

@@ -165,7 +165,7 @@ class MxperfSession:
         tolerance = self.settings.tolerance
 
         def threshold(key: CaseKey) -> float | None:
-            ref = self.run.baseline_for(hardware, str(key))
+            ref = self.run.baseline_for(hardware, key)
             if ref is None or ref.case.images_per_sec is None or ref.case.efficiency is not None:
                 return None
             return stored_threshold(ref.case, tolerance)
