@@ -16,20 +16,21 @@ from pytest_mxperf.baselines.store import (
     hardware_keys,
     load,
 )
+from pytest_mxperf.config.casekey import CaseKey
 
 
 @dataclass
 class Resolution:
     """Per hardware key, the baseline chosen for every case key, and what went wrong."""
 
-    refs: dict[str, dict[str, BaselineRef]] = field(default_factory=dict)
+    refs: dict[str, dict[CaseKey, BaselineRef]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
-    def get(self, hardware: str, key: str) -> BaselineRef | None:
+    def get(self, hardware: str, key: CaseKey) -> BaselineRef | None:
         return self.refs.get(hardware, {}).get(key)
 
-    def elsewhere(self, hardware: str, key: str) -> list[str]:
+    def elsewhere(self, hardware: str, key: CaseKey) -> list[str]:
         """Other hardware keys that hold a baseline of this case."""
         return sorted(hw for hw, refs in self.refs.items() if key in refs and hw != hardware)
 
@@ -43,7 +44,7 @@ class Resolution:
     def as_dict(self) -> dict[str, Any]:
         return {
             "refs": {
-                hw: {key: ref.as_dict() for key, ref in refs.items()}
+                hw: {str(key): ref.as_dict() for key, ref in refs.items()}
                 for hw, refs in self.refs.items()
             },
             "warnings": list(self.warnings),
@@ -53,7 +54,7 @@ class Resolution:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Resolution:
         refs = {
-            hw: {key: BaselineRef.from_dict(ref) for key, ref in cases.items()}
+            hw: {CaseKey.parse(key): BaselineRef.from_dict(ref) for key, ref in cases.items()}
             for hw, cases in data["refs"].items()
         }
         return cls(refs, list(data["warnings"]), list(data["errors"]))
@@ -135,7 +136,7 @@ def resolve(
         if explicit is not None:
             res.refs[hardware] = _explicit_refs(root, files, explicit, explicit_label)
             continue
-        refs: dict[str, BaselineRef] = {}
+        refs: dict[CaseKey, BaselineRef] = {}
         if ancestors is not None:
             used = _nearest_ancestors(root, files, ancestors, refs)
             if used and not shallow and hardware in this_machine:
@@ -168,12 +169,12 @@ def _load_files(root: Path, hardware: str, res: Resolution) -> list[BaselineFile
 
 def _explicit_refs(
     root: Path, files: Sequence[BaselineFile], explicit: str, label: str | None
-) -> dict[str, BaselineRef]:
+) -> dict[CaseKey, BaselineRef]:
     """Every case of the file of the commit asked for (a full or abbreviated sha)."""
-    refs: dict[str, BaselineRef] = {}
+    refs: dict[CaseKey, BaselineRef] = {}
     chosen = [f for f in files if f.sha.startswith(explicit) or explicit.startswith(f.sha)]
     for f in chosen[:1]:
-        for key, case in f.cases.items():
+        for key, case in _cases(f).items():
             refs[key] = _ref(f, root, case, f"explicit revision {label}", None)
     return refs
 
@@ -182,7 +183,7 @@ def _nearest_ancestors(
     root: Path,
     files: Sequence[BaselineFile],
     ancestors: dict[str, int],
-    refs: dict[str, BaselineRef],
+    refs: dict[CaseKey, BaselineRef],
 ) -> list[BaselineFile]:
     """Fill ``refs`` from the nearest ancestor holding each case (ties: newer date, then the
     later commit in topological order); returns the files that gave a case."""
@@ -193,25 +194,38 @@ def _nearest_ancestors(
     )
     used: list[BaselineFile] = []
     for f in ranked:
-        fresh = [key for key in f.cases if key not in refs]
+        cases = _cases(f)
+        fresh = [key for key in cases if key not in refs]
         for key in fresh:
-            refs[key] = _ref(f, root, f.cases[key], "nearest ancestor", ancestors[f.sha])
+            refs[key] = _ref(f, root, cases[key], "nearest ancestor", ancestors[f.sha])
         used += [f] if fresh else []
     return used
 
 
 def _newest_by_date(
-    root: Path, files: Sequence[BaselineFile], refs: dict[str, BaselineRef]
+    root: Path, files: Sequence[BaselineFile], refs: dict[CaseKey, BaselineRef]
 ) -> bool:
     """Fill the cases ``refs`` lacks from the newest file by commit date holding each; True
     when one was."""
     filled = False
     for f in sorted(files, key=lambda f: _neg_date(f.date)):
-        for key, case in f.cases.items():
+        for key, case in _cases(f).items():
             if key not in refs:
                 refs[key] = _ref(f, root, case, "newest by commit date", None)
                 filled = True
     return filled
+
+
+def _cases(f: BaselineFile) -> dict[CaseKey, StoredCase]:
+    """The cases of a baseline file by case key, their text in the file parsed once here (a
+    text that is no case key could never be a case's: it is left out)."""
+    cases: dict[CaseKey, StoredCase] = {}
+    for text, case in f.cases.items():
+        try:
+            cases[CaseKey.parse(text)] = case
+        except ValueError:
+            continue
+    return cases
 
 
 #: How many stored commits a warning names before "and N more".

@@ -16,6 +16,7 @@ from pytest_mxperf.baselines.resolution import (
     explicit_problem,
     resolve,
 )
+from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.settings import Settings
 from pytest_mxperf.system import fingerprint, gitinfo, locks, nvml
 from pytest_mxperf.system.gitinfo import CommitInfo
@@ -117,5 +118,5 @@ class RunInfo:
         and each visible GPU's, in one order for every run (lock-step rounds hold them all)."""
         return ["cpu", *sorted({self.device_lock_name("gpu", i) for i in range(len(self.gpus))})]
 
-    def baseline_for(self, hardware: str, key: str) -> BaselineRef | None:
+    def baseline_for(self, hardware: str, key: CaseKey) -> BaselineRef | None:
         return self.baselines.get(hardware, key)

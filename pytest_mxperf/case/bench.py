@@ -86,7 +86,7 @@ class Bench:
     def reference(self, result: CaseResult) -> tuple[BaselineRef | None, list[Expectation]]:
         """The stored baseline of ``result``'s case and the marker expectations that apply to
         it on this hardware."""
-        ref = self.run.baseline_for(result.hardware, str(result.key))
+        ref = self.run.baseline_for(result.hardware, result.key)
         expectations = self.marker.matching(
             model=result.model,
             mode=result.mode,

@@ -198,7 +198,7 @@ class DataParallelStep:
     def _judging(self, result: CaseResult, judging: Judging | None) -> _ScalingJudging:
         bench, n = self.bench, self.spec.world_size
         ref, expectations, _, policy = judging or (None, [], None, bench.policy(0.0))
-        hardware, key = result.hardware, str(result.key)
+        hardware, key = result.hardware, result.key
         floor = bench.marker.efficiency_floor(model=result.model, world_size=n, hardware=hardware)
         elsewhere = [] if judging is None else bench.run.baselines.elsewhere(hardware, key)
         return ref, expectations, floor, policy, elsewhere

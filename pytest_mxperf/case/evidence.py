@@ -9,6 +9,7 @@ from typing import Any
 
 from pytest_mxperf.baselines.kept_runs import nearest
 from pytest_mxperf.baselines.resolution import BaselineRef
+from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.judging import evidence_lines
 from pytest_mxperf.judging.changes import changes_between, what_changed
 from pytest_mxperf.judging.decisions import Policy
@@ -37,7 +38,7 @@ class CaseContext:
 
 
 def take_profiles(
-    result: CaseResult, data: pairdata.PairedData, key: str
+    result: CaseResult, data: pairdata.PairedData, key: CaseKey
 ) -> tuple[dict[str, Any], str | None]:
     """The profile fields of ``result`` from the sides' profiles of ``key`` (HEAD's side
     replaces one taken in this process: both sides then profiled alike), and why REV's profile
@@ -140,7 +141,7 @@ def finish_paired(
     evidence."""
     data = ctx.session.paired
     assert data is not None, "paired rounds run before the tests"
-    key = str(result.key)
+    key = result.key
     dp = data_parallel(result)  # no profile, memory or start-up of its own: see there
     why_no_base = None
     revs = [r[pairdata.REV].cases[key] for r in data.rounds if key in r[pairdata.REV].cases]

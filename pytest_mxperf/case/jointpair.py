@@ -66,7 +66,7 @@ def joint_pair(bench: Bench, result: CaseResult, ctx: Any, lock: Lock) -> Paired
     first case with a stored baseline: the probe inside ``lock``, the device's; the pair
     outside it, as its controller takes every device's lock for its rounds)."""
     pf = bench.session.preflight
-    ref = bench.run.baseline_for(result.hardware, str(result.key))
+    ref = bench.run.baseline_for(result.hardware, result.key)
     if ref is not None and pf.data is None:  # judged against this commit's figures
         pf.judged[str(ref.commit.get("sha") or "")] += 1
     if not pf.decided and _may_decide(bench):
@@ -76,7 +76,7 @@ def joint_pair(bench: Bench, result: CaseResult, ctx: Any, lock: Lock) -> Paired
     elif pf.evidence_sha is not None and pf.data is None and _may_decide(bench):
         sha, pf.evidence_sha = pf.evidence_sha, None
         _pair_on_evidence(bench, sha, result.hardware)
-    return pf.covers(str(result.key))
+    return pf.covers(result.key)
 
 
 def note_arbitrated(
@@ -121,10 +121,10 @@ def _keep_undecided(
     if bench.session.settings.strict or not _may_decide(bench):
         return
     own = bench.session.pairer.cached(sha, [bench.item.nodeid])
-    rounds = [] if own is None else own.pairs(str(result.key))
+    rounds = [] if own is None else own.pairs(result.key)
     if len(rounds) >= 2:
         pf = bench.session.preflight
-        pf.undecided.append(Undecided(sha, bench.item.nodeid, str(result.key), rounds, again))
+        pf.undecided.append(Undecided(sha, bench.item.nodeid, result.key, rounds, again))
 
 
 def _may_decide(bench: Bench) -> bool:

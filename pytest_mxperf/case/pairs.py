@@ -9,6 +9,7 @@ from typing import Any
 
 from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.case.evidence import CaseContext, data_parallel, take_profiles
+from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.judging.changes import sides_line, what_changed
 from pytest_mxperf.judging.decisions import (
     decide_arbitrated,
@@ -61,7 +62,7 @@ def arbitrate(
         # The stored judgement stands, saying why no pair could confirm it.
         explained = explain_arbitrated(stored, stored, None, "", "", [], other, str(exc))
         return replace(result, verdict=explained), f"no paired run of the baseline commit ({exc})"
-    key = str(result.key)
+    key = result.key
     why_no_base = None
     profiles: dict[str, Any] = {}
     if not data_parallel(result):  # never profiled: no profile is missing from it
@@ -95,7 +96,7 @@ def arbitrate(
 
 
 def _pair_estimate(
-    data: pairdata.PairedData, key: str, scaling: bool, min_effect: float
+    data: pairdata.PairedData, key: CaseKey, scaling: bool, min_effect: float
 ) -> tuple[PairedEstimate | None, list[str]]:
     """The pair's estimate for ``key`` and its rounds' text. A scaling regression (the stored
     efficiency decided) is confirmed or cleared on the efficiency of the pair, not on its
@@ -150,7 +151,7 @@ def judge_pair(ctx: CaseContext, result: CaseResult) -> tuple[dict[str, Any], Ju
     from the rounds the sides measured, before its evidence."""
     data = ctx.session.paired
     assert data is not None, "paired rounds run before the tests"
-    key, s = str(result.key), ctx.session.settings
+    key, s = result.key, ctx.session.settings
     pairs = data.pairs(key)
     heads = _heads(data, key)
     if not heads:
@@ -202,7 +203,7 @@ def judge_pair(ctx: CaseContext, result: CaseResult) -> tuple[dict[str, Any], Ju
     return figures, said
 
 
-def _heads(data: pairdata.PairedData, key: str) -> list[CaseResult]:
+def _heads(data: pairdata.PairedData, key: CaseKey) -> list[CaseResult]:
     """HEAD's results of ``key``: from the rounds both sides measured, else from any."""
     pairs = data.pairs(key)
     return [b for _, b in pairs] or [
@@ -233,7 +234,7 @@ def adopt_head(result: CaseResult, data: pairdata.PairedData) -> CaseResult | No
     """``result`` with its figures from HEAD's side of a run's joint pair (`case.jointpair`),
     as paired mode takes them; None when a side failed it or HEAD has no figure: the case is
     then measured here as usual."""
-    key = str(result.key)
+    key = result.key
     heads = _heads(data, key)
     if not heads or data.broken_message(key) is not None:
         return None
@@ -241,7 +242,7 @@ def adopt_head(result: CaseResult, data: pairdata.PairedData) -> CaseResult | No
     return None if figures["measurement"] is None else replace(result, **figures)
 
 
-def _pair_scaling(ctx: CaseContext, key: str, scaling: Scaling, said: Judged) -> Judged:
+def _pair_scaling(ctx: CaseContext, key: CaseKey, scaling: Scaling, said: Judged) -> Judged:
     """A data-parallel case in ``--mxperf-ab`` mode (HEAD's ``scaling``): its scaling
     efficiency is paired too, and a lower efficiency beyond the noise fails it like a lower
     img/s (the message then leads with the efficiency and the kvstore share of both sides)."""

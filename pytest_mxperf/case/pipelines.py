@@ -133,7 +133,7 @@ def _judged_input_bound(result: CaseResult, points: list[tuple[str, float | None
     )
     if bound is None:
         return result
-    text = input_bound.explain_input_bound(str(result.key), bound, points)
+    text = input_bound.explain_input_bound(result.key, bound, points)
     return replace(result, verdict=input_bound.input_bound_verdict(verdict, text))
 
 

@@ -212,7 +212,7 @@ class Side:
         with bench.device_locks(result.key, devices):
             baton = bench.session.baton
             if alone and baton is not None:
-                baton.alone(bench.item.nodeid, str(result.key))
+                baton.alone(bench.item.nodeid, result.key)
             start = time.time()
             result = measure(result, None, self.tries(bench, result, None, alone))  # software too
             return replace(result, window=[start, time.time()])

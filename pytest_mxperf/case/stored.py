@@ -16,6 +16,7 @@ import pytest
 from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.case import jointpair, pairs
 from pytest_mxperf.case.bench import Bench, Runner
+from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.expectation import Expectation
 from pytest_mxperf.config.settings import Settings
 from pytest_mxperf.judging.changes import what_changed
@@ -93,7 +94,7 @@ class PlainStep:
         adopted = None if self.joint is None else pairs.adopt_head(result, self.joint)
         if adopted is not None and judging is not None:
             return adopted  # its figures are HEAD's from the pair
-        config = in_turns(bench, tries.config, str(result.key), tries.alone, self.wide)
+        config = in_turns(bench, tries.config, result.key, tries.alone, self.wide)
         return measure(bench, result, self.net, self.spec, self.runner, tries, config)
 
     def judge(self, measured: CaseResult, judging: Judging, tries: Tries) -> Judged:
@@ -114,12 +115,12 @@ def measure(
     timed as ``config`` (``tries.config`` in turns where it takes them): the record with its
     figures and the software they were measured with."""
     diagnose = diagnosis.DiagnoseSpec(
-        trace_path=diagnosis.trace_path_for(bench.settings.profile, str(result.key)),
+        trace_path=diagnosis.trace_path_for(bench.settings.profile, result.key),
         profile_if=tries.profile_if,
     )
     if runner is None:
         runner = functools.partial(_run_case, bench.backend, net, diagnose=diagnose)
-    outcome = _measured(runner, spec, config, tries.attempts, tries.again, str(result.key))
+    outcome = _measured(runner, spec, config, tries.attempts, tries.again, result.key)
     peak = _peak(bench, outcome, spec, result.dtype) if tries.peak else None
     for text in outcome.warnings:
         warnings.warn(f"mxperf: {result.key}: {text}", pytest.PytestWarning, stacklevel=5)
@@ -185,7 +186,7 @@ def _measured(
     config: MeasureConfig,
     attempts: int,
     again: Callable[[Measurement], bool],
-    key: str,
+    key: CaseKey,
 ) -> CaseRun:
     """The case measured by ``runner``; what cannot be benchmarked at all fails the test."""
     problem: SpecError | None = None
@@ -207,7 +208,7 @@ def timing_of(settings: Settings) -> MeasureConfig:
 
 
 def in_turns(
-    bench: Bench, config: MeasureConfig, key: str, alone: bool, wide: bool
+    bench: Bench, config: MeasureConfig, key: CaseKey, alone: bool, wide: bool
 ) -> MeasureConfig:
     """``config`` in lock-step turns, block by block (a paired run's side with a baton), unless
     the case is timed ``alone`` in a turn of its own."""
@@ -248,7 +249,7 @@ def give_verdict(
     already made it."""
     settings = bench.settings
     ref, expectations, why_not, policy = judging
-    elsewhere = bench.run.baselines.elsewhere(result.hardware, str(result.key))
+    elsewhere = bench.run.baselines.elsewhere(result.hardware, result.key)
     judged = judge(result, ref, expectations, policy, elsewhere, decided)
     verdict = judged.decision
     other = pairs.other_machine(bench.run.machine_id, ref)

@@ -131,7 +131,7 @@ def _close_curve(
     results = bench.results[first:]
     drop = None
     for r in results:
-        ref = bench.run.baseline_for(r.hardware, str(r.key))
+        ref = bench.run.baseline_for(r.hardware, r.key)
         if ref is not None and drop is None:
             drop = sweep_search.largest_fit_drop(curve.largest_fit, ref.case.record.get("sweep"))
     curve.notes += [f"batch {p.batch_size}: {p.note}" for p in curve.points if p.note]

@@ -50,7 +50,7 @@ def explain(
     elsewhere: Sequence[str] = (),
 ) -> str:
     """The message of ``verdict`` for ``result``."""
-    key, rate, out = str(result.key), result.images_per_sec, verdict.outcome
+    key, rate, out = result.key, result.images_per_sec, verdict.outcome
     if out in (Outcome.NAN, Outcome.ERROR):
         return f"{key}: {result.error}"
     if rate is None:  # out of memory
@@ -207,7 +207,7 @@ def explain_paired(
 ) -> str:
     """The message of a paired verdict (``--mxperf-ab``); ``budget_spent``: the run's
     ``--mxperf-pair-budget`` ended the rounds before an undecided case had its own."""
-    key = str(result.key)
+    key = result.key
     if estimate is None:
         if failures:
             text = "\n".join(clip_lines(f) for f in failures)

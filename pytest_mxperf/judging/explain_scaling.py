@@ -109,7 +109,7 @@ def explain_scaling(result: CaseResult, verdict: Verdict, ref: BaselineRef | Non
     scaling summary, added to the aggregate's message by the caller."""
     s = result.scaling
     assert s is not None
-    key = str(result.key)
+    key = result.key
     if not verdict.scaling:
         lines = [f"{key}: {scaling_summary(s)}"]
         if verdict.outcome == Outcome.REGRESSED and ref is not None:

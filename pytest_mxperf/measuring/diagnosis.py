@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
+from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.measuring.measure import Measurement
 from pytest_mxperf.measuring.memory import MemoryProbe, MemoryRecord, MemoryTrend, memory_change
 from pytest_mxperf.measuring.protocol import Backend, Prepared
@@ -125,11 +126,11 @@ def profile_case(
     return out
 
 
-def trace_path_for(directory: str | None, case_key: str) -> Path | None:
+def trace_path_for(directory: str | None, case_key: CaseKey) -> Path | None:
     """``DIR/<safe case key>.trace.json`` for ``--mxperf-profile DIR``."""
     if not directory:
         return None
-    return Path(directory) / f"{profiling.safe_case_name(case_key)}.trace.json"
+    return Path(directory) / f"{profiling.safe_case_name(str(case_key))}.trace.json"
 
 
 def taken(result: CaseResult, found: Diagnosis) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import math
 from collections.abc import Sequence
 from typing import Callable, Optional
 
+from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.judging import pairplan, pairstats
 from pytest_mxperf.paired.pairdata import PairedData
 
@@ -16,17 +17,17 @@ FUTILITY_FROM = 3
 
 #: A case's loss that its arbitration must rule out (a stored threshold wider than the minimum
 #: effect, `decisions.stored_threshold`), or None where only the minimum effect counts.
-Clears = Callable[[str], Optional[float]]
+Clears = Callable[[CaseKey], Optional[float]]
 
 
 def worth_more_rounds(
     data: PairedData,
-    keys: Sequence[str],
+    keys: Sequence[CaseKey],
     min_effect: float,
     strict: bool,
     max_rounds: int,
     clears: Clears | None = None,
-) -> list[str]:
+) -> list[CaseKey]:
     """Undecided keys more rounds could decide, closest to deciding first: those whose
     projected rounds to a decision (`PairedEstimate.suggested_rounds`, from the estimate and
     spread so far) fit within ``max_rounds`` in all (``data.rounds`` counts those run, a failed
@@ -51,7 +52,7 @@ def worth_more_rounds(
     it was measured again to be decided, and its own pair's futility stop is why it was not."""
     if len(data.rounds) >= max_rounds:
         return []
-    out: list[tuple[int, str]] = []
+    out: list[tuple[int, CaseKey]] = []
     for key, est in data.estimates(keys, min_effect).items():
         left = max_rounds - len(data.rounds) - len(data.earlier.get(key, ()))
         if est is None or est.decision != pairstats.Decision.UNKNOWN or left < 1:
@@ -74,11 +75,11 @@ def worth_more_rounds(
         to_clear = None if effect is None else clear_rounds(data, key, effect, est)
         if to_clear is not None and to_clear <= max_rounds:
             out.append((to_clear, key))
-    return [key for _, key in sorted(out)]
+    return [key for _, key in sorted(out, key=lambda t: (t[0], str(t[1])))]
 
 
 def clear_rounds(
-    data: PairedData, key: str, effect: float, est: pairstats.PairedEstimate
+    data: PairedData, key: CaseKey, effect: float, est: pairstats.PairedEstimate
 ) -> int | None:
     """Rounds in all projected to rule out a loss of ``effect`` for ``key`` (``est``: its
     undecided estimate at the minimum effect); None when ``effect`` is no wider than the

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.judging import pairstats
 from pytest_mxperf.judging.roundeffect import RoundNoise, round_noise
 from pytest_mxperf.measuring.records import CaseResult, Status
@@ -17,7 +18,7 @@ REV, HEAD = "rev", "head"
 class SideResult:
     """What one side measured in one round, or why it failed."""
 
-    cases: dict[str, CaseResult] = field(default_factory=dict)
+    cases: dict[CaseKey, CaseResult] = field(default_factory=dict)
     collect_errors: list[tuple[str, str]] = field(default_factory=list)
     error: str | None = None
     #: Node id -> why that test failed at this side (setup or call), as ``ExceptionType:
@@ -52,17 +53,17 @@ class PairedData:
     #: case, before its own (the same comparison of the same code in this session), also
     #: against ``--mxperf-max-rounds``; not in the run's round effect (`round_noise`), which
     #: they were picked for disagreeing.
-    earlier: dict[str, list[tuple[CaseResult, CaseResult]]] = field(default_factory=dict)
+    earlier: dict[CaseKey, list[tuple[CaseResult, CaseResult]]] = field(default_factory=dict)
     #: Wall seconds of each of `rounds` (both sides, start-up included), for where a paired
     #: run's time went (the JSON report's record of it).
     round_seconds: list[float] = field(default_factory=list)
 
-    def pairs(self, key: str) -> list[tuple[CaseResult, CaseResult]]:
+    def pairs(self, key: CaseKey) -> list[tuple[CaseResult, CaseResult]]:
         """``(REV, HEAD)`` results of ``key`` in the rounds where both sides measured it (its
         `earlier` rounds first)."""
         return [*self.earlier.get(key, ()), *self._own_pairs(key)]
 
-    def _own_pairs(self, key: str) -> list[tuple[CaseResult, CaseResult]]:
+    def _own_pairs(self, key: CaseKey) -> list[tuple[CaseResult, CaseResult]]:
         out = []
         for r in self.rounds:
             a, b = r[REV].cases.get(key), r[HEAD].cases.get(key)
@@ -83,7 +84,7 @@ class PairedData:
         }
         return failures + sorted(errors)
 
-    def broken(self, side: str, key: str) -> list[tuple[int, Status, str]]:
+    def broken(self, side: str, key: CaseKey) -> list[tuple[int, Status, str]]:
         """Why ``side`` measured no figure for ``key`` in rounds that should have one: the case
         errored or gave NaN there, or it measured no img/s, or (a whole process failing, a
         data-parallel case whose ranks measured nothing) it is missing in a round where the
@@ -125,7 +126,7 @@ class PairedData:
         """``rev (HEAD~1)`` or ``head (HEAD)``, for progress lines."""
         return f"{side} ({self.rev_label if side == REV else self.head_name})"
 
-    def broken_message(self, key: str) -> tuple[Status, str] | None:
+    def broken_message(self, key: CaseKey) -> tuple[Status, str] | None:
         """The status and message of a case `broken` on either side (None: neither): NaN when
         a side gave NaN, else an error; each side's reasons grouped by rounds."""
         parts, statuses = [], set()
@@ -143,21 +144,21 @@ class PairedData:
             return None
         return (Status.NAN if Status.NAN in statuses else Status.ERROR), "\n".join(parts)
 
-    def measured(self, side: str, key: str) -> bool:
+    def measured(self, side: str, key: CaseKey) -> bool:
         return any(key in r[side].cases for r in self.rounds)
 
-    def estimate(self, key: str, min_effect: float) -> pairstats.PairedEstimate | None:
+    def estimate(self, key: CaseKey, min_effect: float) -> pairstats.PairedEstimate | None:
         """The paired estimate of ``key``; None with fewer than two rounds measuring both. Its
         equivalence interval may take the round effect of all the run's cases
         (`roundeffect.round_noise`)."""
         return self.estimates([key], min_effect)[key]
 
     def estimates(
-        self, keys: Sequence[str], min_effect: float
-    ) -> dict[str, pairstats.PairedEstimate | None]:
+        self, keys: Sequence[CaseKey], min_effect: float
+    ) -> dict[CaseKey, pairstats.PairedEstimate | None]:
         """`estimate` of each of ``keys``, the run's round effect worked out once for all."""
         pooled = self.round_noise()
-        out: dict[str, pairstats.PairedEstimate | None] = {}
+        out: dict[CaseKey, pairstats.PairedEstimate | None] = {}
         for key in keys:
             rounds = self.paired_rounds(key)
             out[key] = (
@@ -168,8 +169,8 @@ class PairedData:
         return self._confirmed(out, min_effect)
 
     def _confirmed(
-        self, first: dict[str, pairstats.PairedEstimate | None], min_effect: float
-    ) -> dict[str, pairstats.PairedEstimate | None]:
+        self, first: dict[CaseKey, pairstats.PairedEstimate | None], min_effect: float
+    ) -> dict[CaseKey, pairstats.PairedEstimate | None]:
         """``first`` with each regression the `confirmation` measured replaced by its estimate
         there (carrying the first as ``first``): a regression stands only if a second run, on
         fresh processes, finds it too. A case the second run could not pair keeps the first."""
@@ -185,7 +186,7 @@ class PairedData:
                 out[key] = replace(est, first=first[key])
         return out
 
-    def paired_rounds(self, key: str, earlier: bool = True) -> list[pairstats.PairedRound]:
+    def paired_rounds(self, key: CaseKey, earlier: bool = True) -> list[pairstats.PairedRound]:
         """The rounds where both sides measured ``key``, as the statistics take them (without
         its `earlier` rounds when ``earlier`` is false)."""
         return [
@@ -204,7 +205,7 @@ class PairedData:
         """The run's round effect, from every case its rounds timed in turns (its own rounds)."""
         return round_noise(self.paired_rounds(key, earlier=False) for key in case_keys(self))
 
-    def scaling_pairs(self, key: str) -> list[tuple[CaseResult, CaseResult]]:
+    def scaling_pairs(self, key: CaseKey) -> list[tuple[CaseResult, CaseResult]]:
         """The rounds of a data-parallel ``key`` where both sides measured an efficiency."""
         return [
             (a, b)
@@ -215,7 +216,9 @@ class PairedData:
             and b.scaling.efficiency > 0
         ]
 
-    def efficiency_estimate(self, key: str, min_effect: float) -> pairstats.PairedEstimate | None:
+    def efficiency_estimate(
+        self, key: CaseKey, min_effect: float
+    ) -> pairstats.PairedEstimate | None:
         """The paired estimate of a data-parallel case's scaling efficiency (HEAD/REV), as
         `estimate` does for img/s; the within-round noise is the aggregate's block spread."""
         pairs = self.scaling_pairs(key)
@@ -247,28 +250,28 @@ def block_pairs(rev: CaseResult, head: CaseResult) -> tuple[tuple[float, float],
     return tuple(zip(ra, rb))
 
 
-def undecided(data: PairedData, keys: Sequence[str], min_effect: float) -> list[str]:
+def undecided(data: PairedData, keys: Sequence[CaseKey], min_effect: float) -> list[CaseKey]:
     """Keys whose paired estimate cannot decide yet (more rounds may settle them)."""
     return _decided_as(data, keys, min_effect, pairstats.Decision.UNKNOWN)
 
 
-def regressed(data: PairedData, keys: Sequence[str], min_effect: float) -> list[str]:
+def regressed(data: PairedData, keys: Sequence[CaseKey], min_effect: float) -> list[CaseKey]:
     """Keys whose paired estimate says HEAD is slower (worth an operator profile)."""
     return _decided_as(data, keys, min_effect, pairstats.Decision.REGRESSED)
 
 
 def _decided_as(
-    data: PairedData, keys: Sequence[str], min_effect: float, decision: pairstats.Decision
-) -> list[str]:
+    data: PairedData, keys: Sequence[CaseKey], min_effect: float, decision: pairstats.Decision
+) -> list[CaseKey]:
     estimates = data.estimates(keys, min_effect)
     return [key for key, est in estimates.items() if est is not None and est.decision == decision]
 
 
-def block_plan(data: PairedData) -> dict[str, int]:
+def block_plan(data: PairedData) -> dict[CaseKey, int]:
     """Steps per timed block for the later rounds of every case both sides have measured: the
     larger of the two sides' in the first round that measured both. Both sides then time the
     same work per block, and neither sizes its blocks again (`measure.MeasureConfig`)."""
-    plan: dict[str, int] = {}
+    plan: dict[CaseKey, int] = {}
     for key in case_keys(data):
         for a, b in data.pairs(key):
             if a.measurement is not None and b.measurement is not None:
@@ -277,11 +280,13 @@ def block_plan(data: PairedData) -> dict[str, int]:
     return plan
 
 
-def case_keys(data: PairedData) -> list[str]:
-    return sorted({k for r in data.rounds for side in r.values() for k in side.cases})
+def case_keys(data: PairedData) -> list[CaseKey]:
+    """Every case a side measured in a round, in the order of their text (``bs16`` before
+    ``bs4``), as when the text was the key."""
+    return sorted({k for r in data.rounds for side in r.values() for k in side.cases}, key=str)
 
 
-def nodeids_of(data: PairedData, keys: Sequence[str]) -> list[str]:
+def nodeids_of(data: PairedData, keys: Sequence[CaseKey]) -> list[str]:
     wanted = set(keys)
     return sorted(
         {
@@ -294,7 +299,7 @@ def nodeids_of(data: PairedData, keys: Sequence[str]) -> list[str]:
     )
 
 
-def rounds_text(data: PairedData, key: str) -> str:
+def rounds_text(data: PairedData, key: CaseKey) -> str:
     """``key``'s img/s per round (`describe_round`), then its second run's when there is one
     (``...; second run: ...``)."""
     text = ", ".join(describe_round(p) for p in data.pairs(key))

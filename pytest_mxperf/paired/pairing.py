@@ -9,19 +9,13 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.settings import Settings
 from pytest_mxperf.measuring.records import CaseResult
 from pytest_mxperf.paired import envs, forkserver, gitcmd, worktree
 from pytest_mxperf.paired.forkserver import ForkServer, ForkServerError
 from pytest_mxperf.paired.more_rounds import Clears, worth_more_rounds
-from pytest_mxperf.paired.pairdata import (
-    HEAD,
-    REV,
-    PairedData,
-    case_keys,
-    nodeids_of,
-    regressed,
-)
+from pytest_mxperf.paired.pairdata import HEAD, REV, PairedData, case_keys, nodeids_of, regressed
 from pytest_mxperf.paired.rounds import run_rounds
 from pytest_mxperf.paired.sides import SideSpec, side_env
 from pytest_mxperf.system import cpus as cpu_sets
@@ -198,7 +192,7 @@ class Pairer:
         progress: Callable[[str], None],
         head_name: str = "HEAD",
         clears: Clears | None = None,
-        earlier: dict[str, list[tuple[CaseResult, CaseResult]]] | None = None,
+        earlier: dict[CaseKey, list[tuple[CaseResult, CaseResult]]] | None = None,
         handed: Sequence[CaseResult] = (),
     ) -> PairedData:
         """Paired rounds of ``nodeids``: at least ``--mxperf-rounds``, more (up to
@@ -252,7 +246,7 @@ class Pairer:
         self,
         data: PairedData,
         specs: dict[str, SideSpec],
-        keys: Sequence[str],
+        keys: Sequence[CaseKey],
         progress: Callable[[str], None],
         clears: Clears | None,
         handed: Sequence[CaseResult] = (),
@@ -280,7 +274,7 @@ class Pairer:
         progress: Callable[[str], None],
         clears: Clears | None,
         budgeted: bool,
-        only: tuple[Sequence[str], PairedData] | None = None,
+        only: tuple[Sequence[CaseKey], PairedData] | None = None,
         handed: Sequence[CaseResult] = (),
     ) -> Callable[..., None]:
         """Rounds of ``nodeids`` into ``data``: ``--mxperf-rounds``, then one at a time for the

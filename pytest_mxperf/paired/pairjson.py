@@ -26,7 +26,7 @@ def as_dict(data: PairedData) -> dict[str, Any]:
         # Per case, the rounds its own pair measured earlier in the run, counted as this
         # pair's first rounds of it (a joint pair that judged it again), in the same form.
         "earlier": {
-            key: [
+            str(key): [
                 _round_dict({REV: SideResult({key: a}), HEAD: SideResult({key: b})})
                 for a, b in pairs
             ]
@@ -41,14 +41,14 @@ def _round_dict(r: dict[str, SideResult]) -> dict[str, Any]:
             "error": res.error,
             "collect_errors": [list(e) for e in res.collect_errors],
             "test_errors": dict(res.test_errors),
-            "images_per_sec": {k: c.images_per_sec for k, c in res.cases.items()},
+            "images_per_sec": {str(k): c.images_per_sec for k, c in res.cases.items()},
             # Seconds each case held the device on this side (build, warm-up, blocks).
-            "seconds": {k: _held(c) for k, c in res.cases.items()},
+            "seconds": {str(k): _held(c) for k, c in res.cases.items()},
             # Each block's img/s; "interleaved": timed in turns with the other side (lock-step),
             # block i of one side paired with block i of the other; "steps_per_block": the
             # same on both sides after the first round (`block_plan`).
             "blocks": {
-                k: {
+                str(k): {
                     "images_per_sec": c.measurement.block_rates,
                     "interleaved": bool(c.measurement.extra.get("interleaved")),
                     "steps_per_block": c.measurement.steps_per_block,

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Optional
 
 from pytest_mxperf.config import sideorders
+from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.settings import Settings
 from pytest_mxperf.measuring.records import CaseResult, Status
 from pytest_mxperf.paired.forkserver import ForkServer
@@ -33,7 +34,7 @@ def run_rounds(
     server: Callable[[str], ForkServer | None] = lambda _: None,
     hold: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext,
     overlap: bool = False,
-    keys: Sequence[str] | None = None,
+    keys: Sequence[CaseKey] | None = None,
     earlier: PairedData | None = None,
     handed: Sequence[CaseResult] = (),
 ) -> None:
@@ -136,7 +137,7 @@ def _planned(data: PairedData, order: list[Command], tmp: Path) -> list[Command]
 def _reusing(
     done: Sequence[dict[str, SideResult]],
     order: list[Command],
-    keys: Sequence[str] | None,
+    keys: Sequence[CaseKey] | None,
     run: _Run,
     handed: Sequence[CaseResult] = (),
 ) -> list[Command]:
@@ -148,10 +149,10 @@ def _reusing(
     figure or never measured it. The controller's ``handed`` results (with a figure) are handed
     back to both sides, whatever ``keys`` is."""
     ids = set(run.nodeids)
-    given = {str(c.key): c for c in handed if c.nodeid in ids and c.status == Status.OK}
+    given = {c.key: c for c in handed if c.nodeid in ids and c.status == Status.OK}
     if keys is None and not given:
         return order
-    last: dict[str, dict[str, CaseResult]] = {name: dict(given) for name, *_ in order}
+    last: dict[str, dict[CaseKey, CaseResult]] = {name: dict(given) for name, *_ in order}
     for r in done:  # oldest first: the last round a side measured a case in wins
         for name, found in last.items():
             found.update((k, c) for k, c in r[name].cases.items() if c.nodeid in ids)
@@ -226,7 +227,7 @@ def unpaired(data: PairedData, nodeids: Sequence[str]) -> set[str]:
     round so far, had none of them: more rounds pair nothing for them."""
     last = data.rounds[-1]
     rev_keys = {k for r in data.rounds for k in r[REV].cases}
-    by_node: dict[str, set[str]] = {}
+    by_node: dict[str, set[CaseKey]] = {}
     for key, case in last[HEAD].cases.items():
         by_node.setdefault(case.nodeid, set()).add(key)
     return {n for n in nodeids if n in by_node and not by_node[n] & rev_keys}

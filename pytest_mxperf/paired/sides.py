@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_mxperf.config import sideorders
+from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.settings import Settings
 from pytest_mxperf.measuring.measure import Measurement
 from pytest_mxperf.measuring.records import CaseResult
@@ -116,12 +117,13 @@ def side_env() -> dict[str, str]:
     return env
 
 
-def write_plan(path: Path, plan: dict[str, int]) -> None:
+def write_plan(path: Path, plan: Mapping[CaseKey, int]) -> None:
     """The block plan of a round's sides (`pairdata.block_plan`), read by `read_plan`."""
-    path.write_text(json.dumps(plan, sort_keys=True), encoding="utf-8")
+    text = {str(key): steps for key, steps in plan.items()}
+    path.write_text(json.dumps(text, sort_keys=True), encoding="utf-8")
 
 
-def read_plan(path: Path) -> dict[str, int]:
+def read_plan(path: Path) -> dict[CaseKey, int]:
     """Case key -> steps per timed block, as `write_plan` wrote it.
 
     :raises ValueError: the file is missing or is not such a mapping (the message names it).
@@ -136,7 +138,7 @@ def read_plan(path: Path) -> dict[str, int]:
         raise ValueError(
             f"the paired run's block plan {path} is not a mapping of case keys to steps >= 1"
         )
-    return data
+    return {CaseKey.parse(k): v for k, v in data.items()}
 
 
 def write_reuse(path: Path, cases: Sequence[CaseResult]) -> None:
@@ -146,7 +148,7 @@ def write_reuse(path: Path, cases: Sequence[CaseResult]) -> None:
     write_side(path, cases, ())
 
 
-def read_reuse(path: Path) -> dict[str, CaseResult]:
+def read_reuse(path: Path) -> dict[CaseKey, CaseResult]:
     """Case key -> the earlier result `write_reuse` wrote.
 
     :raises ValueError: the file is missing or unreadable (the message names it)."""
@@ -188,7 +190,8 @@ def read_side(path: Path) -> SideResult:
 def _results(path: Path) -> SideResult:
     """The results file `write_side` wrote (raises one of `_UNREADABLE` when it cannot)."""
     data = json.loads(path.read_text(encoding="utf-8"))
-    cases = {str(c["key"]): codec.from_dict(CaseResult, c) for c in data["cases"]}
+    read = (codec.from_dict(CaseResult, c) for c in data["cases"])
+    cases = {c.key: c for c in read}
     errors = [(str(n), str(t)) for n, t in data.get("collect_errors", [])]
     raised = {str(n): str(t) for n, t in data.get("test_errors", {}).items()}
     return SideResult(cases, errors, test_errors=raised)

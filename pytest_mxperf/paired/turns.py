@@ -47,6 +47,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.sideorders import Turns
 from pytest_mxperf.measuring.stats import paired_blocks
 from pytest_mxperf.system import cpus as cpu_sets
@@ -135,21 +136,22 @@ class Baton:
         cpu_sets.pin_threads(self._spread if spread else self._timing)
         self._spread_now = spread
 
-    def ready(self, nodeid: str, key: str, wide: bool = False) -> bool:
+    def ready(self, nodeid: str, key: CaseKey, wide: bool = False) -> bool:
         """Warm and ready to time ``key``: True to time it in turns (`next_block`), False to
         measure it alone. ``wide``: its blocks (or its measurement alone) run where the side's
         untimed work does (``spread``), as in a run of its own, not on the timing CPUs (an
         input pipeline that decodes in the caller's thread: its decoding and MXNet's engine
         share one CPU when pinned, and measure a lower figure than a run of its own)."""
-        return self._ask({"ready": key, "nodeid": nodeid}, spread_on=_spread_on(wide)) == BLOCK
+        asked = {"ready": str(key), "nodeid": nodeid}
+        return self._ask(asked, spread_on=_spread_on(wide)) == BLOCK
 
-    def alone(self, nodeid: str, key: str) -> None:
+    def alone(self, nodeid: str, key: CaseKey) -> None:
         """Wait for a turn to run ``key`` alone, set-up included (a data-parallel launch, an
         input pipeline): nothing of the other side runs until this side asks for its next turn
         or ends, so the case runs where the side's untimed work does (``spread``), as in a run
         of its own: a loader's worker processes and a launch's ranks get every CPU, not the one
         a block is timed on."""
-        self._ask({"ready": key, "nodeid": nodeid, "solo": True}, spread_on=(GO, END, SOLO))
+        self._ask({"ready": str(key), "nodeid": nodeid, "solo": True}, spread_on=(GO, END, SOLO))
 
     def next_block(self, rate: float, wide: bool = False) -> bool:
         """A block is done, at ``rate`` items/s: True to time another (``wide``: as the case's
@@ -169,7 +171,7 @@ class CaseTurns:
 
     baton: Baton
     nodeid: str
-    key: str
+    key: CaseKey
     wide: bool = False
 
     @property

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.measuring.measure import Measurement
 from pytest_mxperf.measuring.records import Outcome, Verdict
 
@@ -74,7 +75,7 @@ def decide_input_bound(
 
 
 def explain_input_bound(
-    key: str, bound: InputBound, points: Sequence[tuple[str, float | None]] = ()
+    key: CaseKey, bound: InputBound, points: Sequence[tuple[str, float | None]] = ()
 ) -> str:
     """The input-bound message: both figures, how much faster the pipeline must become, and
     which swept setting (``points``: name, pipeline img/s) gets there."""

@@ -8,6 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.measuring.records import CaseResult
 from pytest_mxperf.paired.pairdata import HEAD, PairedData
 
@@ -26,7 +27,7 @@ class Undecided:
 
     sha: str
     nodeid: str
-    key: str
+    key: CaseKey
     rounds: list[tuple[CaseResult, CaseResult]]
     again: Callable[[], CaseResult]
 
@@ -58,7 +59,7 @@ class Preflight:
     #: Cases their own pairs left inconclusive before the joint pair started (`Undecided`),
     #: and the outcome of each the joint pair judged again, by case key.
     undecided: list[Undecided] = field(default_factory=list)
-    judged_again: dict[str, str] = field(default_factory=dict)
+    judged_again: dict[CaseKey, str] = field(default_factory=dict)
     #: Hardware keys whose probe this process measured for ``--mxperf-update``.
     calibrated: set[str] = field(default_factory=set)
 
@@ -75,7 +76,7 @@ class Preflight:
         f = self.factor
         return f is None or 1 / THRESHOLD <= f <= THRESHOLD
 
-    def covers(self, key: str) -> PairedData | None:
+    def covers(self, key: CaseKey) -> PairedData | None:
         """The joint pair when it measured ``key`` on HEAD's side (None: it did not)."""
         data = self.data
         if data is None or not data.measured(HEAD, key):
@@ -140,5 +141,5 @@ class Preflight:
             ]
             if self.on_evidence
             else None,
-            "judged_again": dict(self.judged_again),
+            "judged_again": {str(k): v for k, v in self.judged_again.items()},
         }

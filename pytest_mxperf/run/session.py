@@ -72,9 +72,9 @@ class MxperfSession:
         self.reused: dict[CaseKey, CaseResult] = {}
         try:
             if side is not None and side.plan is not None:
-                self.block_plan = {CaseKey.parse(k): v for k, v in read_plan(side.plan).items()}
+                self.block_plan = read_plan(side.plan)
             if side is not None and side.reuse is not None:
-                self.reused = {CaseKey.parse(k): c for k, c in read_reuse(side.reuse).items()}
+                self.reused = read_reuse(side.reuse)
         except ValueError as exc:
             raise pytest.UsageError(f"mxperf: {exc}") from None
         self.stored = StoreReport()
@@ -164,7 +164,7 @@ class MxperfSession:
         throughput, or a data-parallel case, judged on its scaling efficiency)."""
         tolerance = self.settings.tolerance
 
-        def threshold(key: str) -> float | None:
+        def threshold(key: CaseKey) -> float | None:
             ref = self.run.baseline_for(hardware, key)
             if ref is None or ref.case.images_per_sec is None or ref.case.efficiency is not None:
                 return None

@@ -111,7 +111,7 @@ def spy(monkeypatch):
     def record(how, key):
         out = Path(os.environ["TURNS_DIR"]) / f"{os.getpid()}.{how}"
         with out.open("a") as f:
-            f.write(key + "\\n")
+            f.write(f"{key}\\n")
 
     ready, alone = turns.Baton.ready, turns.Baton.alone
 

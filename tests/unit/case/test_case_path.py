@@ -165,7 +165,7 @@ def test_a_case_is_judged_against_its_stored_baseline(
     failed: bool,
 ) -> None:
     stored = _stored(request, tmp_path, 100.0)
-    assert stored.get(run_info(tmp_path).hardware_for("cpu", 0), KEY) is not None
+    assert stored.get(run_info(tmp_path).hardware_for("cpu", 0), CaseKey.parse(KEY)) is not None
     session = session_of(tmp_path, stored)
     result = make_bench(request, session, FakeBackend()).case(
         FakeModel(speed), "inference", 8, model="toy"

@@ -19,15 +19,14 @@ from pytest_mxperf.testing import measurement_of
 if TYPE_CHECKING:
     from pytest_mxperf.case.path import CaseBench
 
-KEY = "m/inference/float32/bs1/cpu"
+KEY = CaseKey.parse("m/inference/float32/bs1/cpu")
 NODEID = "test_a.py::test_m"
 
 
 def judged(outcome: Outcome, failed: bool = False, rate: float = 100.0) -> CaseResult:
     verdict = Verdict(outcome, failed).explained(f"{KEY}: {outcome.value}")
-    key = CaseKey.parse(KEY)
     measured = measurement_of(rate, 0.01)
-    return CaseResult(key, "cpu(0)", "hw", measurement=measured, nodeid=NODEID, verdict=verdict)
+    return CaseResult(KEY, "cpu(0)", "hw", measurement=measured, nodeid=NODEID, verdict=verdict)
 
 
 def joint(own: int, more: int) -> tuple[pairdata.PairedData, list[tuple[CaseResult, CaseResult]]]:

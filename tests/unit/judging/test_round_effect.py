@@ -132,13 +132,13 @@ def test_a_loss_beyond_the_minimum_effect_is_never_a_pass_by_pooling() -> None:
     assert est.pooled is not None and est.decision is not Decision.SAME
 
 
-def _timed_in_turns(key: str, rates: tuple[float, ...]) -> CaseResult:
+def _timed_in_turns(key: CaseKey, rates: tuple[float, ...]) -> CaseResult:
     """A case result of blocks timed in turns at ``rates``."""
     m = measurement_at(rates, interleaved=True)
-    return CaseResult(CaseKey.parse(key), "cpu(0)", "hw", measurement=m, nodeid=f"t.py::{key}")
+    return CaseResult(key, "cpu(0)", "hw", measurement=m, nodeid=f"t.py::{key}")
 
 
-def _data(heads: dict[str, list[float]]) -> PairedData:
+def _data(heads: dict[CaseKey, list[float]]) -> PairedData:
     """A paired run whose cases' HEAD/REV log ratios per round are ``heads``; 3 pairs a round."""
     data = PairedData("HEAD~1", "abc")
     for index in range(max(len(v) for v in heads.values())):
@@ -155,12 +155,13 @@ def _data(heads: dict[str, list[float]]) -> PairedData:
 
 #: Eight model cases whose two rounds agree within their blocks: the run's round effect.
 CALM = {
-    f"m{i}/inference/float32/bs1/cpu": [0.004 * (-1) ** i, -0.004 * (-1) ** i] for i in range(8)
+    CaseKey.parse(f"m{i}/inference/float32/bs1/cpu"): [0.004 * (-1) ** i, -0.004 * (-1) ** i]
+    for i in range(8)
 }
 
 
 def test_a_paired_run_judges_each_case_with_the_round_effect_of_all() -> None:
-    x = "x/inference/float32/bs1/cpu"
+    x = CaseKey.parse("x/inference/float32/bs1/cpu")
     data = _data({**CALM, x: [0.015, -0.010]})
     noise = data.round_noise()
     assert noise is not None and noise.df == 9
@@ -175,7 +176,7 @@ def test_a_paired_run_judges_each_case_with_the_round_effect_of_all() -> None:
 def test_an_input_pipeline_timed_in_turns_neither_gives_nor_takes_the_round_effect() -> None:
     # A DataLoader without workers, timed in block pairs: its rounds swing with its own random
     # crops, so the models' round effect would narrow its interval (and its swings widen theirs).
-    pipe = "loader/pipeline/float32/bs32/cpu"
+    pipe = CaseKey.parse("loader/pipeline/float32/bs32/cpu")
     data = _data({**CALM, pipe: [0.015, -0.010]})
     noise = data.round_noise()
     assert noise is not None and noise.df == 8  # the eight models' rounds only

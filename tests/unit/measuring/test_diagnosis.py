@@ -83,7 +83,7 @@ def test_profile_off_unless_asked() -> None:
 
 
 def test_trace_file_loads_as_chrome_trace(tmp_path: Path) -> None:
-    trace = diagnosis.trace_path_for(str(tmp_path), "toy/inference/float32/bs8/cpu")
+    trace = diagnosis.trace_path_for(str(tmp_path), CaseKey.parse("toy/inference/float32/bs8/cpu"))
     assert trace is not None and trace.name.endswith(".trace.json") and "/" not in trace.name
     run = run_case(FakeBackend(), model(), spec(), CONFIG, diagnose=DiagnoseSpec(trace_path=trace))
     data = json.loads(trace.read_text())

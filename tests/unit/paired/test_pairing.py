@@ -23,12 +23,11 @@ from pytest_mxperf.system import codec, cpus
 from pytest_mxperf.system.sigterm import sigterm_as_interrupt
 from pytest_mxperf.testing import measurement_of
 
-KEY = "m/inference/float32/bs8/cpu"
+KEY = CaseKey.parse("m/inference/float32/bs8/cpu")
 
 
 def result(rate: float, nodeid: str = "test_a.py::test_m") -> CaseResult:
-    key = CaseKey.parse(KEY)
-    return CaseResult(key, "cpu(0)", "hw", measurement=measurement_of(rate, 0.01), nodeid=nodeid)
+    return CaseResult(KEY, "cpu(0)", "hw", measurement=measurement_of(rate, 0.01), nodeid=nodeid)
 
 
 def data(*rounds: tuple[float | None, float | None]) -> pairdata.PairedData:
@@ -68,8 +67,13 @@ def test_block_plan_takes_the_larger_count_of_the_first_round_both_sides_measure
 
 def test_block_plan_is_written_and_read_back(tmp_path: Path) -> None:
     path = tmp_path / "plan.json"
-    sides.write_plan(path, {KEY: 3, "other/inference/float32/bs1/cpu": 12})
-    assert sides.read_plan(path) == {KEY: 3, "other/inference/float32/bs1/cpu": 12}
+    other = CaseKey.parse("other/inference/float32/bs1/cpu")
+    sides.write_plan(path, {KEY: 3, other: 12})
+    assert (
+        path.read_text()
+        == '{"m/inference/float32/bs8/cpu": 3, "other/inference/float32/bs1/cpu": 12}'
+    )
+    assert sides.read_plan(path) == {KEY: 3, other: 12}
     for bad in ('{"k": true}', '{"k": 2.0}', "{", '{"k": -1}'):
         path.write_text(bad)
         with pytest.raises(ValueError, match=str(path)):
@@ -95,12 +99,12 @@ def test_a_later_round_hands_back_only_cases_both_sides_can(tmp_path: Path) -> N
 
     node = "test_a.py::test_m"
 
-    def case(key: str, rate: float | None) -> CaseResult:
+    def case(key: CaseKey, rate: float | None) -> CaseResult:
         if rate is None:  # measured nothing there
-            return CaseResult(CaseKey.parse(key), "cpu(0)", "hw", Status.ERROR, nodeid=node)
-        return replace(result(rate, node), key=CaseKey.parse(key))
+            return CaseResult(key, "cpu(0)", "hw", Status.ERROR, nodeid=node)
+        return replace(result(rate, node), key=key)
 
-    a, b, c = (f"{m}/inference/float32/bs8/cpu" for m in "abc")
+    a, b, c = (CaseKey.parse(f"{m}/inference/float32/bs8/cpu") for m in "abc")
     d = pairdata.PairedData("main", "a" * 40)
     for _ in range(2):  # a: both sides measured it; b: REV's side errored; c: the round's case
         rev = {a: case(a, 100.0), b: case(b, None), c: case(c, 100.0)}
@@ -135,8 +139,8 @@ def test_a_later_round_hands_back_only_cases_both_sides_can(tmp_path: Path) -> N
     assert rounds._reusing(d.rounds, order, [a, b, c], run) == order  # nothing to hand back
     # The controller's results of cases it judged already go to both sides, from the first
     # round on (no rounds yet) and whatever the keys; one without a figure is measured.
-    mine, failed = replace(result(97.0, node), key=CaseKey.parse(a)), case(b, None)
-    other = replace(result(97.0, "test_b.py::test_n"), key=CaseKey.parse(c))
+    mine, failed = replace(result(97.0, node), key=a), case(b, None)
+    other = replace(result(97.0, "test_b.py::test_n"), key=c)
     for keys in (None, [c]):
         got = rounds._reusing([], order, keys, run, handed=[mine, failed, other])
         for name, _, argv, _ in got:
@@ -258,7 +262,7 @@ def test_a_case_measured_again_after_its_own_pair_keeps_its_rounds_up_to_the_cap
 
 
 def test_the_case_closest_to_a_decision_comes_first() -> None:
-    other = "n/inference/float32/bs8/cpu"
+    other = CaseKey.parse("n/inference/float32/bs8/cpu")
     d = data((100.0, 92.0), (100.0, 105.0), (100.0, 100.0))  # about 10 rounds from deciding
     for rnd, head in zip(d.rounds, (103.0, 96.0, 100.5)):  # about 4 rounds from deciding
         rnd[pairdata.REV].cases[other] = result(100.0, "test_a.py::test_n")

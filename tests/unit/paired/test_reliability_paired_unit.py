@@ -74,14 +74,13 @@ def _case(status: Status = Status.OK, rate: float | None = 100.0, error: str = "
 def _round(
     rev: CaseResult | None, head: CaseResult | None, head_error: str | None = None
 ) -> dict[str, SideResult]:
-    key = "m/inference/float32/bs8/cpu"
     return {
-        REV: SideResult({key: rev} if rev else {}),
-        HEAD: SideResult({key: head} if head else {}, error=head_error),
+        REV: SideResult({KEY: rev} if rev else {}),
+        HEAD: SideResult({KEY: head} if head else {}, error=head_error),
     }
 
 
-KEY = "m/inference/float32/bs8/cpu"
+KEY = CaseKey.parse("m/inference/float32/bs8/cpu")
 
 
 def test_an_error_on_either_side_is_broken_never_new() -> None:

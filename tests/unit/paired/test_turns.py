@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.sideorders import Turns
 from pytest_mxperf.paired.turns import BLOCK, END, GO, SOLO, Baton, BatonLost, Conductor
 
@@ -158,14 +159,14 @@ def test_a_side_asks_and_follows_the_answers(tmp_path: Path) -> None:
     seen: list[dict[str, object]] = []
     t = _serve(tmp_path / "s", [GO, BLOCK, BLOCK, END], seen)
     baton = Baton(Turns("rev", tmp_path / "s"))
-    assert baton.ready("t.py::a", "A") is True
+    assert baton.ready("t.py::a", CaseKey.parse("a/inference/float32/bs1/cpu")) is True
     assert baton.next_block(100.0) is True
     assert baton.next_block(99.5) is False
     baton.close()
     t.join(5)
     assert seen == [
         {"hello": "rev"},
-        {"ready": "A", "nodeid": "t.py::a"},
+        {"ready": "a/inference/float32/bs1/cpu", "nodeid": "t.py::a"},  # the key's text
         {"done": 1, "rate": 100.0},
         {"done": 1, "rate": 99.5},
         {},  # the side closed its end
@@ -178,7 +179,7 @@ def test_a_side_whose_controller_is_gone_says_so(tmp_path: Path) -> None:
     baton = Baton(Turns("head", tmp_path / "s"))
     # The controller answered hello, reads the next question and closes without an answer.
     with pytest.raises(BatonLost, match="controller is gone"):
-        baton.ready("t.py::a", "A")
+        baton.ready("t.py::a", CaseKey.parse("a/inference/float32/bs1/cpu"))
     baton.close()
     t.join(5)
 
@@ -191,6 +192,7 @@ TWO_CPUS = pytest.mark.skipif(
 
 _PLACES = """
 import json, os, sys, threading
+from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.sideorders import parse_turns
 from pytest_mxperf.paired.turns import Baton
 os.sched_setaffinity(0, {timing})
@@ -213,7 +215,7 @@ def where(label):
 baton = Baton(parse_turns(sys.argv[1]), frozenset({spread}))
 where("go")
 {steps}
-baton.ready("t.py::a", "A")
+baton.ready("t.py::a", CaseKey.parse("a/inference/float32/bs1/cpu"))
 where("block")
 baton.next_block(100.0)
 where("end")

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from pytest_mxperf.config import parsers
+from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.markers import MarkerError, parse_marker
 from pytest_mxperf.measuring.measure import MeasureConfig
 from pytest_mxperf.measuring.records import Outcome, Status, Verdict
@@ -255,13 +256,14 @@ def test_input_bound_needs_a_gap_beyond_the_noise_and_a_slow_pipeline() -> None:
 
 def test_input_bound_message_names_both_figures_and_the_setting_that_gets_there() -> None:
     bound = input_bound.InputBound(400.0, 1000.0, 420.0, 0.6, 0.05)
+    key = CaseKey("k", "pipeline", "float32", 32, "cpu")
     text = input_bound.explain_input_bound(
-        "k", bound, [("num_workers=0", 420.0), ("num_workers=2", 1100.0)]
+        key, bound, [("num_workers=0", 420.0), ("num_workers=2", 1100.0)]
     )
     assert "end-to-end 400.0 img/s vs the model alone 1000.0 img/s" in text
     assert "must become 138% faster" in text
     assert "num_workers=2 is enough" in text
-    text = input_bound.explain_input_bound("k", bound, [("num_workers=0", 420.0)])
+    text = input_bound.explain_input_bound(key, bound, [("num_workers=0", 420.0)])
     assert "none is enough" in text
 
 

@@ -11,6 +11,7 @@ import pytest
 
 mx = pytest.importorskip("mxnet")
 
+from pytest_mxperf.config.casekey import CaseKey  # noqa: E402
 from pytest_mxperf.measuring.diagnosis import trace_path_for  # noqa: E402
 from pytest_mxperf.profiles.profile_diff import constituents, diff_profiles  # noqa: E402
 from pytest_mxperf.profiles.profile_record import OperatorProfile, ProfileUnavailable  # noqa: E402
@@ -120,7 +121,9 @@ def test_failing_step_leaves_profiler_stopped_and_clean() -> None:
 
 def test_a_case_trace_for_mxperf_profile(tmp_path: Path) -> None:
     # As --mxperf-profile DIR names and writes a case's trace (`diagnosis.profile_case`).
-    path = trace_path_for(str(tmp_path / "profiles"), "small-conv/inference/float32/b4/cpu")
+    path = trace_path_for(
+        str(tmp_path / "profiles"), CaseKey("small-conv", "inference", "float32", 4, "cpu")
+    )
     assert path is not None
     p = profile_step(gluon_step(), mx.nd.waitall, 2, mx, path, items_per_step=BATCH)
     table = table_path_for(path)
