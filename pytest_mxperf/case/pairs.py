@@ -52,12 +52,7 @@ def arbitrate(
         explained = explain_same_code(stored, decided, str(sha)[:10], changed, other)
         return replace(result, verdict=explained), None  # nothing paired: no profile missing
     try:
-        clears = ctx.session.clears(result.hardware)
-        # The test's cases judged before this one are handed back to the sides, not timed.
-        done = [c for c in ctx.kept if c.key != result.key]
-        data = ctx.session.pairer.run(
-            str(sha)[:10], str(sha), [ctx.nodeid], _quiet, clears=clears, handed=done
-        )
+        data = _pair(ctx, result, str(sha))
     except pairing.PairSetupError as exc:
         # The stored judgement stands, saying why no pair could confirm it.
         explained = explain_arbitrated(stored, stored, None, "", "", [], other, str(exc))
@@ -93,6 +88,15 @@ def arbitrate(
     if sides and estimate is not None:
         verdict = verdict.adding(sides)
     return replace(result, **profiles, verdict=verdict), why_no_base
+
+
+def _pair(ctx: CaseContext, result: CaseResult, sha: str) -> pairdata.PairedData:
+    """The paired run of ``sha`` and HEAD over ``result``'s test (its own, or one of this
+    session that measured it): the test's cases judged before this one are handed back to the
+    sides, not timed."""
+    done = [c for c in ctx.kept if c.key != result.key]
+    clears = ctx.session.clears(result.hardware)
+    return ctx.session.pairer.run(sha[:10], sha, [ctx.nodeid], _quiet, clears=clears, handed=done)
 
 
 def _pair_estimate(

@@ -53,16 +53,10 @@ def run_rounds(
     every GPU's the run sees), so no other run measures on them meanwhile. With ``overlap`` the
     sides of such a round do their untimed work at once (`turns.Conductor`).
 
-    ``keys``: the cases these rounds are for (None: every case of ``nodeids``). A side's other
-    cases of those tests are not measured again: their calls get back what that side measured
-    in its last round of them (`sides.write_reuse`), so a test of several cases is no longer
-    timed whole for one of them. ``earlier``: a paired run of the same sides whose rounds came
-    before ``data``'s (the first run of a regression's second run): its results may be handed
-    back too. ``handed``: results of cases of these tests the controller measured and judged
-    already (those before the suspected case in its test), handed back to both sides' calls
-    from the first round on and never measured: a pair that arbitrates one case of a test
-    times that case and those after it (a later one may be suspected too and take this pair),
-    not the test whole."""
+    ``keys``: the cases these rounds are for (None: every case of ``nodeids``); the sides get
+    back their other cases' earlier results, and ``handed``'s, instead of measuring them
+    (`_reusing`). ``earlier``: a paired run of the same sides whose rounds came before
+    ``data``'s (the first run of a regression's second run), whose results count as earlier."""
     with scratch.directory("pair", round_tmp()) as tmp:
         run = _Run(settings, progress, timeout, server, hold, overlap, nodeids, Path(tmp))
         todo = list(nodeids)
@@ -147,7 +141,10 @@ def _reusing(
     the same cases, so that no round shows a case one side measured and the other did not
     (`PairedData.broken`): a case is measured again unless each side either has a result with a
     figure or never measured it. The controller's ``handed`` results (with a figure) are handed
-    back to both sides, whatever ``keys`` is."""
+    back to both sides, whatever ``keys`` is: the cases a test judged before the one an
+    arbitration pairs, so that pair times that case and those after it (which may be suspected
+    too and take the same pair), not the test whole; a test of several cases is not timed whole
+    for one of them."""
     ids = set(run.nodeids)
     given = {c.key: c for c in handed if c.nodeid in ids and c.status == Status.OK}
     if keys is None and not given:
