@@ -178,3 +178,8 @@ class CaseResult:
     def edge_in(cls, data: Mapping[str, Any]) -> dict[str, Any]:
         """The key from its text (the key's parts beside it are derived and ignored)."""
         return {**data, "key": CaseKey.parse(str(data["key"]))}
+
+
+def by_key(result: CaseResult) -> str:
+    """The sort key that lists cases in the order of their keys' text (reports, summaries)."""
+    return str(result.key)

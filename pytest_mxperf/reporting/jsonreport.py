@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_mxperf.baselines.runinfo import RunInfo
-from pytest_mxperf.measuring.records import CaseResult
+from pytest_mxperf.measuring.records import CaseResult, by_key
 from pytest_mxperf.reporting import cost, summary
 from pytest_mxperf.system import codec
 
@@ -76,7 +76,7 @@ def to_json(
     here, repo = os.getcwd() if cwd is None else cwd, run.commit.repo_root
     commit = {**codec.to_dict(run.commit), "repo_root": shown_path(repo, here, repo)}
     cases = []
-    for r in sorted(results, key=lambda r: str(r.key)):
+    for r in sorted(results, key=by_key):
         data = codec.to_dict(r)
         if price is not None or epoch is not None:
             data["cost"] = case_cost(r, price, epoch)

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_mxperf.measuring.records import CaseResult
+from pytest_mxperf.measuring.records import CaseResult, by_key
 from pytest_mxperf.reporting import summary
 from pytest_mxperf.reporting.jsonreport import REPORT_SCHEMA, summary_row
 from pytest_mxperf.system import codec
@@ -56,7 +56,7 @@ def cases_of(report: Mapping[str, Any]) -> list[CaseResult]:
 def failures(results: Sequence[CaseResult], max_lines: int = MESSAGE_LINES) -> list[Failure]:
     """The failed cases (a failing verdict, or an error without one), in key order."""
     found = []
-    for r in sorted(results, key=lambda r: str(r.key)):
+    for r in sorted(results, key=by_key):
         v = r.verdict
         if v is not None and v.failed:
             lines = tuple(x for x in v.lines if x.strip())[:max_lines]
@@ -107,7 +107,7 @@ def render(report: Mapping[str, Any], run_url: str | None = None) -> str:
     results = cases_of(report)
     lines = [MARKER, "", headline(report, results), ""]
     if results:
-        table = summary.to_markdown([summary_row(r) for r in sorted(results, key=_by_key)])
+        table = summary.to_markdown([summary_row(r) for r in sorted(results, key=by_key)])
         # The table's own heading and count line repeat the verdict line: dropped.
         lines += [x for x in table.splitlines() if x.startswith("|")] + [""]
     failed = failures(results)
@@ -125,10 +125,6 @@ def render(report: Mapping[str, Any], run_url: str | None = None) -> str:
     if run_url:
         lines += [f"[The run: job summary, logs and the JSON report]({run_url})", ""]
     return "\n".join(lines)
-
-
-def _by_key(r: CaseResult) -> str:
-    return str(r.key)
 
 
 def _one_line(text: str) -> str:

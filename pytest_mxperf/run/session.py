@@ -19,7 +19,7 @@ from pytest_mxperf.config.sideorders import SideOrders
 from pytest_mxperf.history import fromrun
 from pytest_mxperf.judging.decisions import stored_threshold
 from pytest_mxperf.measuring.protocol import Backend
-from pytest_mxperf.measuring.records import CaseResult
+from pytest_mxperf.measuring.records import CaseResult, by_key
 from pytest_mxperf.paired import pairjson
 from pytest_mxperf.paired.more_rounds import Clears
 from pytest_mxperf.paired.pairdata import PairedData
@@ -39,10 +39,6 @@ PROPERTY = "mxperf"
 
 def _to_stderr(text: str) -> None:
     print(text, file=sys.__stderr__, flush=True)
-
-
-def _by_key(result: CaseResult) -> str:
-    return str(result.key)
 
 
 class MxperfSession:
@@ -279,7 +275,7 @@ class MxperfSession:
         s = self.settings
         if not s.markdown and not s.benchmark_action:
             return [], []
-        rows = [jsonreport.summary_row(r) for r in sorted(self.collected.results, key=_by_key)]
+        rows = [jsonreport.summary_row(r) for r in sorted(self.collected.results, key=by_key)]
         return outputs.write_summaries(
             s.markdown,
             s.benchmark_action,
