@@ -5,7 +5,7 @@ and a regression's evidence (operators, memory, start-up, what changed, commits 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from pytest_mxperf.baselines.kept_runs import nearest
 from pytest_mxperf.baselines.resolution import BaselineRef
@@ -105,13 +105,30 @@ def finish_stored(
     return _finish(ctx, result, judged, startup, base_mb, why, [line], sha and str(sha))
 
 
+class Arbitrated(NamedTuple):
+    """A suspected case's parts from its pair: the profile fields the sides took (none when no
+    pair ran), the pair's verdict, and why the baseline commit's profile is missing (None: it
+    is there)."""
+
+    profiles: dict[str, Any]
+    verdict: Verdict
+    why_no_base: str | None
+
+
 def finish_judged(
-    ctx: CaseContext, result: CaseResult, ref: BaselineRef | None, why_no_base: str | None
+    ctx: CaseContext,
+    measured: CaseResult,
+    arbitrated: Arbitrated,
+    window: list[float],
+    ref: BaselineRef | None,
 ) -> CaseResult:
-    """`finish_stored` of a record that holds its verdict (an arbitrated case's)."""
-    assert result.verdict is not None
-    verdict, pending = finish_stored(ctx, result, Judged.of(result.verdict), ref, why_no_base)
-    return replace(result, verdict=verdict, warnings=[*result.warnings, *pending])
+    """The record of a suspected case, assembled from its parts: the ``measured`` figures in
+    their ``window``, the sides' profiles, and `finish_stored` of the pair's verdict
+    (``arbitrated``)."""
+    evidenced = replace(measured, **arbitrated.profiles, window=window)
+    judged = Judged.of(arbitrated.verdict)
+    verdict, pending = finish_stored(ctx, evidenced, judged, ref, arbitrated.why_no_base)
+    return replace(evidenced, verdict=verdict, warnings=[*evidenced.warnings, *pending])
 
 
 def paired_memory(

@@ -23,9 +23,10 @@ from typing import Any, Callable
 
 from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.case.bench import Bench
+from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.markers import is_benchmark
 from pytest_mxperf.measuring.calibrate import calibrate
-from pytest_mxperf.measuring.records import CaseResult, Outcome
+from pytest_mxperf.measuring.records import CaseResult, Outcome, Verdict
 from pytest_mxperf.paired.pairdata import PairedData
 from pytest_mxperf.paired.pairing import PairSetupError
 from pytest_mxperf.run.preflight import THRESHOLD, Undecided
@@ -80,26 +81,30 @@ def joint_pair(bench: Bench, result: CaseResult, ctx: Any, lock: Lock) -> Paired
 
 
 def note_arbitrated(
-    bench: Bench, result: CaseResult, sha: str | None, again: Callable[[], CaseResult]
+    bench: Bench,
+    key: CaseKey,
+    verdict: Verdict,
+    sha: str | None,
+    again: Callable[[], CaseResult],
 ) -> None:
-    """After a suspected case's own pair with commit ``sha``: count it as evidence that the
-    stored figures do not hold here when it measured below its stored figure and the pair found
-    the code no slower (machine, or a pass the pair confirmed); at `EVIDENCE` such cases of
-    one commit the next case starts the run's joint pair (`joint_pair`). A case the pair left
-    inconclusive is kept for that joint pair instead: it measures the case again, its own
-    pair's rounds counted as its first, and ``again`` judges it from them all (`_judge_again`)."""
-    pf, verdict = bench.session.preflight, result.verdict
+    """After a suspected case's own pair with commit ``sha`` (the case ``key``, ``verdict``
+    the pair's): count it as evidence that the stored figures do not hold here when it
+    measured below its stored figure and the pair found the code no slower (machine, or a pass
+    the pair confirmed); at `EVIDENCE` such cases of one commit the next case starts the run's
+    joint pair (`joint_pair`). A case the pair left inconclusive is kept for that joint pair
+    instead: it measures the case again, its own pair's rounds counted as its first, and
+    ``again`` judges it from them all (`_judge_again`)."""
+    pf = bench.session.preflight
     if (
         not sha
         or pf.data is not None
-        or verdict is None
         or verdict.rounds is None  # no pair ran (same code, or none could)
         or verdict.change is None
         or verdict.change >= 0
     ):
         return
     if verdict.outcome == Outcome.INCONCLUSIVE:
-        _keep_undecided(bench, result, sha, again)
+        _keep_undecided(bench, key, sha, again)
         return
     if pf.evidence_used or verdict.outcome not in (
         Outcome.MACHINE,
@@ -113,18 +118,16 @@ def note_arbitrated(
         pf.evidence_sha, pf.evidence_used = sha, True
 
 
-def _keep_undecided(
-    bench: Bench, result: CaseResult, sha: str, again: Callable[[], CaseResult]
-) -> None:
+def _keep_undecided(bench: Bench, key: CaseKey, sha: str, again: Callable[[], CaseResult]) -> None:
     """Keep a case its own pair left inconclusive for the run's joint pair, if one may still
     start (not under ``--mxperf-strict``: there the case has failed, and stays failed)."""
     if bench.session.settings.strict or not _may_decide(bench):
         return
     own = bench.session.pairer.cached(sha, [bench.item.nodeid])
-    rounds = [] if own is None else own.pairs(result.key)
+    rounds = [] if own is None else own.pairs(key)
     if len(rounds) >= 2:
         pf = bench.session.preflight
-        pf.undecided.append(Undecided(sha, bench.item.nodeid, result.key, rounds, again))
+        pf.undecided.append(Undecided(sha, bench.item.nodeid, key, rounds, again))
 
 
 def _may_decide(bench: Bench) -> bool:

@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from pytest_mxperf.baselines.resolution import BaselineRef
-from pytest_mxperf.case.evidence import CaseContext, data_parallel, take_profiles
+from pytest_mxperf.case.evidence import Arbitrated, CaseContext, data_parallel, take_profiles
 from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.judging.changes import sides_line, what_changed
 from pytest_mxperf.judging.decisions import (
@@ -31,32 +31,32 @@ from pytest_mxperf.paired import pairdata, pairing
 
 
 def arbitrate(
-    ctx: CaseContext, result: CaseResult, ref: BaselineRef | None
-) -> tuple[CaseResult, str | None]:
+    ctx: CaseContext, result: CaseResult, stored: Verdict, ref: BaselineRef | None
+) -> Arbitrated:
     """Measure the baseline commit's code paired with HEAD for a suspected stored-baseline
     regression (a stored figure from another host is no evidence, and block noise can
-    hide a real loss from the stored threshold). The pair times this case and those after it in
-    its test (the cases before it are judged: the sides get their results from here); the sides
-    profile the case in their first round; returns the result with the pair's verdict and
-    profiles, and why the baseline commit's profile is missing (None: it is there)."""
-    stored = result.verdict
-    assert stored is not None
+    hide a real loss from the stored threshold): the measured ``result`` and its ``stored``
+    verdict. The pair times this case and those after it in its test (the cases before it are
+    judged: the sides get their results from here); the sides profile the case in their first
+    round."""
     sha = None if ref is None else ref.commit.get("sha")
     why_no_pair = ctx.session.why_no_pair(sha) if sha else "the baseline names no commit"
     if ref is None or not sha or why_no_pair is not None:
-        return result, f"no paired run of the baseline commit ({why_no_pair or 'no baseline'})"
+        return Arbitrated(
+            {}, stored, f"no paired run of the baseline commit ({why_no_pair or 'no baseline'})"
+        )
     other = other_machine(ctx.session.run.machine_id, ref)
     changed = what_changed(result, ref)
     if ctx.session.nothing_to_pair(str(sha), bool(changed)):
         decided = decide_same_code(stored, bool(changed))
         explained = explain_same_code(stored, decided, str(sha)[:10], changed, other)
-        return replace(result, verdict=explained), None  # nothing paired: no profile missing
+        return Arbitrated({}, explained, None)  # nothing paired: no profile missing
     try:
         data = _pair(ctx, result, str(sha))
     except pairing.PairSetupError as exc:
         # The stored judgement stands, saying why no pair could confirm it.
         explained = explain_arbitrated(stored, stored, None, "", "", [], other, str(exc))
-        return replace(result, verdict=explained), f"no paired run of the baseline commit ({exc})"
+        return Arbitrated({}, explained, f"no paired run of the baseline commit ({exc})")
     key = result.key
     why_no_base = None
     profiles: dict[str, Any] = {}
@@ -87,7 +87,7 @@ def arbitrate(
     sides = sides_line(revs[0], result, f"baseline commit {str(sha)[:10]}") if revs else None
     if sides and estimate is not None:
         verdict = verdict.adding(sides)
-    return replace(result, **profiles, verdict=verdict), why_no_base
+    return Arbitrated(profiles, verdict, why_no_base)
 
 
 def _pair(ctx: CaseContext, result: CaseResult, sha: str) -> pairdata.PairedData:

@@ -25,7 +25,7 @@ from pytest_mxperf.case.stored import Judging, Tries
 from pytest_mxperf.config.sideorders import SideOrders
 from pytest_mxperf.judging.decisions import suspected
 from pytest_mxperf.measuring.measure import Measurement, for_side
-from pytest_mxperf.measuring.records import CaseResult
+from pytest_mxperf.measuring.records import CaseResult, Verdict
 from pytest_mxperf.measuring.verdicts import Judged
 from pytest_mxperf.paired.pairdata import PairedData
 from pytest_mxperf.paired.sides import disturbed
@@ -104,26 +104,36 @@ class StoredJudge:
         ref = judging[0]
         machine = bench.session.preflight.factor  # the probe, where it ran
         if suspected(judged.decision, bench.settings.tolerance, machine):
-            # outside the locks: the sides take them; the pair arbitrates the judged record
-            suspect = replace(measured, verdict=judged.verdict(), window=window)
-            result, why_no_base = pairs.arbitrate(bench.context(), suspect, ref)
+            # outside the locks: the sides take them; the pair arbitrates the stored verdict
+            stored_verdict = judged.verdict()
+            arbitrated = pairs.arbitrate(bench.context(), measured, stored_verdict, ref)
             sha = None if ref is None else ref.commit.get("sha")
-            again = functools.partial(self._arbitrate_again, bench, suspect, ref, after)
-            jointpair.note_arbitrated(bench, result, str(sha) if sha else None, again)
-            return evidence.finish_judged(bench.context(), result, ref, why_no_base)
+            again = functools.partial(
+                self._arbitrate_again, bench, measured, stored_verdict, window, ref, after
+            )
+            jointpair.note_arbitrated(
+                bench, measured.key, arbitrated.verdict, str(sha) if sha else None, again
+            )
+            return evidence.finish_judged(bench.context(), measured, arbitrated, window, ref)
         verdict, pending = evidence.finish_stored(bench.context(), measured, judged, ref, None)
         # The record assembled: its figures, its verdict, its window, its warnings.
         warned = [*measured.warnings, *pending]
         return replace(measured, verdict=verdict, window=window, warnings=warned)
 
     def _arbitrate_again(
-        self, bench: Bench, judged: CaseResult, ref: BaselineRef | None, after: After | None
+        self,
+        bench: Bench,
+        measured: CaseResult,
+        stored_verdict: Verdict,
+        window: list[float],
+        ref: BaselineRef | None,
+        after: After | None,
     ) -> CaseResult:
-        """The case ``judged`` against its stored figure arbitrated again, after its test, by
-        the paired run that now holds the most rounds of it (a run's joint pair), and finished
-        as `settle` finishes it."""
-        result, why_no_base = pairs.arbitrate(bench.context(), judged, ref)
-        result = evidence.finish_judged(bench.context(), result, ref, why_no_base)
+        """The ``measured`` case (``stored_verdict`` against its stored figure, measured in
+        ``window``) arbitrated again, after its test, by the paired run that now holds the most
+        rounds of it (a run's joint pair), and finished as `settle` finishes it."""
+        arbitrated = pairs.arbitrate(bench.context(), measured, stored_verdict, ref)
+        result = evidence.finish_judged(bench.context(), measured, arbitrated, window, ref)
         return result if after is None else after(result)
 
 
