@@ -49,14 +49,15 @@ def off_enough(found: int, judged: int) -> bool:
     return found >= EVIDENCE and 2 * found > judged
 
 
-def for_update(bench: Bench, result: CaseResult, ctx: Any) -> CaseResult:
-    """``--mxperf-update``: ``result`` with the probe measured beside the first case of each
-    hardware key in this process (inside the device lock), for the stored file's calibration."""
+def for_update(bench: Bench, result: CaseResult, ctx: Any) -> float | None:
+    """``--mxperf-update``: the calibration of ``result``'s case, the probe measured beside the
+    first case of each hardware key in this process (inside the device lock), for the stored
+    file's calibration; the record's own for the others."""
     pf = bench.session.preflight
     if result.hardware in pf.calibrated:
-        return result
+        return result.calibration
     pf.calibrated.add(result.hardware)
-    return replace(result, calibration=_probe(bench, ctx))
+    return _probe(bench, ctx)
 
 
 Lock = Callable[[], contextlib.AbstractContextManager[None]]

@@ -89,13 +89,15 @@ class PlainStep:
 
     def __call__(self, result: CaseResult, judging: Judging | None, tries: Tries) -> CaseResult:
         bench = self.bench
+        # Under --mxperf-update no joint pair runs (`jointpair.joint_pair`): nothing adopted.
+        calibration = result.calibration
         if bench.settings.update:
-            result = jointpair.for_update(bench, result, self.ctx)
+            calibration = jointpair.for_update(bench, result, self.ctx)
         adopted = None if self.joint is None else pairs.adopt_head(result, self.joint)
         if adopted is not None and judging is not None:
             return adopted  # its figures are HEAD's from the pair
         config = in_turns(bench, tries.config, result.key, tries.alone, self.wide)
-        return measure(bench, result, self.net, self.spec, self.runner, tries, config)
+        return measure(bench, result, self.net, self.spec, self.runner, tries, config, calibration)
 
     def judge(self, measured: CaseResult, judging: Judging, tries: Tries) -> Judged:
         """The verdict of the ``measured`` case, as far as the stored baseline gives it."""
@@ -110,10 +112,11 @@ def measure(
     runner: Runner | None,
     tries: Tries,
     config: MeasureConfig,
+    calibration: float | None,
 ) -> CaseResult:
     """The case of ``result`` measured (with ``runner``, default `run_case`) as ``tries`` says,
     timed as ``config`` (``tries.config`` in turns where it takes them): the record with its
-    figures and the software they were measured with."""
+    figures, the software they were measured with and the ``calibration`` beside it."""
     diagnose = diagnosis.DiagnoseSpec(
         trace_path=diagnosis.trace_path_for(bench.settings.profile, result.key),
         profile_if=tries.profile_if,
@@ -134,6 +137,7 @@ def measure(
         warnings=outcome.warnings,
         macs_per_image=outcome.macs_per_image,
         peak_gflops=peak,
+        calibration=calibration,
         **diagnosis.taken(result, outcome.diagnosis),
     )
 
