@@ -17,7 +17,6 @@ import pytest
 
 import pytest_mxperf
 from pytest_mxperf.paired.forkserver import PRELOAD_ENV
-from pytest_mxperf.system import cpus
 from pytest_mxperf.testing.repos import git
 
 #: A user's project that scripts/wheel_check.sh runs with the installed wheel: not this suite's.
@@ -167,43 +166,20 @@ def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pyte
     return pytester
 
 
-def sides_cpus(worker: str | None) -> str | None:
-    """The CPUs the paired runs of xdist worker ``worker`` (``gw0``, ``gw1``, ...) pin their sides
-    to: a slice the size of ``auto``'s choice, gw0 ``auto``'s own (the top one), gw1 the next one
-    down, and so on round. Under ``auto`` the paired runs of both workers of ``pytest -n 2``
-    timed on CPU 1, each at half its speed while CPU 0 waited. None (``auto`` stays): not an
-    xdist worker, or ``auto`` pins nothing or more than half the CPUs."""
-    usable, chosen = cpus.available(), cpus.for_sides(cpus.AUTO)
-    if not (worker and worker.startswith("gw") and usable and chosen):
-        return None
-    ordered, size = sorted(usable), len(chosen)
-    if size * 2 > len(ordered):
-        return None
-    top = len(ordered) - (int(worker[2:]) % (len(ordered) // size)) * size
-    return cpus.describe(ordered[top - size : top])
-
-
 @pytest.fixture
 def fake_pytester(
     pytester: pytest.Pytester,
     monkeypatch: pytest.MonkeyPatch,
     tmp_path_factory: pytest.TempPathFactory,
-    request: pytest.FixtureRequest,
 ) -> pytest.Pytester:
     """A pytester whose runs measure with `pytest_mxperf.testing.FakeBackend`.
 
     Its runs get a temporary directory of their own (in-process and in subprocesses), so the
     machine-wide device locks they take are theirs alone: a fake measurement never waits for a
-    real benchmark running on this machine, nor holds one up. Under xdist, the sides of their
-    paired runs are pinned to this worker's CPUs (`sides_cpus`), not every worker's to the
-    same ones; a run that passes ``--mxperf-pair-cpus`` chooses for itself."""
+    real benchmark running on this machine, nor holds one up."""
     for name in list(os.environ):
         if name.startswith("PYTEST_MXPERF_") or name in ("GITHUB_SHA", "CI_COMMIT_SHA"):
             monkeypatch.delenv(name)
-    worker = getattr(request.config, "workerinput", {}).get("workerid")
-    own_cpus = sides_cpus(worker)
-    if own_cpus is not None:
-        monkeypatch.setenv("PYTEST_MXPERF_PAIR_CPUS", own_cpus)
     # The fake back end needs no MXNet: paired runs' fork servers need not import it.
     monkeypatch.setenv(PRELOAD_ENV, FAKE_SIDE_PRELOAD)
     own_tmp = str(tmp_path_factory.mktemp("tmpdir"))

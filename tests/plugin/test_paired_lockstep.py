@@ -68,9 +68,6 @@ def test_both_sides_run_pinned_to_the_same_cpus(
     monkeypatch: pytest.MonkeyPatch,
     setting: str,
 ) -> None:
-    # The flag alone chooses here: not the xdist worker's own CPUs (conftest.py's
-    # `sides_cpus`), which the sides would inherit and check against the CPUs they are pinned to.
-    monkeypatch.delenv("PYTEST_MXPERF_PAIR_CPUS", raising=False)
     usable = sorted(os.sched_getaffinity(0))
     # This machine's choice (tests/unit/system/test_cpus.py: the rule).
     auto = cpus.for_sides("auto")
