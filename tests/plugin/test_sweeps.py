@@ -86,12 +86,12 @@ from oom_models import elementwise, net
 
 
 def test_a_sweep(mxperf):
-    s = mxperf.sweep(elementwise, start=256, max_batch=1 << 20, input_shape=(3, 64, 64),
+    s = mxperf.sweep(elementwise, start=1024, max_batch=1 << 20, input_shape=(3, 64, 64),
                      model="scale-64px")
     curve = s.curves["float32"]
     print("\\n".join(s.lines()))
     assert curve.limit == "oom", s.lines()
-    assert curve.largest_fit is not None and curve.largest_fit >= 256
+    assert curve.largest_fit is not None and curve.largest_fit >= 1024
 
 
 def test_b_next_case(mxperf):
