@@ -104,6 +104,10 @@ def side_args(
         str(settings.warmup_time),
         "--mxperf-seed",
         "off" if settings.seed is None else str(settings.seed),
+        # A side pairs nothing; the controller pinned it already. Its environment's or ini's
+        # setting may name CPUs it is not pinned to, which would fail its configure.
+        "--mxperf-pair-cpus",
+        "off",
         *files,
     ]
 

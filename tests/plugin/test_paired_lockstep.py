@@ -61,7 +61,7 @@ def test_where(mxperf):
     not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
     reason="needs a platform that pins and 2 or more CPUs",
 )
-@pytest.mark.parametrize("setting", ["auto", "first"])
+@pytest.mark.parametrize("setting", ["auto", "first", "first, the environment naming the last"])
 def test_both_sides_run_pinned_to_the_same_cpus(
     fake_pytester: pytest.Pytester,
     commit: Callable[[str], str],
@@ -73,6 +73,10 @@ def test_both_sides_run_pinned_to_the_same_cpus(
     auto = cpus.for_sides("auto")
     chosen = (sorted(auto) if auto else usable) if setting == "auto" else usable[:1]
     flag = "auto" if setting == "auto" else str(usable[0])
+    if setting.endswith("last"):
+        # The command line wins in the controller; the sides, pinned to the first CPU, must not
+        # take the environment's setting (a CPU they cannot run on) and fail.
+        monkeypatch.setenv("PYTEST_MXPERF_PAIR_CPUS", str(usable[-1]))
     seen = _seen(fake_pytester, monkeypatch, "AFFINITY_DIR")
     fake_pytester.makepyfile(test_suite=PINNED_SUITE.format(speed=100.0))
     commit("base")

@@ -287,6 +287,7 @@ def test_side_command_runs_this_plugin_on_the_side_tree(tmp_path: Path) -> None:
     assert argv[argv.index("--mxperf-min-time") + 1] == "0.3"
     assert argv[argv.index("--mxperf-max-time") + 1] == "0.3"  # stops there, stable or not
     assert argv[argv.index("--mxperf-seed") + 1] == "0"  # both sides draw the same numbers
+    assert argv[argv.index("--mxperf-pair-cpus") + 1] == "off"  # pinned by the controller
     off = sides.side_args(side, Settings(seed=None), ["t.py"], tmp_path / "o", tmp_path / "s")
     assert off[off.index("--mxperf-seed") + 1] == "off"
     assert "--continue-on-collection-errors" in argv and argv[-1] == "t.py"
