@@ -18,6 +18,7 @@ show how far off the machine is), and the pair decides whether the code is slowe
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Callable
 
@@ -222,6 +223,7 @@ def _pair_rest(bench: Bench, sha: str, lead: str, hardware: str) -> None:
             lambda text: bench.tell(f"mxperf: preflight: {text}"),
             clears=session.clears(hardware),
             earlier={u.key: u.rounds for u in undecided},
+            handed=_judged(bench, undecided),
         )
         pf.sha = sha
     except PairSetupError as exc:
@@ -230,6 +232,18 @@ def _pair_rest(bench: Bench, sha: str, lead: str, hardware: str) -> None:
         return
     for case in undecided:
         _judge_again(bench, case, pf.data)
+
+
+def _judged(bench: Bench, undecided: Sequence[Undecided]) -> list[CaseResult]:
+    """The cases of the joint pair's tests judged already, handed back to its sides, not timed:
+    this test's cases before this one, and the other cases of the earlier tests it measures
+    again for their ``undecided`` ones."""
+    again = {u.nodeid for u in undecided}
+    keys = {u.key for u in undecided}
+    earlier = [
+        r for r in bench.session.collected.results if r.nodeid in again and r.key not in keys
+    ]
+    return [*bench.results, *earlier]
 
 
 def _undecided(bench: Bench, sha: str) -> list[Undecided]:

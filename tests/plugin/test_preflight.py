@@ -290,16 +290,17 @@ def _wobbly_first(
     first: tuple[float, ...],
     later: float,
     *flags: str,
+    suite: str = WOBBLY_FIRST_SUITE,
 ) -> pytest.RunResult:
     """`FOUR_SUITE` stored at A (all at 100 img/s) and raised 40%, then `WOBBLY_FIRST_SUITE`
     committed as B and run with at most ``len(first)`` rounds a pair (``a``'s own pair stops
     there, and the joint pair gives it no more than its first 2), and ``flags``."""
     _four_stored_elsewhere(fake_pytester, commit, store_baseline, slow=100.0)
     counter = fake_pytester.path.parent / f"{fake_pytester.path.name}.count"
-    suite = WOBBLY_FIRST_SUITE.format(
+    text = suite.format(
         counter=str(counter), head=str(fake_pytester.path), first=first, start=1, later=later
     )
-    fake_pytester.makepyfile(test_suite=suite)
+    fake_pytester.makepyfile(test_suite=text)
     commit("C: a wobbles in its first HEAD processes")
     return fake_pytester.runpytest(
         "--mxperf", "--mxperf-max-rounds", str(len(first)), "--mxperf-json", "report.json",
@@ -356,6 +357,46 @@ def test_the_joint_pair_judges_again_a_case_its_own_pair_left_inconclusive(
     assert all(A_KEY in r["head"]["images_per_sec"] for r in report["joint_pair"]["rounds"])
     assert report["calibration"]["judged_again"] == {A_KEY: "machine"}
     assert report["errors"] == []
+
+
+#: `WOBBLY_FIRST_SUITE` with a case ``a0`` (new: no stored figure) before ``a`` in its test.
+WOBBLY_SECOND_SUITE = (
+    WOBBLY_PREFIX
+    + """
+@pytest.mark.parametrize("name", ["a", "b", "c", "d"])
+def test_case(mxperf, name):
+    if name == "a":
+        mxperf.inference(FakeModel(100.0), batch_size=8, model="a0")
+    mxperf.inference(FakeModel(A if name == "a" else 100.0), batch_size=8, model=name)
+"""
+)
+
+
+def test_cases_judged_already_are_handed_to_the_joint_pairs_sides(
+    fake_pytester: pytest.Pytester,
+    commit: Callable[[str], str],
+    store_baseline: Callable[..., str],
+) -> None:
+    """The joint pair measures ``a`` again (its own pair left it inconclusive), not ``a0``, the
+    case of its test judged before it: the sides get ``a0``'s result back from this process, as
+    ``a``'s own pair did."""
+    first = (106.0, 94.0, 105.0)
+    suite = WOBBLY_SECOND_SUITE
+    result = _wobbly_first(fake_pytester, commit, store_baseline, first, 100.0, suite=suite)
+    result.assert_outcomes(passed=4)
+    report = read_report(fake_pytester.path)
+    cases = {c["model"]: c["verdict"]["status"] for c in report["cases"]}
+    assert cases == {"a0": "new", **dict.fromkeys("abcd", "machine")}
+    joint = report["joint_pair"]["rounds"]
+    assert len(joint) >= 2 and all(A_KEY in r["head"]["images_per_sec"] for r in joint)
+    measured = {
+        k.split("/")[0]
+        for run in report["pair_runs"]
+        for r in run["rounds"]
+        for side in ("rev", "head")
+        for k in r[side]["images_per_sec"]
+    }
+    assert measured == set("abcd")  # a0: never timed by a side
 
 
 def test_a_regression_the_joint_pair_finds_in_an_earlier_case_fails_the_run(
