@@ -2,9 +2,9 @@
 probe says they do not, one paired run of the stored file's commit and HEAD measures every
 remaining case of the run, and each case takes its figure and its verdict from it. Where the
 probe cannot tell (a file stored before calibrations, or a machine that runs the probe as fast
-but the models slower), the run's own cases can: once `EVIDENCE` cases measured below their
-stored figures were found no slower than the baseline commit's code by their own pairs, the
-rest of the run is measured in one joint pair the same way.
+but the models slower), the run's own cases can: once `EVIDENCE` cases measured beyond their
+stored thresholds were found no slower than the baseline commit's code by their own pairs
+(``machine``), the rest of the run is measured in one joint pair the same way.
 
 Why: on a machine the stored figures do not describe (hosted CI lands on a new VM every job),
 every case looks slower or faster than its baseline, and each would be arbitrated by a paired
@@ -91,11 +91,14 @@ def note_arbitrated(
 ) -> None:
     """After a suspected case's own pair with commit ``sha`` (the case ``key``, ``verdict``
     the pair's): count it as evidence that the stored figures do not hold here when it
-    measured below its stored figure and the pair found the code no slower (machine, or a pass
-    the pair confirmed); at `EVIDENCE` such cases of one commit the next case starts the run's
-    joint pair (`joint_pair`). A case the pair left inconclusive is kept for that joint pair
-    instead: it measures the case again, its own pair's rounds counted as its first, and
-    ``again`` judges it from them all (`_judge_again`)."""
+    measured below its stored threshold and the pair found the code no slower (``machine``);
+    at `EVIDENCE` such cases of one commit the next case starts the run's joint pair
+    (`joint_pair`). A case that passed within its threshold and was paired for being more than
+    half of it below (a pass the pair confirmed) is no such evidence: the stored figures held
+    for it, as they do on a slower hour of the machine that stored them. A case the pair left
+    inconclusive is kept for that joint pair instead: it measures the case again, its own
+    pair's rounds counted as its first, and ``again`` judges it from them all
+    (`_judge_again`)."""
     pf = bench.session.preflight
     if (
         not sha
@@ -108,11 +111,7 @@ def note_arbitrated(
     if verdict.outcome == Outcome.INCONCLUSIVE:
         _keep_undecided(bench, key, sha, again)
         return
-    if pf.evidence_used or verdict.outcome not in (
-        Outcome.MACHINE,
-        Outcome.PASS,
-        Outcome.IMPROVED,
-    ):
+    if pf.evidence_used or verdict.outcome != Outcome.MACHINE:
         return
     found = pf.off.setdefault(sha, [])
     found.append(verdict.change)

@@ -102,18 +102,16 @@ class StoredJudge:
             judged = measure.judge(measured, judging, tries)
             window = [start, time.time()]
         ref = judging[0]
-        machine = bench.session.preflight.factor  # the probe, where it ran
+        sha = "" if ref is None else str(ref.commit.get("sha") or "")
+        machine = bench.session.preflight.hour(sha, judged.decision.change)
         if suspected(judged.decision, bench.settings.tolerance, machine):
             # outside the locks: the sides take them; the pair arbitrates the stored verdict
             stored_verdict = judged.verdict()
             arbitrated = pairs.arbitrate(bench.context(), measured, stored_verdict, ref)
-            sha = None if ref is None else ref.commit.get("sha")
             again = functools.partial(
                 self._arbitrate_again, bench, measured, stored_verdict, window, ref, after
             )
-            jointpair.note_arbitrated(
-                bench, measured.key, arbitrated.verdict, str(sha) if sha else None, again
-            )
+            jointpair.note_arbitrated(bench, measured.key, arbitrated.verdict, sha or None, again)
             return evidence.finish_judged(bench.context(), measured, arbitrated, window, ref)
         verdict, pending = evidence.finish_stored(bench.context(), measured, judged, ref, None)
         # The record assembled: its figures, its verdict, its window, its warnings.

@@ -221,12 +221,13 @@ def suspected(verdict: Verdict, tolerance: float, machine: float | None = None) 
     size can show as half of it (the pair has its own, better, handle on noise: rounds measured
     back to back, and only a loss it is sure of fails).
 
-    ``machine``: this run's calibration probe over the stored one (0.97: the machine runs the
-    probe 3% slower now than when the figures were stored). A passing case's drop is first
-    discounted by the machine's own, up to half the floor: on a slower hour every case is a
-    few percent below its figure, which the probe explains and no pair needs to (at the 5%
-    floor, a case is paired from -2.5% on a steady machine, from -5% at most on a slower
-    one). A regressed verdict (beyond its threshold) is paired whatever the probe says."""
+    ``machine``: how fast this machine runs now against when the figures were stored (0.97:
+    3% slower; the probe's, or the run's own cases': `run.preflight.Preflight.hour`). A
+    passing case's drop is first discounted by the machine's own, up to half the floor: on a
+    slower hour every case is a few percent below its figure, which the hour explains and no
+    pair needs to (at the 5% floor, a case is paired from -2.5% on a steady machine, from -5%
+    at most on a slower one). A regressed verdict (beyond its threshold) is paired whatever
+    the hour."""
     if verdict.outcome == Outcome.REGRESSED:
         return True
     change = verdict.change

@@ -4,6 +4,7 @@ paired run that judges every case instead (`pytest_mxperf.case.jointpair` decide
 
 from __future__ import annotations
 
+import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -16,6 +17,9 @@ from pytest_mxperf.paired.pairdata import HEAD, PairedData
 #: One process's figure moves that much between runs on a shared VM (docs/measurements.md,
 #: "Hosts and noise"): a smaller factor would pair runs of machines that do match (costly).
 THRESHOLD = 1.25
+#: Cases judged against one commit's stored figures before their median change is taken as
+#: the hour's (`Preflight.hour`): one case could be one the machine treats differently.
+HOUR_CASES = 2
 
 
 @dataclass
@@ -60,6 +64,9 @@ class Preflight:
     #: and the outcome of each the joint pair judged again, by case key.
     undecided: list[Undecided] = field(default_factory=list)
     judged_again: dict[CaseKey, str] = field(default_factory=dict)
+    #: Per baseline commit, the changes against their stored figures of the cases judged so
+    #: far, in order (`hour`).
+    changes: dict[str, list[float]] = field(default_factory=dict)
     #: Hardware keys whose probe this process measured for ``--mxperf-update``.
     calibrated: set[str] = field(default_factory=set)
 
@@ -69,6 +76,21 @@ class Preflight:
         if self.stored is None or self.now is None:
             return None
         return self.now / self.stored
+
+    def hour(self, sha: str, change: float | None) -> float | None:
+        """How much slower this machine runs now than when ``sha``'s figures were stored, for
+        a case judged against them that measured ``change``: the slower of the probe's factor
+        and the run's own cases' (1 + the median change of the cases judged against ``sha``
+        before this one, from `HOUR_CASES` of them; None: neither known). Notes ``change`` for
+        the cases after it. On a slower hour the probe, a small network, may run as fast while
+        the models run a few percent slower (docs/measurements.md): the cases say so."""
+        earlier = self.changes.setdefault(sha, [])
+        factors = [] if self.factor is None else [self.factor]
+        if len(earlier) >= HOUR_CASES:
+            factors.append(1.0 + statistics.median(earlier))
+        if change is not None:
+            earlier.append(change)
+        return min(factors, default=None)
 
     @property
     def holds(self) -> bool:

@@ -508,3 +508,48 @@ def test_a_slower_hour_the_probe_measures_needs_no_pair(
             FAST: "regressed",
             STEADY: "pass",
         }
+
+
+#: Five cases, one test each, in file order; ``e`` at ``{e}`` img/s, the rest at 100.
+FIVE_SUITE = """
+import pytest
+from pytest_mxperf.testing import FakeModel
+
+@pytest.mark.parametrize("name", list("abcde"))
+def test_case(mxperf, name):
+    mxperf.inference(FakeModel({e} if name == "e" else 100.0), batch_size=8, model=name)
+"""
+
+
+def test_a_slower_hour_the_probe_misses_is_told_by_the_cases_judged_before(
+    fake_pytester: pytest.Pytester,
+    commit: Callable[[str], str],
+    store_baseline: Callable[..., str],
+) -> None:
+    # Every case 3.8% below its stored figure (within the 5% floor, beyond half of it), the
+    # probe as fast as when they were stored: the hour is the models', not the probe's. The
+    # first two cases are paired (nothing tells the hour yet); their median then does, so the
+    # other three are not; two passes their pairs confirmed are no evidence that the figures
+    # do not hold here, so no joint pair runs either.
+    store_baseline(FIVE_SUITE.format(e=100.0), passed=5)
+    inflate_baselines(fake_pytester.path, 1.04)
+    fake_pytester.makepyfile(test_suite=FIVE_SUITE.format(e=100.0) + "\n# changed\n")
+    commit("B: a code change since the baselines")
+    result = fake_pytester.runpytest("--mxperf", "--mxperf-json", "report.json")
+    result.assert_outcomes(passed=5)
+    report = read_report(fake_pytester.path)
+    assert report["calibration"]["factor"] == pytest.approx(1.0)
+    paired = [{k[0] for k in r["rounds"][0]["head"]["seconds"]} for r in report["pair_runs"]]
+    assert paired == [{"a"}, {"b"}]
+    assert "joint_pair" not in report
+    assert {c["verdict"]["status"] for c in report["cases"]} == {"pass"}
+    # A real loss on top of that hour is still paired, and fails.
+    fake_pytester.makepyfile(test_suite=FIVE_SUITE.format(e=90.0))
+    commit("C: e is 10% slower")
+    result = fake_pytester.runpytest("--mxperf", "--mxperf-json", "report.json")
+    result.assert_outcomes(passed=4, failed=1)
+    report = read_report(fake_pytester.path)
+    paired = [{k[0] for k in r["rounds"][0]["head"]["seconds"]} for r in report["pair_runs"]]
+    assert paired == [{"a"}, {"b"}, {"e"}]
+    statuses = {c["key"][0]: c["verdict"]["status"] for c in report["cases"]}
+    assert statuses == {**dict.fromkeys("abcd", "pass"), "e": "regressed"}

@@ -1,0 +1,28 @@
+"""The hour a case is judged in: how much slower the machine runs now than when the figures it
+is judged against were stored, from the probe and from the cases judged before it."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_mxperf.run.preflight import HOUR_CASES, Preflight
+
+
+def test_the_cases_judged_before_tell_the_hour_from_the_second_on() -> None:
+    pf = Preflight()
+    assert HOUR_CASES == 2
+    assert pf.hour("A", -0.04) is None  # nothing before it, no probe
+    assert pf.hour("A", -0.02) is None  # one case could be the machine's treatment of it
+    assert pf.hour("A", None) == pytest.approx(0.97)  # the median of -4% and -2%
+    assert pf.hour("A", 0.10) == pytest.approx(0.97)  # the case with no change was not noted
+    assert pf.hour("A", 0.0) == pytest.approx(0.98)  # median of -4%, -2%, +10%
+    assert pf.hour("B", -0.05) is None  # another commit's figures: its own cases
+
+
+def test_the_slower_of_the_probe_and_the_cases_is_taken() -> None:
+    pf = Preflight(stored=100.0, now=95.0)
+    assert pf.hour("A", -0.01) == pytest.approx(0.95)  # the probe alone
+    pf.hour("A", -0.01)
+    assert pf.hour("A", -0.2) == pytest.approx(0.95)  # the probe is slower than -1%
+    pf.hour("A", -0.2)
+    assert pf.hour("A", None) == pytest.approx(0.895)  # the median of -1%, -1%, -20%, -20%
