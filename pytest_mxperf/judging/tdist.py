@@ -1,5 +1,5 @@
-"""Student's t distribution with integer degrees of freedom: its CDF and quantiles, in closed
-form (no scipy needed); and the chi-square quantile a check of spreads asks for."""
+"""Student's t distribution with integer degrees of freedom: its quantiles, from its CDF in
+closed form (no scipy needed); and the chi-square quantile a check of spreads asks for."""
 
 from __future__ import annotations
 
@@ -25,14 +25,6 @@ def _t_two_sided(t: float, df: int) -> float:
         term *= cos2 * (power - 1) / power
         series += term
     return math.sin(theta) * series
-
-
-def t_cdf(t: float, df: int) -> float:
-    """P(T <= t) for Student's t with ``df`` (a positive integer) degrees of freedom."""
-    if df < 1:
-        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
-    half = 0.5 * _t_two_sided(abs(t), df)
-    return 0.5 + half if t >= 0 else 0.5 - half
 
 
 @functools.lru_cache(maxsize=4096)
