@@ -139,11 +139,13 @@ def finish_judged(
     """The record of a suspected case, assembled from its parts: the ``measured`` figures in
     their ``window``, the sides' profiles, and `finish_stored` of the pair's verdict
     (``arbitrated``) with what else was ``found``."""
-    evidenced = replace(measured, **arbitrated.profiles, window=window)
+    figures = replace(measured, **arbitrated.profiles)  # what the evidence reads
     judged = Judged.of(arbitrated.verdict)
     why = arbitrated.why_no_base
-    verdict, pending = finish_stored(ctx, evidenced, judged, ref, why, found)
-    return replace(evidenced, verdict=verdict, warnings=[*evidenced.warnings, *pending])
+    verdict, pending = finish_stored(ctx, figures, judged, ref, why, found)
+    # The record assembled (as `roles.StoredJudge.settle` assembles an unsuspected one).
+    warned = [*figures.warnings, *pending]
+    return replace(figures, verdict=verdict, window=window, warnings=warned)
 
 
 def paired_memory(
