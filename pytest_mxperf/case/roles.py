@@ -44,6 +44,7 @@ class Measure(Protocol):
         """The decision on the ``measured`` case and its message."""
 
 
+#: What a method finds in a case's figures beside its verdict: a part the verdict is built with.
 Finds = evidence.Finds
 Lock = jointpair.Lock
 
@@ -216,6 +217,7 @@ class Side:
         finds: Finds | None,
         alone: bool,
     ) -> CaseResult:
+        # (What a method ``finds`` is a part of a verdict: a side builds none.)
         earlier = bench.session.reused.get(result.key)
         if earlier is not None:
             # A later round that does not measure this case again (it is decided, or the
