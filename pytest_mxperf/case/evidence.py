@@ -4,8 +4,9 @@ and a regression's evidence (operators, memory, start-up, what changed, commits 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple, Optional
 
 from pytest_mxperf.baselines.kept_runs import nearest
 from pytest_mxperf.baselines.resolution import BaselineRef
@@ -17,9 +18,20 @@ from pytest_mxperf.measuring import diagnosis
 from pytest_mxperf.measuring.memory import MemoryRecord
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Verdict
 from pytest_mxperf.measuring.stats import median
-from pytest_mxperf.measuring.verdicts import Judged, render_message
+from pytest_mxperf.measuring.verdicts import Finding, Judged, render_message
 from pytest_mxperf.paired import pairdata
 from pytest_mxperf.run.session import MxperfSession
+
+#: What a method finds in a case's figures beside its verdict (an end-to-end case: whether it is
+#: input-bound), the part its verdict is built with; None: nothing. Optional, not ``X | None``:
+#: this alias is evaluated at import, and Python 3.9 has no ``|`` between types.
+Finds = Callable[[CaseResult], Optional[Finding]]
+
+
+def found_in(finds: Finds | None, figures: CaseResult) -> tuple[Finding, ...]:
+    """What ``finds`` (a method's, None: it has none) finds in the record with its ``figures``."""
+    found = None if finds is None else finds(figures)
+    return () if found is None else (found,)
 
 
 @dataclass
@@ -85,10 +97,11 @@ def finish_stored(
     judged: Judged,
     ref: BaselineRef | None,
     why_no_base: str | None,
+    found: Sequence[Finding] = (),
 ) -> tuple[Verdict, list[str]]:
     """The verdict of the measured ``result`` (``judged`` against the stored baseline), with
-    memory and start-up judged against that baseline and a regression's evidence; and the
-    warnings that adds to the result's."""
+    memory and start-up judged against that baseline, a regression's evidence and what else
+    was ``found``; and the warnings that adds to the result's."""
     dp = data_parallel(result)  # no memory or start-up of its own: see there
     now_mb = None if result.memory is None else result.memory.peak_mb
     base_mb = None if ref is None or dp else ref.case.memory_reference(now_mb)
@@ -102,7 +115,7 @@ def finish_stored(
     changed = [] if ref is None else what_changed(result, ref)
     line = evidence_lines.CHANGED_PREFIX + " " + ("; ".join(changed) or "nothing recorded")
     why = why_no_base or "not profiled"
-    return _finish(ctx, result, judged, startup, base_mb, why, [line], sha and str(sha))
+    return _finish(ctx, result, judged, startup, base_mb, why, [line], sha and str(sha), found)
 
 
 class Arbitrated(NamedTuple):
@@ -121,14 +134,18 @@ def finish_judged(
     arbitrated: Arbitrated,
     window: list[float],
     ref: BaselineRef | None,
+    found: Sequence[Finding] = (),
 ) -> CaseResult:
     """The record of a suspected case, assembled from its parts: the ``measured`` figures in
     their ``window``, the sides' profiles, and `finish_stored` of the pair's verdict
-    (``arbitrated``)."""
-    evidenced = replace(measured, **arbitrated.profiles, window=window)
+    (``arbitrated``) with what else was ``found``."""
+    figures = replace(measured, **arbitrated.profiles)  # what the evidence reads
     judged = Judged.of(arbitrated.verdict)
-    verdict, pending = finish_stored(ctx, evidenced, judged, ref, arbitrated.why_no_base)
-    return replace(evidenced, verdict=verdict, warnings=[*evidenced.warnings, *pending])
+    why = arbitrated.why_no_base
+    verdict, pending = finish_stored(ctx, figures, judged, ref, why, found)
+    # The record assembled (as `roles.StoredJudge.settle` assembles an unsuspected one).
+    warned = [*figures.warnings, *pending]
+    return replace(figures, verdict=verdict, window=window, warnings=warned)
 
 
 def paired_memory(
@@ -150,12 +167,16 @@ def paired_memory(
 
 
 def finish_paired(
-    ctx: CaseContext, result: CaseResult, figures: dict[str, Any], judged: Judged
+    ctx: CaseContext,
+    result: CaseResult,
+    figures: dict[str, Any],
+    judged: Judged,
+    finds: Finds | None = None,
 ) -> CaseResult:
     """The record of ``result``'s case in ``--mxperf-ab`` mode, assembled once: HEAD's
     ``figures`` and the sides' profiles and memory, and the verdict (``judged`` from the
-    rounds) with memory and start-up of HEAD judged against REV's side, and a regression's
-    evidence."""
+    rounds) with memory and start-up of HEAD judged against REV's side, a regression's
+    evidence and what the method ``finds`` in HEAD's figures."""
     data = ctx.session.paired
     assert data is not None, "paired rounds run before the tests"
     key = result.key
@@ -181,7 +202,10 @@ def finish_paired(
     where = f"changed between {data.rev_label} and {data.head_name}: "
     line = where + ("; ".join(changed) or "nothing recorded (both sides ran here)")
     why = why_no_base or ""
-    verdict, pending = _finish(ctx, result, judged, startup, base_mb, why, [line], data.rev_sha)
+    found = found_in(finds, result)
+    verdict, pending = _finish(
+        ctx, result, judged, startup, base_mb, why, [line], data.rev_sha, found
+    )
     return replace(result, verdict=verdict, warnings=[*result.warnings, *pending])
 
 
@@ -194,9 +218,11 @@ def _finish(
     why_no_base: str,
     changed: list[str],
     base_sha: str | None,
+    found: Sequence[Finding],
 ) -> tuple[Verdict, list[str]]:
     """The verdict of ``result``, built once from ``judged``, its ``startup`` flags (None: not
-    judged), its memory judged and a regression's evidence; and the warnings it adds."""
+    judged), its memory judged, a regression's evidence and what else was ``found`` (in that
+    order); and the warnings it adds."""
     s, v = ctx.session.settings, judged.decision
     startup = v.startup if startup is None else startup
     if data_parallel(result):  # no memory record to judge (nor to stamp the marker's limit)
@@ -220,6 +246,8 @@ def _finish(
     lines = mem.lines
     if outcome == Outcome.REGRESSED:
         lines = _with_evidence(ctx, result, lines, startup, base_mb, why_no_base, changed, base_sha)
+    for finding in found:
+        outcome, lines = finding.placed(outcome, lines)
     verdict = replace(
         v,
         outcome=outcome,

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any, Callable
 
 from pytest_mxperf.baselines.resolution import BaselineRef
@@ -28,6 +27,7 @@ from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.markers import is_benchmark
 from pytest_mxperf.measuring.calibrate import calibrate
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Verdict
+from pytest_mxperf.measuring.verdicts import Finding
 from pytest_mxperf.paired.pairdata import PairedData
 from pytest_mxperf.paired.pairing import PairSetupError
 from pytest_mxperf.run.preflight import THRESHOLD, Undecided
@@ -87,7 +87,7 @@ def note_arbitrated(
     key: CaseKey,
     verdict: Verdict,
     sha: str | None,
-    again: Callable[[], CaseResult],
+    again: Callable[[Finding], CaseResult],
 ) -> None:
     """After a suspected case's own pair with commit ``sha`` (the case ``key``, ``verdict``
     the pair's): count it as evidence that the stored figures do not hold here when it
@@ -119,7 +119,9 @@ def note_arbitrated(
         pf.evidence_sha, pf.evidence_used = sha, True
 
 
-def _keep_undecided(bench: Bench, key: CaseKey, sha: str, again: Callable[[], CaseResult]) -> None:
+def _keep_undecided(
+    bench: Bench, key: CaseKey, sha: str, again: Callable[[Finding], CaseResult]
+) -> None:
     """Keep a case its own pair left inconclusive for the run's joint pair, if one may still
     start (not under ``--mxperf-strict``: there the case has failed, and stays failed)."""
     if bench.session.settings.strict or not _may_decide(bench):
@@ -258,25 +260,24 @@ def _undecided(bench: Bench, sha: str) -> list[Undecided]:
 
 def _judge_again(bench: Bench, case: Undecided, data: PairedData) -> None:
     """Judge an earlier case again once the joint pair ``data`` measured it: its result (as
-    the run's table, JSON and summary show it) takes the new verdict, said on the terminal. Its
-    test has passed (inconclusive); a regression found now fails the run at its end, as an
-    error that names the case."""
+    the run's table, JSON and summary show it) is the new one, its verdict saying how it was
+    judged, and is said on the terminal. Its test has passed (inconclusive); a regression found
+    now fails the run at its end, as an error that names the case."""
     session = bench.session
+    joint = len(data.pairs(case.key)) - len(case.rounds)
+    rounds = f"{len(case.rounds)} round(s) of its own pair and {joint} of the joint pair's"
+    note = Finding(
+        "judged again by the run's joint pair, which measured it after its own pair had left "
+        f"it inconclusive: {rounds}"
+    )
     try:
-        result = case.again()
+        result = case.again(note)
     except Exception as exc:  # the earlier verdict stands; never a lost run
         bench.tell(f"mxperf: {case.key}: not judged again ({type(exc).__name__}: {exc})")
         return
     verdict = result.verdict
     if verdict is None:
         return
-    joint = len(data.pairs(case.key)) - len(case.rounds)
-    rounds = f"{len(case.rounds)} round(s) of its own pair and {joint} of the joint pair's"
-    verdict = verdict.adding(
-        "judged again by the run's joint pair, which measured it after its own pair had left "
-        f"it inconclusive: {rounds}"
-    )
-    result = replace(result, verdict=verdict)
     session.collected.replace(result)
     outcome = verdict.outcome.value
     session.preflight.judged_again[case.key] = outcome

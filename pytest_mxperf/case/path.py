@@ -15,7 +15,7 @@ import pytest
 
 from pytest_mxperf.case import stored
 from pytest_mxperf.case.bench import Bench, Runner
-from pytest_mxperf.case.roles import After, CaseRole, Measure
+from pytest_mxperf.case.roles import CaseRole, Finds, Measure
 from pytest_mxperf.config.casekey import CaseKey, CaseKeyError
 from pytest_mxperf.config.markers import MarkerSpec
 from pytest_mxperf.measuring.protocol import Backend, PrepareSpec
@@ -63,7 +63,7 @@ class CaseBench(Bench):
         ctx: Any = None,
         dtype: str = "float32",
         runner: Runner | None = None,
-        after: After | None = None,
+        finds: Finds | None = None,
         alone: bool = False,
         wide: bool = False,
         **options: Any,
@@ -93,28 +93,26 @@ class CaseBench(Bench):
         # A run's joint pair (decided before the lock: its controller takes every device's).
         joint = self.role.joint(self, result, ctx, lock)
         step = stored.PlainStep(self, net, spec, runner, ctx, joint, wide)
-        return self.through(result, [(kind, index)], step, after, alone=alone)
+        return self.through(result, [(kind, index)], step, finds, alone=alone)
 
     def through(
         self,
         result: CaseResult,
         devices: Sequence[tuple[str, int]],
         measure: Measure,
-        after: After | None = None,
+        finds: Finds | None = None,
         *,
         alone: bool = False,
     ) -> CaseResult:
         """The rest of every case's path once its ``result`` exists (key claimed): this run's
         role measures it with ``measure`` inside the locks of ``devices`` ((kind, index) each)
-        and judges it as it judges (`roles`); then ``after``, the case kept and its warnings
-        said. ``alone``: in a lock-step side, the whole of ``measure`` is one turn of the baton
-        (a data-parallel launch, whose ranks the baton cannot reach; an input pipeline, whose
-        loader threads and workers would refill their prefetch queues during the other side's
-        blocks: work beside a timed block, and batches ready for free at the start of the
-        side's next one)."""
-        result = self.role.settle(self, result, devices, measure, after, alone)
-        if after is not None:
-            result = after(result)
+        and judges it as it judges (`roles`), with what the method ``finds`` in its figures;
+        then the case kept and its warnings said. ``alone``: in a lock-step side, the whole of
+        ``measure`` is one turn of the baton (a data-parallel launch, whose ranks the baton
+        cannot reach; an input pipeline, whose loader threads and workers would refill their
+        prefetch queues during the other side's blocks: work beside a timed block, and batches
+        ready for free at the start of the side's next one)."""
+        result = self.role.settle(self, result, devices, measure, finds, alone)
         self.results.append(result)
         self._warn_pending(result)
         return result

@@ -4,7 +4,6 @@ loops are in `pytest_mxperf.pipelines.timing`)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any, NoReturn
 
 import pytest
@@ -16,6 +15,7 @@ from pytest_mxperf.measuring.measure import MeasureConfig
 from pytest_mxperf.measuring.protocol import PrepareSpec
 from pytest_mxperf.measuring.records import CaseResult, Status
 from pytest_mxperf.measuring.runner import USAGE_ERRORS, CaseRun
+from pytest_mxperf.measuring.verdicts import Finding
 from pytest_mxperf.pipelines import input_bound, timing
 from pytest_mxperf.pipelines import source as sources
 
@@ -119,22 +119,20 @@ def pipeline_case(
     )
 
 
-def _judged_input_bound(result: CaseResult, points: list[tuple[str, float | None]]) -> CaseResult:
-    """An end-to-end case's verdict, input-bound when its training measured below the model
-    alone (``points``: a swept setting's img/s, named in the message)."""
-    m, verdict = result.measurement, result.verdict
-    if m is None or verdict is None or "model_alone" not in m.extra:
-        return result
+def _input_bound(result: CaseResult, points: list[tuple[str, float | None]]) -> Finding | None:
+    """What an end-to-end case's figures say beside its verdict: input-bound when its training
+    measured below the model alone (``points``: a swept setting's img/s, named in the
+    message); None when they do not."""
+    m = result.measurement
+    if m is None or "model_alone" not in m.extra:
+        return None
     pipe = m.extra.get("pipeline_alone")
     bound = input_bound.decide_input_bound(
         m,
         input_bound.Figure(**m.extra["model_alone"]),
         None if pipe is None else input_bound.Figure(**pipe),
     )
-    if bound is None:
-        return result
-    text = input_bound.explain_input_bound(result.key, bound, points)
-    return replace(result, verdict=input_bound.input_bound_verdict(verdict, text))
+    return None if bound is None else input_bound.input_bound_finding(result.key, bound, points)
 
 
 def _unread(
@@ -190,8 +188,8 @@ def end_to_end(
             again=again,
         )
 
-    def after(result: CaseResult) -> CaseResult:
-        return _judged_input_bound(result, points)
+    def finds(result: CaseResult) -> Finding | None:
+        return _input_bound(result, points)
 
     # A turn of its own in a paired run's lock-step sides: timed in turns, one side came out
     # ahead in every A/A round (a bias of unknown cause; docs/measurements.md, "Paired runs").
@@ -202,7 +200,7 @@ def end_to_end(
         model=model,
         name=name,
         runner=runner,
-        after=after,
+        finds=finds,
         alone=True,
         **options,
     )

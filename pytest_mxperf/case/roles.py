@@ -16,7 +16,7 @@ import functools
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from pytest_mxperf.baselines.resolution import BaselineRef
 from pytest_mxperf.case import evidence, jointpair, pairs, stored
@@ -26,7 +26,7 @@ from pytest_mxperf.config.sideorders import SideOrders
 from pytest_mxperf.judging.decisions import suspected
 from pytest_mxperf.measuring.measure import Measurement, for_side
 from pytest_mxperf.measuring.records import CaseResult, Verdict
-from pytest_mxperf.measuring.verdicts import Judged
+from pytest_mxperf.measuring.verdicts import Finding, Judged
 from pytest_mxperf.paired.pairdata import PairedData
 from pytest_mxperf.paired.sides import disturbed
 
@@ -44,8 +44,8 @@ class Measure(Protocol):
         """The decision on the ``measured`` case and its message."""
 
 
-#: What a method does with a case's finished result before it is kept (returns the result).
-After = Callable[[CaseResult], CaseResult]
+#: What a method finds in a case's figures beside its verdict: a part the verdict is built with.
+Finds = evidence.Finds
 Lock = jointpair.Lock
 
 
@@ -66,11 +66,12 @@ class CaseRole(Protocol):
         result: CaseResult,
         devices: Sequence[tuple[str, int]],
         measure: Measure,
-        after: After | None,
+        finds: Finds | None,
         alone: bool,
     ) -> CaseResult:
         """The case measured (``measure``, inside the locks of ``devices``) and judged as this
-        role judges; ``after`` is what the method does with a result (see `CaseBench.through`)."""
+        role judges, its verdict built with what the method ``finds`` in its figures (see
+        `CaseBench.through`)."""
 
 
 class StoredJudge:
@@ -91,7 +92,7 @@ class StoredJudge:
         result: CaseResult,
         devices: Sequence[tuple[str, int]],
         measure: Measure,
-        after: After | None,
+        finds: Finds | None,
         alone: bool,
     ) -> CaseResult:
         with bench.device_locks(result.key, devices):
@@ -101,7 +102,7 @@ class StoredJudge:
             measured = measure(result, judging, tries)
             judged = measure.judge(measured, judging, tries)
             window = [start, time.time()]
-        ref = judging[0]
+        ref, found = judging[0], evidence.found_in(finds, measured)
         sha = "" if ref is None else str(ref.commit.get("sha") or "")
         machine = bench.session.preflight.hour(sha, judged.decision.change)
         if suspected(judged.decision, bench.settings.tolerance, machine):
@@ -109,11 +110,12 @@ class StoredJudge:
             stored_verdict = judged.verdict()
             arbitrated = pairs.arbitrate(bench.context(), measured, stored_verdict, ref)
             again = functools.partial(
-                self._arbitrate_again, bench, measured, stored_verdict, window, ref, after
+                self._arbitrate_again, bench, measured, stored_verdict, window, ref, found
             )
             jointpair.note_arbitrated(bench, measured.key, arbitrated.verdict, sha or None, again)
-            return evidence.finish_judged(bench.context(), measured, arbitrated, window, ref)
-        verdict, pending = evidence.finish_stored(bench.context(), measured, judged, ref, None)
+            return evidence.finish_judged(bench.context(), measured, arbitrated, window, ref, found)
+        ctx = bench.context()
+        verdict, pending = evidence.finish_stored(ctx, measured, judged, ref, None, found)
         # The record assembled: its figures, its verdict, its window, its warnings.
         warned = [*measured.warnings, *pending]
         return replace(measured, verdict=verdict, window=window, warnings=warned)
@@ -125,14 +127,16 @@ class StoredJudge:
         stored_verdict: Verdict,
         window: list[float],
         ref: BaselineRef | None,
-        after: After | None,
+        found: tuple[Finding, ...],
+        note: Finding,
     ) -> CaseResult:
         """The ``measured`` case (``stored_verdict`` against its stored figure, measured in
         ``window``) arbitrated again, after its test, by the paired run that now holds the most
-        rounds of it (a run's joint pair), and finished as `settle` finishes it."""
-        arbitrated = pairs.arbitrate(bench.context(), measured, stored_verdict, ref)
-        result = evidence.finish_judged(bench.context(), measured, arbitrated, window, ref)
-        return result if after is None else after(result)
+        rounds of it (a run's joint pair), and finished as `settle` finishes it (with what it
+        ``found``), with the ``note`` of the judgement again last."""
+        ctx = bench.context()
+        arbitrated = pairs.arbitrate(ctx, measured, stored_verdict, ref)
+        return evidence.finish_judged(ctx, measured, arbitrated, window, ref, (*found, note))
 
 
 class PairJudge:
@@ -160,12 +164,12 @@ class PairJudge:
         result: CaseResult,
         devices: Sequence[tuple[str, int]],
         measure: Measure,
-        after: After | None,
+        finds: Finds | None,
         alone: bool,
     ) -> CaseResult:
         ctx = bench.context()
         figures, judged = pairs.judge_pair(ctx, result)
-        return evidence.finish_paired(ctx, result, figures, judged)
+        return evidence.finish_paired(ctx, result, figures, judged, finds)
 
 
 def _never(_: Measurement) -> bool:
@@ -208,9 +212,10 @@ class Side:
         result: CaseResult,
         devices: Sequence[tuple[str, int]],
         measure: Measure,
-        after: After | None,
+        finds: Finds | None,
         alone: bool,
     ) -> CaseResult:
+        # (What a method ``finds`` is a part of a verdict: a side builds none.)
         earlier = bench.session.reused.get(result.key)
         if earlier is not None:
             # A later round that does not measure this case again (it is decided, or the

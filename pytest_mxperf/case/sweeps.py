@@ -15,7 +15,7 @@ import pytest
 
 from pytest_mxperf.case.path import CaseBench
 from pytest_mxperf.measuring import sweep_memory, sweep_search
-from pytest_mxperf.measuring.records import Status
+from pytest_mxperf.measuring.records import CaseResult, Status
 
 
 def sweep(
@@ -40,11 +40,12 @@ def sweep(
     build = net if callable(net) and not _is_model(net) else _constant(net)
     out = sweep_search.Sweep(label, mode, kind)
     deadline = time.monotonic() + bench.settings.sweep_time
-    start = len(bench.results)  # the sweep's points are kept from here, in order
+    # The dtypes the device cannot run are known before any point: each point's part names them.
+    why_not = {dtype: bench.unsupported(dtype, kind, mode) for dtype in dtypes}
+    skipped = {dtype: why for dtype, why in why_not.items() if why}
     for dtype in dtypes:
-        why_not = bench.unsupported(dtype, kind, mode)
-        if why_not:
-            out.curves[dtype] = sweep_search.Curve(dtype, skipped=why_not)
+        if why_not[dtype]:
+            out.curves[dtype] = sweep_search.Curve(dtype, skipped=why_not[dtype])
             continue
         first = len(bench.results)
         budget = _memory_budget(bench) if kind == "cpu" else None
@@ -62,17 +63,19 @@ def sweep(
             time_left=lambda: time.monotonic() < deadline,
             bisect_after_oom=kind != "cpu",
         )
-        _close_curve(bench, curve, first, out)
-    return _finish_sweep(bench, out, start)
+        summary = _summary(bench, curve, bench.results[first:])
+        # Its points kept with their sweep part, once the curve is closed: its summary and the
+        # dtypes skipped.
+        points = [replace(r, sweep={**summary, "skipped": skipped}) for r in bench.results[first:]]
+        bench.results[first:] = points
+        out.results += points
+    return _finish_sweep(out)
 
 
-def _finish_sweep(bench: CaseBench, out: sweep_search.Sweep, start: int) -> sweep_search.Sweep:
-    """The sweep's results kept (from ``bench.results[start]``), each naming the dtypes
-    skipped; the test skipped when every dtype was, failed when a curve measured nothing."""
+def _finish_sweep(out: sweep_search.Sweep) -> sweep_search.Sweep:
+    """The sweep, its dropped and unmeasured points warned about; the test skipped when every
+    dtype was, failed when a curve measured nothing."""
     label, mode = out.model, out.mode
-    skipped = {d: c.skipped for d, c in out.curves.items() if c.skipped}
-    out.results = [replace(r, sweep={**(r.sweep or {}), "skipped": skipped}) for r in out.results]
-    bench.results[start:] = out.results
     if all(c.skipped for c in out.curves.values()):
         pytest.skip("; ".join(str(c.skipped) for c in out.curves.values()))
     for line in out.lines():
@@ -123,12 +126,11 @@ def _point(
     return point
 
 
-def _close_curve(
-    bench: CaseBench, curve: sweep_search.Curve, first: int, out: sweep_search.Sweep
-) -> None:
-    """The curve's summary on its points' results (``bench.results[first:]``, kept there and
-    on ``out``)."""
-    results = bench.results[first:]
+def _summary(
+    bench: CaseBench, curve: sweep_search.Curve, results: list[CaseResult]
+) -> dict[str, Any]:
+    """The summary of a closed ``curve`` whose points' results are ``results``, as each point's
+    sweep part holds it (shown under the sweep's grid and in the JSON)."""
     drop = None
     for r in results:
         ref = bench.run.baseline_for(r.hardware, r.key)
@@ -136,13 +138,11 @@ def _close_curve(
             drop = sweep_search.largest_fit_drop(curve.largest_fit, ref.case.record.get("sweep"))
     curve.notes += [f"batch {p.batch_size}: {p.note}" for p in curve.points if p.note]
     summary = curve.summary()
-    summary["notes"] = list(curve.notes)  # shown under the sweep's grid and in the JSON
+    summary["notes"] = list(curve.notes)
     if drop:
         curve.notes.append(drop)
         summary["largest_fit_drop"] = drop
-    points = [replace(r, sweep=summary) for r in results]
-    bench.results[first:] = points
-    out.results += points
+    return summary
 
 
 def _constant(net: Any) -> Any:

@@ -49,8 +49,9 @@ def render_message(lines: tuple[str, ...]) -> str:
 @dataclass(frozen=True)
 class Verdict:
     """The decision on a case (numbers) and, once explained, the lines of the message a user
-    reads: each step that explains more returns a new verdict with more lines (`adding`,
-    `led_by`), and `message` renders them (`render_message`), never stored as one text."""
+    reads: each step that explains more returns a new verdict with more lines (`adding`; a
+    `Finding` goes above or below them), and `message` renders them (`render_message`), never
+    stored as one text."""
 
     outcome: Outcome
     failed: bool
@@ -111,10 +112,6 @@ class Verdict:
         """This verdict with ``texts`` (each one or more lines) below its message."""
         return replace(self, lines=self.lines + tuple(x for t in texts for x in message_lines(t)))
 
-    def led_by(self, text: str) -> Verdict:
-        """This verdict with ``text`` (one or more lines) above its message."""
-        return replace(self, lines=message_lines(text) + self.lines)
-
     def edge_out(self, data: dict[str, Any]) -> dict[str, Any]:
         """`pytest_mxperf.system.codec`: the edge holds the rendered message in place of the
         lines, and the outcome also as ``status`` (the field name JSON readers know)."""
@@ -132,6 +129,28 @@ class Verdict:
         back["lines"] = message_lines(str(data.get("message") or ""))
         back["outcome"] = data.get("outcome", data.get("status"))
         return back
+
+
+#: The outcomes of a verdict that held: a finding with an outcome of its own takes their place.
+HELD = (Outcome.PASS, Outcome.NEW, Outcome.IMPROVED)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What a step beside the judgement finds of a case (an end-to-end case found input-bound;
+    a case judged again by the run's joint pair), a part its verdict is built with
+    (`pytest_mxperf.case.evidence`): its text goes below the message or, with an ``outcome``
+    and a verdict that held, above it, that outcome in place of the verdict's (a regression or
+    any failure stands). It never fails a case."""
+
+    text: str
+    outcome: Outcome | None = None
+
+    def placed(self, outcome: Outcome, lines: tuple[str, ...]) -> tuple[Outcome, tuple[str, ...]]:
+        """A verdict's ``outcome`` and message ``lines`` with this finding."""
+        if self.outcome is not None and outcome in HELD:
+            return self.outcome, message_lines(self.text) + lines
+        return outcome, lines + message_lines(self.text)
 
 
 @dataclass(frozen=True)

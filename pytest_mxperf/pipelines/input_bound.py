@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.measuring.measure import Measurement
-from pytest_mxperf.measuring.records import Outcome, Verdict
+from pytest_mxperf.measuring.verdicts import Finding, Outcome
 
 #: End-to-end below the model alone by more than this many times the noise is input-bound.
 NOISE_FACTOR = 2.0
@@ -115,10 +115,11 @@ def explain_input_bound(
     return "\n".join(lines)
 
 
-def input_bound_verdict(verdict: Verdict, message: str) -> Verdict:
-    """The case's verdict once found input-bound: a baseline regression (or any failure) stands,
-    with the diagnosis added; otherwise the outcome becomes ``input-bound``, failing only when
-    the baseline verdict failed (``--mxperf-strict`` on a new case)."""
-    if verdict.outcome not in (Outcome.PASS, Outcome.NEW, Outcome.IMPROVED):
-        return verdict.adding(message)
-    return replace(verdict.led_by(message), outcome=Outcome.INPUT_BOUND)
+def input_bound_finding(
+    key: CaseKey, bound: InputBound, points: Sequence[tuple[str, float | None]] = ()
+) -> Finding:
+    """The input-bound diagnosis as the part the case's verdict is built with: its message
+    (`explain_input_bound`) leads a verdict that held, whose outcome becomes ``input-bound``
+    (failing only when that verdict failed: ``--mxperf-strict`` on a new case); a baseline
+    regression (or any failure) stands, with the diagnosis added."""
+    return Finding(explain_input_bound(key, bound, points), Outcome.INPUT_BOUND)

@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.measuring.records import CaseResult
+from pytest_mxperf.measuring.verdicts import Finding
 from pytest_mxperf.paired.pairdata import HEAD, PairedData
 
 #: Beyond this factor either way the stored figures are taken not to hold on this machine.
@@ -27,13 +28,13 @@ class Undecided:
     """A case its own pair (with commit ``sha``) left inconclusive before the run's joint pair
     started: the joint pair measures it again, counting ``rounds`` (its own pair's, ``(REV,
     HEAD)``) as its first, and ``again`` then judges it once more from them all (the result as
-    the test would have kept it)."""
+    the test would have kept it, with the note it is given last in its verdict)."""
 
     sha: str
     nodeid: str
     key: CaseKey
     rounds: list[tuple[CaseResult, CaseResult]]
-    again: Callable[[], CaseResult]
+    again: Callable[[Finding], CaseResult]
 
 
 @dataclass

@@ -24,6 +24,7 @@ from pytest_mxperf.config.sideorders import SideOrders
 from pytest_mxperf.judging import decisions, explain
 from pytest_mxperf.judging.decisions import decide
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Status, Verdict
+from pytest_mxperf.measuring.verdicts import Finding
 from pytest_mxperf.plugin.configure import role_for
 from pytest_mxperf.run.session import MxperfSession
 from pytest_mxperf.system import codec
@@ -87,11 +88,10 @@ def test_a_new_case_is_measured_on_the_fake_clock_and_kept(
     bench = make_bench(request, session, backend)
     seen: list[str] = []
 
-    def after(r: CaseResult) -> CaseResult:
+    def finds(r: CaseResult) -> None:
         seen.append(str(r.key))
-        return r
 
-    result = bench.case(FakeModel(400.0), "inference", 8, model="toy", after=after)
+    result = bench.case(FakeModel(400.0), "inference", 8, model="toy", finds=finds)
     assert str(result.key) == KEY
     assert result.status == Status.OK
     assert result.images_per_sec == pytest.approx(400.0)
@@ -319,18 +319,18 @@ def test_a_data_parallel_case_goes_through_the_case_path_and_its_finishing(
     paths: list[tuple[list[tuple[str, int]], bool]] = []
 
     def spy_through(
-        result: CaseResult, devices: Any, measure: Any, after: Any = None, **kw: Any
+        result: CaseResult, devices: Any, measure: Any, finds: Any = None, **kw: Any
     ) -> CaseResult:
         paths.append((list(devices), kw.get("alone", False)))
-        return through(result, devices, measure, after, **kw)
+        return through(result, devices, measure, finds, **kw)
 
     finish = evidence.finish_stored
 
     def spy_finish(
-        ctx: Any, result: CaseResult, judged: Any, ref: Any, why_no_base: str | None
+        ctx: Any, result: CaseResult, judged: Any, ref: Any, why_no_base: str | None, found: Any
     ) -> tuple[Verdict, list[str]]:
         finished.append(str(result.key))
-        return finish(ctx, result, judged, ref, why_no_base)
+        return finish(ctx, result, judged, ref, why_no_base, found)
 
     monkeypatch.setattr(bench, "through", spy_through)
     monkeypatch.setattr(evidence, "finish_stored", spy_finish)
@@ -428,3 +428,35 @@ def test_the_verdict_of_the_attempt_kept_is_the_decision_the_attempts_made(
     assert len(result.attempts) == 3 and decided
     assert len(decided) == len(set(decided))
     assert (id(result.measurement), bench.settings.unconfirmed_tolerance) in decided
+
+
+def test_what_a_method_finds_is_built_into_the_verdict_and_a_side_never_asks(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    # An end-to-end case's input-bound diagnosis is such a part (`case.pipelines`): read from
+    # the case's figures, it leads a verdict that held and takes its outcome, never failing
+    # the case nor clearing a failure (a new case under --mxperf-strict).
+    found = Finding("toy: input-bound", Outcome.INPUT_BOUND)
+    asked: list[CaseResult] = []
+
+    def finds(r: CaseResult) -> Finding:
+        asked.append(r)
+        return found
+
+    for strict in (False, True):
+        plain = make_bench(request, session_of(tmp_path, strict=strict), FakeBackend())
+        held = plain.case(FakeModel(400.0), "inference", 8, model="toy").verdict
+        bench = make_bench(request, session_of(tmp_path, strict=strict), FakeBackend())
+        result = bench.case(FakeModel(400.0), "inference", 8, model="toy", finds=finds)
+        assert held is not None and held.outcome == Outcome.NEW and held.failed is strict
+        assert result.verdict == replace(
+            held, outcome=Outcome.INPUT_BOUND, lines=("toy: input-bound", *held.lines)
+        )
+        assert asked[-1].measurement is result.measurement and asked[-1].verdict is None
+    settings = Settings(enabled=True, arbitrate=False, min_time=0.2, max_time=1.0, warmup_time=1.0)
+    orders = SideOrders(out=tmp_path / "side.json")
+    session = MxperfSession(settings, run_info(tmp_path), is_worker=False, side=orders)
+    side = make_bench(request, session, FakeBackend())
+    before = len(asked)
+    assert side.case(FakeModel(400.0), "inference", 8, model="toy", finds=finds).verdict is None
+    assert len(asked) == before

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Callable, cast
 from pytest_mxperf.case import jointpair
 from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Verdict
+from pytest_mxperf.measuring.verdicts import Finding
 from pytest_mxperf.paired import pairdata
 from pytest_mxperf.run.collected import Collected
 from pytest_mxperf.run.preflight import Preflight, Undecided
@@ -23,8 +24,13 @@ KEY = CaseKey.parse("m/inference/float32/bs1/cpu")
 NODEID = "test_a.py::test_m"
 
 
-def judged(outcome: Outcome, failed: bool = False, rate: float = 100.0) -> CaseResult:
+def judged(
+    outcome: Outcome, failed: bool = False, rate: float = 100.0, note: Finding | None = None
+) -> CaseResult:
+    """A judged case; with the ``note`` its judgement again is given, last in its message."""
     verdict = Verdict(outcome, failed).explained(f"{KEY}: {outcome.value}")
+    if note is not None:
+        verdict = verdict.adding(note.text)
     measured = measurement_of(rate, 0.01)
     return CaseResult(KEY, "cpu(0)", "hw", measurement=measured, nodeid=NODEID, verdict=verdict)
 
@@ -43,7 +49,7 @@ def joint(own: int, more: int) -> tuple[pairdata.PairedData, list[tuple[CaseResu
     return data, rounds
 
 
-def run(again: Callable[[], CaseResult]) -> tuple[SimpleNamespace, list[str]]:
+def run(again: Callable[[Finding], CaseResult]) -> tuple[SimpleNamespace, list[str]]:
     """`_judge_again` of the case (collected as inconclusive) with ``again``: the session
     afterwards, and what was said on the terminal."""
     told: list[str] = []
@@ -57,7 +63,7 @@ def run(again: Callable[[], CaseResult]) -> tuple[SimpleNamespace, list[str]]:
 
 
 def test_the_collected_result_takes_the_new_verdict() -> None:
-    session, told = run(lambda: judged(Outcome.MACHINE))
+    session, told = run(lambda note: judged(Outcome.MACHINE, note=note))
     (kept,) = session.collected.results
     assert kept.verdict is not None and kept.verdict.outcome == Outcome.MACHINE
     said = "3 round(s) of its own pair and 4 of the joint pair's"
@@ -68,7 +74,7 @@ def test_the_collected_result_takes_the_new_verdict() -> None:
 
 
 def test_a_regression_found_again_is_a_run_error_naming_the_test() -> None:
-    session, _ = run(lambda: judged(Outcome.REGRESSED, failed=True, rate=90.0))
+    session, _ = run(lambda note: judged(Outcome.REGRESSED, failed=True, rate=90.0, note=note))
     (kept,) = session.collected.results
     assert kept.verdict is not None and kept.verdict.outcome == Outcome.REGRESSED
     (error,) = session.errors
@@ -77,7 +83,7 @@ def test_a_regression_found_again_is_a_run_error_naming_the_test() -> None:
 
 
 def test_a_case_that_cannot_be_judged_again_keeps_its_first_verdict() -> None:
-    def broken() -> CaseResult:
+    def broken(note: Finding) -> CaseResult:
         raise RuntimeError("boom")
 
     session, told = run(broken)

@@ -14,7 +14,8 @@ from pytest_mxperf.config import parsers
 from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.markers import MarkerError, parse_marker
 from pytest_mxperf.measuring.measure import MeasureConfig
-from pytest_mxperf.measuring.records import Outcome, Status, Verdict
+from pytest_mxperf.measuring.records import Outcome, Status
+from pytest_mxperf.measuring.verdicts import Finding
 from pytest_mxperf.pipelines import input_bound, timing
 from pytest_mxperf.pipelines import source as pipeline_source
 from pytest_mxperf.testing import FakeBackend, measurement_of
@@ -267,14 +268,16 @@ def test_input_bound_message_names_both_figures_and_the_setting_that_gets_there(
     assert "none is enough" in text
 
 
-def test_input_bound_verdict_keeps_failures_and_never_fails_by_itself() -> None:
-    passed = input_bound.input_bound_verdict(Verdict(Outcome.PASS, False, ("base",)), "diag")
-    assert passed.outcome == Outcome.INPUT_BOUND and not passed.failed
-    assert passed.message == "diag\nbase"
-    strict_new = input_bound.input_bound_verdict(Verdict(Outcome.NEW, True, ("new",)), "diag")
-    assert strict_new.outcome == Outcome.INPUT_BOUND and strict_new.failed
-    regressed = input_bound.input_bound_verdict(Verdict(Outcome.REGRESSED, True, ("slow",)), "diag")
-    assert regressed.outcome == Outcome.REGRESSED and regressed.message == "slow\ndiag"
+def test_the_input_bound_finding_leads_a_verdict_that_held_and_keeps_failures() -> None:
+    bound = input_bound.InputBound(400.0, 1000.0, None, 0.6, 0.05)
+    key = CaseKey("k", "training", "float32", 32, "cpu")
+    found = input_bound.input_bound_finding(key, bound)
+    text = input_bound.explain_input_bound(key, bound)
+    assert found == Finding(text, Outcome.INPUT_BOUND)
+    for held in (Outcome.PASS, Outcome.NEW, Outcome.IMPROVED):
+        assert found.placed(held, ("base",)) == (Outcome.INPUT_BOUND, (*text.split("\n"), "base"))
+    regressed = found.placed(Outcome.REGRESSED, ("slow",))
+    assert regressed == (Outcome.REGRESSED, ("slow", *text.split("\n")))
 
 
 def test_sweeps_parse_strictly() -> None:
