@@ -18,6 +18,7 @@ import pytest
 import pytest_mxperf
 from pytest_mxperf.paired.forkserver import PRELOAD_ENV
 from pytest_mxperf.testing.repos import git
+from pytest_mxperf.testing.unprobed import UNPROBED_CONFTEST
 
 #: A user's project that scripts/wheel_check.sh runs with the installed wheel: not this suite's.
 collect_ignore = ["tests/data"]
@@ -197,10 +198,13 @@ def fake_pytester(
 def real_pytester(
     fake_pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> pytest.Pytester:
-    """`fake_pytester` whose runs measure with the real MXNet back end (no conftest.py of the
-    fake one): the fork servers of their paired runs preload MXNet, as a user's run's do (the
-    default), so no side pays ``import mxnet`` again (a second or more a side)."""
-    (fake_pytester.path / "conftest.py").unlink()
+    """`fake_pytester` whose runs measure with the real MXNet back end, without the machine
+    probes, which none of these tests checks (`UNPROBED_CONFTEST` in place of the fake one; the
+    probes' own test is tests/unit/backend/test_probes.py): about three seconds of CPU less in
+    every process that measures. The fork servers of their paired runs preload MXNet, as a
+    user's run's do (the default), so no side pays ``import mxnet`` again (a second or more a
+    side)."""
+    (fake_pytester.path / "conftest.py").write_text(UNPROBED_CONFTEST)
     monkeypatch.delenv(PRELOAD_ENV)
     return fake_pytester
 
