@@ -50,10 +50,24 @@ _OTHER_PLUGINS = [
     name for name in _ENTRY_POINT_PLUGINS if importlib.util.find_spec(name.split(".")[0])
 ]
 
+#: What only the ``mxperf`` command imports: the cli wing, and the history's index, page and
+#: bisect, which bring numpy. No side imports them; preloaded, they were half of each fake
+#: paired run's server's imports (0.6 -> 0.3 s of CPU a server, two or more a paired run).
+COMMAND_ONLY = (
+    "pytest_mxperf.cli",
+    "pytest_mxperf.history.anchors",
+    "pytest_mxperf.history.bisection",
+    "pytest_mxperf.history.fit",
+    "pytest_mxperf.history.index",
+    "pytest_mxperf.history.page",
+)
+
 #: What the fork servers of paired runs preload for the fake back end: not MXNet, but GitPython,
-#: this package and the other plugins, which each side would otherwise import again (a few
-#: tenths of a second a side, eight or more sides a paired run).
-FAKE_SIDE_PRELOAD = ",".join(["git", *_MODULES, *_OTHER_PLUGINS])
+#: this package (less `COMMAND_ONLY`) and the other plugins, which each side would otherwise
+#: import again (a few tenths of a second a side, eight or more sides a paired run).
+FAKE_SIDE_PRELOAD = ",".join(
+    ["git", *(m for m in _MODULES if not m.startswith(COMMAND_ONLY)), *_OTHER_PLUGINS]
+)
 
 FAKE_BACKEND_CONFTEST = """
 import pytest
