@@ -2,12 +2,11 @@
 
 The role comes from ``DMLC_ROLE`` as MXNet's launcher sets it. A scheduler, and a server of a
 sync case, run ps-lite's node on MXNet's C library alone (`pytest_mxperf.distributed.node`); a
-server that applies the optimizer imports mxnet, which runs the node and exits the
-process. A worker builds the model
-from the spec's factory, creates the kvstore, trains on synthetic device-resident data with
-one Gluon ``Trainer``, times blocks with :func:`pytest_mxperf.measuring.measure.measure`,
-then times the same step without exchange, and writes a
-:class:`~pytest_mxperf.measuring.dp_scaling.WorkerReport` as JSON to ``--out``.
+server that applies the optimizer imports mxnet, which runs the node and exits the process.
+A worker builds the model from the spec's factory, creates the kvstore, trains on synthetic
+device-resident data with one Gluon ``Trainer``, times blocks with
+:func:`pytest_mxperf.measuring.measure.measure`, then times the same step without exchange,
+and writes a :class:`~pytest_mxperf.measuring.dp_scaling.WorkerReport` as JSON to ``--out``.
 
 Usage: ``python -m pytest_mxperf.distributed.rank --spec SPEC.json --out REPORT.json``
 """
