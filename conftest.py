@@ -14,10 +14,12 @@ import tempfile
 from typing import Callable
 
 import pytest
+from _pytest import config as pytest_config
 
 import pytest_mxperf
 from pytest_mxperf.paired.forkserver import PRELOAD_ENV
 from pytest_mxperf.testing.repos import git
+from pytest_mxperf.testing.unprobed import UNPROBED_CONFTEST
 
 #: A user's project that scripts/wheel_check.sh runs with the installed wheel: not this suite's.
 collect_ignore = ["tests/data"]
@@ -49,10 +51,40 @@ _OTHER_PLUGINS = [
     name for name in _ENTRY_POINT_PLUGINS if importlib.util.find_spec(name.split(".")[0])
 ]
 
+#: What only the ``mxperf`` command imports: the cli wing, and the history's index, page and
+#: bisect, which bring numpy. No side imports them; preloaded, they were half of each fake
+#: paired run's server's imports (0.6 -> 0.3 s of CPU a server, two or more a paired run).
+COMMAND_ONLY = (
+    "pytest_mxperf.cli",
+    "pytest_mxperf.history.anchors",
+    "pytest_mxperf.history.bisection",
+    "pytest_mxperf.history.fit",
+    "pytest_mxperf.history.index",
+    "pytest_mxperf.history.page",
+)
+
+#: pytest's own plugins, some of which it imports only once a session is configured (junitxml,
+#: pdb and readline for debugging): the default preload's list (`forkserver.default_preload`).
+_PYTEST_PLUGINS = [
+    f"_pytest.{name}"
+    for name in (
+        *getattr(pytest_config, "essential_plugins", ()),
+        *getattr(pytest_config, "default_plugins", ()),
+    )
+]
+
 #: What the fork servers of paired runs preload for the fake back end: not MXNet, but GitPython,
-#: this package and the other plugins, which each side would otherwise import again (a few
-#: tenths of a second a side, eight or more sides a paired run).
-FAKE_SIDE_PRELOAD = ",".join(["git", *_MODULES, *_OTHER_PLUGINS])
+#: pytest's own plugins, this package (less `COMMAND_ONLY`) and the other plugins, which each
+#: side would otherwise import again (a few tenths of a second a side, eight or more sides a
+#: paired run; pytest's plugins 0.075 -> 0.063 CPU-s a fake side).
+FAKE_SIDE_PRELOAD = ",".join(
+    [
+        "git",
+        *_PYTEST_PLUGINS,
+        *(m for m in _MODULES if not m.startswith(COMMAND_ONLY)),
+        *_OTHER_PLUGINS,
+    ]
+)
 
 FAKE_BACKEND_CONFTEST = """
 import pytest
@@ -197,10 +229,13 @@ def fake_pytester(
 def real_pytester(
     fake_pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> pytest.Pytester:
-    """`fake_pytester` whose runs measure with the real MXNet back end (no conftest.py of the
-    fake one): the fork servers of their paired runs preload MXNet, as a user's run's do (the
-    default), so no side pays ``import mxnet`` again (a second or more a side)."""
-    (fake_pytester.path / "conftest.py").unlink()
+    """`fake_pytester` whose runs measure with the real MXNet back end, without the machine
+    probes, which none of these tests checks (`UNPROBED_CONFTEST` in place of the fake one; the
+    probes' own test is tests/unit/backend/test_probes.py): about three seconds of CPU less in
+    every process that measures. The fork servers of their paired runs preload MXNet, as a
+    user's run's do (the default), so no side pays ``import mxnet`` again (a second or more a
+    side)."""
+    (fake_pytester.path / "conftest.py").write_text(UNPROBED_CONFTEST)
     monkeypatch.delenv(PRELOAD_ENV)
     return fake_pytester
 

@@ -1,11 +1,12 @@
 """One rank of a distributed data-parallel case: ``python -m pytest_mxperf.distributed.rank``.
 
-The role comes from ``DMLC_ROLE`` as MXNet's launcher sets it. A scheduler or server only
-imports mxnet: that import runs ps-lite's node and exits the process. A worker builds the model
-from the spec's factory, creates the kvstore, trains on synthetic device-resident data with
-one Gluon ``Trainer``, times blocks with :func:`pytest_mxperf.measuring.measure.measure`,
-then times the same step without exchange, and writes a
-:class:`~pytest_mxperf.measuring.dp_scaling.WorkerReport` as JSON to ``--out``.
+The role comes from ``DMLC_ROLE`` as MXNet's launcher sets it. A scheduler, and a server of a
+sync case, run ps-lite's node on MXNet's C library alone (`pytest_mxperf.distributed.node`); a
+server that applies the optimizer imports mxnet, which runs the node and exits the process.
+A worker builds the model from the spec's factory, creates the kvstore, trains on synthetic
+device-resident data with one Gluon ``Trainer``, times blocks with
+:func:`pytest_mxperf.measuring.measure.measure`, then times the same step without exchange,
+and writes a :class:`~pytest_mxperf.measuring.dp_scaling.WorkerReport` as JSON to ``--out``.
 
 Usage: ``python -m pytest_mxperf.distributed.rank --spec SPEC.json --out REPORT.json``
 """
@@ -20,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
+from pytest_mxperf.distributed.node import run_node
 from pytest_mxperf.distributed.train import (
     build_model,
     build_training_step,
@@ -171,6 +173,14 @@ def worker_contexts(mx: Any, spec: DataParallelSpec, local_rank: int) -> list[An
     return contexts
 
 
+def servers_update(spec: DataParallelSpec) -> bool:
+    """Whether the workers hand the optimizer to the servers (``update_on_kvstore``). Async
+    kvstores need it there; sync ones sum plainly so that the `Lockstep` flag survives (the
+    exchange volume is the same: gradients up, arrays down), and their servers need no MXNet
+    Python side (`pytest_mxperf.distributed.node`)."""
+    return not spec.lockstep
+
+
 def run_worker(spec: DataParallelSpec) -> WorkerReport:
     """Measure this worker's full and compute-only training step."""
     from pytest_mxperf.system.mxnet_import import import_mxnet
@@ -179,12 +189,9 @@ def run_worker(spec: DataParallelSpec) -> WorkerReport:
     kv = mx.kv.create(spec.kvstore)
     contexts = worker_contexts(mx, spec, int(os.environ.get(LOCAL_RANK_ENV, "0")))
     net = build_model(spec)
-    # Async kvstores need the optimizer on the servers; sync ones sum plainly so that the
-    # Lockstep flag survives (the exchange volume is the same: gradients up, arrays down).
-    update_on_kvstore = None if spec.lockstep else True
+    update_on_kvstore = servers_update(spec)
     lockstep = None
     if spec.lockstep:
-        update_on_kvstore = False
         # Trainer keys its parameters 0..P-1: P and P + 1 are free.
         lockstep = Lockstep(mx, kv, len(list(net.collect_params().keys())), contexts[0])
     hook = _chain(make_hook(spec, kv, contexts), lockstep.after_step if lockstep else None)
@@ -231,11 +238,6 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of every rank; returns the exit status."""
     role = os.environ.get("DMLC_ROLE", "worker")
-    if role in ("scheduler", "server"):
-        from pytest_mxperf.system.mxnet_import import import_mxnet
-
-        import_mxnet()  # runs this node until the job ends, then exits the process
-        return 0
     parser = argparse.ArgumentParser(prog="python -m pytest_mxperf.distributed.rank")
     parser.add_argument("--spec", type=Path, required=True, help="DataParallelSpec as JSON")
     parser.add_argument(
@@ -243,6 +245,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     spec = DataParallelSpec.from_dict(json.loads(args.spec.read_text()))
+    if role == "scheduler" or (role == "server" and not servers_update(spec)):
+        run_node()  # this node until the job ends, on MXNet's C library alone
+        return 0
+    if role == "server":
+        from pytest_mxperf.system.mxnet_import import import_mxnet
+
+        import_mxnet()  # runs this node until the job ends, then exits the process
+        return 0
     report = run_worker(spec)
     # "{rank}" in the path keeps the workers of a cluster run apart on a shared file system.
     write_json(Path(str(args.out).replace("{rank}", str(report.rank))), report.as_dict())

@@ -24,7 +24,11 @@ CONFIG = MeasureConfig(min_time=1.0, max_time=2.0, warmup_time=1.0)
 
 def calibrate(backend: Backend, ctx: Any) -> float | None:
     """Images/sec of the probe on ``ctx``, measured as any case is (`runner.run_case`); None
-    when the probe could not be measured (out of memory, an error of the back end)."""
+    when the probe could not be measured (out of memory, an error of the back end) or the back
+    end has none (`Backend.calibration_net`)."""
+    net = backend.calibration_net()
+    if net is None:
+        return None
     spec = PrepareSpec(mode="inference", batch_size=BATCH, ctx=ctx, input_shape=INPUT_SHAPE)
-    run = run_case(backend, backend.calibration_net(), spec, CONFIG)
+    run = run_case(backend, net, spec, CONFIG)
     return None if run.measurement is None else run.measurement.items_per_sec

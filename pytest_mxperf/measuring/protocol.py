@@ -154,5 +154,7 @@ class Backend(Protocol):
         ...
 
     def calibration_net(self) -> Any:
-        """A fresh network of the calibration probe (`pytest_mxperf.measuring.calibrate`)."""
+        """A fresh network of the calibration probe (`pytest_mxperf.measuring.calibrate`), or
+        None for a back end that runs no probe: its baseline files then carry no calibration
+        and runs judge their cases one by one, as with files stored before calibrations."""
         ...

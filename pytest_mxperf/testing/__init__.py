@@ -15,11 +15,12 @@ Every step advances the clock by ``batch_size / images_per_sec`` seconds, so res
 and tests never depend on the speed of the machine.
 
 Also here: ``profiler`` (fakes of MXNet's profiler and memory probe for `FakeBackend`),
-``repos`` (git repositories with a fixed identity for tests and scripts), ``procs`` (the
-processes a run started, for tests that end it from outside), ``fakegithub`` (GitHub's comment
-API on 127.0.0.1), and ``workflows`` / ``workflow_steps`` / ``workflow_actions`` /
-``workflow_scenarios`` (the example user project's GitHub Actions workflows run here, step by
-step, in the scenarios a user meets).
+``unprobed`` (the real MXNet back end without the calibration and peak probes, for suites
+that test something else), ``repos`` (git repositories with a fixed identity for tests and
+scripts), ``procs`` (the processes a run started, for tests that end it from outside),
+``fakegithub`` (GitHub's comment API on 127.0.0.1), and ``workflows`` / ``workflow_steps`` /
+``workflow_actions`` / ``workflow_scenarios`` (the example user project's GitHub Actions
+workflows run here, step by step, in the scenarios a user meets).
 """
 
 from __future__ import annotations

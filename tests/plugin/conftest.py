@@ -54,13 +54,22 @@ def stored_suite(suite: pytest.Pytester) -> pytest.Pytester:
 #: The conftest of a real-MXNet suite that runs out of CPU memory on purpose: once MXNet is
 #: loaded and warm, the session limits its own address space to at most ``{headroom}`` bytes
 #: more, so a huge batch fails to allocate quickly instead of pushing the machine into swap.
+#: It measures without the machine probes, which these tests do not check
+#: (`pytest_mxperf.testing.unprobed`).
 CPU_OOM_CONFTEST = """
 import re
 import resource
 
 import pytest
 
+from pytest_mxperf.testing.unprobed import UnprobedMXNetBackend
+
 HEADROOM = {headroom}
+
+
+@pytest.fixture(scope="session")
+def mxperf_backend():
+    return UnprobedMXNetBackend()
 
 
 def _vm_size():

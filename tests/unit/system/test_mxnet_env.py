@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 import pytest
 
 from pytest_mxperf.config import parsers
@@ -45,13 +47,16 @@ def test_values_mxnet_reads_pass(env: dict[str, str]) -> None:
     assert mxnet_env.env_problem(env) is None
 
 
+@pytest.mark.parametrize("load", [mxnet_import.import_mxnet, mxnet_import.load_library])
 def test_import_mxnet_refuses_the_variable_before_importing(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, load: Callable[[], object]
 ) -> None:
-    """Ranks, scripts and fork servers import MXNet through `import_mxnet`: the same check."""
+    """Ranks, scripts and fork servers import MXNet through `import_mxnet` (a data-parallel
+    case's scheduler and summing servers load its library through `load_library`): the same
+    check."""
     monkeypatch.setenv("MXNET_CPU_WORKER_NTHREADS", "abc")
     with pytest.raises(MXNetUnavailable, match="MXNET_CPU_WORKER_NTHREADS='abc'"):
-        mxnet_import.import_mxnet()
+        load()
 
 
 @pytest.mark.parametrize("text", ["0", "4097", "99999999"])
