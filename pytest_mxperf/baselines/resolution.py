@@ -73,6 +73,11 @@ class BaselineRef:
     #: by another probe).
     calibration: float | None = None
 
+    @property
+    def sha(self) -> str:
+        """The commit whose figures these are ("" when the file recorded none)."""
+        return str(self.commit.get("sha") or "")
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "case": self.case.as_dict(),

@@ -71,7 +71,7 @@ def joint_pair(bench: Bench, result: CaseResult, ctx: Any, lock: Lock) -> Paired
     pf = bench.session.preflight
     ref = bench.run.baseline_for(result.hardware, result.key)
     if ref is not None and pf.data is None:  # judged against this commit's figures
-        pf.judged[str(ref.commit.get("sha") or "")] += 1
+        pf.judged[ref.sha] += 1
     if not pf.decided and _may_decide(bench):
         if ref is not None:
             pf.decided = True
@@ -156,7 +156,7 @@ def _decide(bench: Bench, ref: BaselineRef, ctx: Any, lock: Lock, hardware: str)
         pf.now = _probe(bench, ctx)
     if pf.holds:
         return
-    sha = str(ref.commit.get("sha") or "")
+    sha = ref.sha
     pf.why_not = session.why_no_pair(sha)
     label = sha[:10]
     lead = (

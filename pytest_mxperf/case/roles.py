@@ -103,7 +103,7 @@ class StoredJudge:
             judged = measure.judge(measured, judging, tries)
             window = [start, time.time()]
         ref, found = judging[0], evidence.found_in(finds, measured)
-        sha = "" if ref is None else str(ref.commit.get("sha") or "")
+        sha = "" if ref is None else ref.sha
         machine = bench.session.preflight.hour(sha, judged.decision.change)
         if suspected(judged.decision, bench.settings.tolerance, machine):
             # outside the locks: the sides take them; the pair arbitrates the stored verdict
