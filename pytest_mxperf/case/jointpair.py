@@ -95,7 +95,8 @@ def note_arbitrated(
     at `EVIDENCE` such cases of one commit the next case starts the run's joint pair
     (`joint_pair`). A case that passed within its threshold and was paired for being more than
     half of it below (a pass the pair confirmed) is no such evidence: the stored figures held
-    for it, as they do on a slower hour of the machine that stored them. A case the pair left
+    for it, as they do on a slower hour of the machine that stored them. Either is noted as a
+    drop the hour explains (`Preflight.explained`). A case the pair left
     inconclusive is kept for that joint pair instead: it measures the case again, its own
     pair's rounds counted as its first, and ``again`` judges it from them all
     (`_judge_again`)."""
@@ -111,6 +112,8 @@ def note_arbitrated(
     if verdict.outcome == Outcome.INCONCLUSIVE:
         _keep_undecided(bench, key, sha, again)
         return
+    if verdict.outcome in (Outcome.PASS, Outcome.MACHINE):
+        pf.note_cleared(sha, verdict.change)
     if pf.evidence_used or verdict.outcome != Outcome.MACHINE:
         return
     found = pf.off.setdefault(sha, [])

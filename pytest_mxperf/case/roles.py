@@ -104,8 +104,9 @@ class StoredJudge:
             window = [start, time.time()]
         ref, found = judging[0], evidence.found_in(finds, measured)
         sha = "" if ref is None else ref.sha
-        machine = bench.session.preflight.hour(sha, judged.decision.change)
-        if suspected(judged.decision, bench.settings.tolerance, machine):
+        pf, tolerance = bench.session.preflight, bench.settings.tolerance
+        machine = pf.hour(sha, judged.decision.change)
+        if suspected(judged.decision, tolerance, machine, pf.explained(sha, tolerance)):
             # outside the locks: the sides take them; the pair arbitrates the stored verdict
             stored_verdict = judged.verdict()
             arbitrated = pairs.arbitrate(bench.context(), measured, stored_verdict, ref)

@@ -214,7 +214,9 @@ def worth_another_attempt(outcome: Outcome, measured: Measurement) -> bool:
     return outcome == Outcome.REGRESSED or (outcome == Outcome.UNSTABLE and not measured.steady)
 
 
-def suspected(verdict: Verdict, tolerance: float, machine: float | None = None) -> bool:
+def suspected(
+    verdict: Verdict, tolerance: float, machine: float | None = None, explained: float | None = None
+) -> bool:
     """Whether a stored-baseline verdict is worth a paired run: regressed, or slower by more than
     half the floor though it passed. The stored figure was measured in another process at
     another time; on a shared VM that alone moves a case by 2-10%, so a real loss of the floor's
@@ -223,15 +225,18 @@ def suspected(verdict: Verdict, tolerance: float, machine: float | None = None) 
 
     ``machine``: how fast this machine runs now against when the figures were stored (0.97:
     3% slower; the probe's, or the run's own cases': `run.preflight.Preflight.hour`). A
-    passing case's drop is first discounted by the machine's own, up to half the floor: on a
-    slower hour every case is a few percent below its figure, which the hour explains and no
-    pair needs to (at the 5% floor, a case is paired from -2.5% on a steady machine, from -5%
-    at most on a slower one). A regressed verdict (beyond its threshold) is paired whatever
-    the hour."""
+    passing case's drop is first discounted by the machine's own, up to ``explained`` (half
+    the floor unless the run's earlier pairs showed the hour explains more:
+    `run.preflight.Preflight.explained`): on a slower hour every case is a few percent below
+    its figure, which the hour explains and no pair needs to (at the 5% floor, a case is
+    paired from -2.5% on a steady machine, from -5% on a slower one until pairs confirm the
+    hour, then from 2.5% beyond it). A regressed verdict (beyond its threshold) is paired
+    whatever the hour."""
     if verdict.outcome == Outcome.REGRESSED:
         return True
     change = verdict.change
-    slower = 0.0 if machine is None else min(max(1.0 - machine, 0.0), tolerance / 2)
+    cap = tolerance / 2 if explained is None else explained
+    slower = 0.0 if machine is None else min(max(1.0 - machine, 0.0), cap)
     return (
         verdict.outcome in (Outcome.PASS, Outcome.UNSTABLE)
         and change is not None

@@ -19,7 +19,8 @@ from pytest_mxperf.paired.pairdata import HEAD, PairedData
 #: "Hosts and noise"): a smaller factor would pair runs of machines that do match (costly).
 THRESHOLD = 1.25
 #: Cases judged against one commit's stored figures before their median change is taken as
-#: the hour's (`Preflight.hour`): one case could be one the machine treats differently.
+#: the hour's (`Preflight.hour`): one case could be one the machine treats differently. As
+#: many cases cleared by their own pairs confirm the hour's size (`Preflight.explained`).
 HOUR_CASES = 2
 
 
@@ -66,8 +67,10 @@ class Preflight:
     undecided: list[Undecided] = field(default_factory=list)
     judged_again: dict[CaseKey, str] = field(default_factory=dict)
     #: Per baseline commit, the changes against their stored figures of the cases judged so
-    #: far, in order (`hour`).
+    #: far, in order (`hour`), and of the cases below their figures whose own pairs found the
+    #: code no slower (passes confirmed and ``machine`` alike: `explained`).
     changes: dict[str, list[float]] = field(default_factory=dict)
+    cleared: dict[str, list[float]] = field(default_factory=dict)
     #: Hardware keys whose probe this process measured for ``--mxperf-update``.
     calibrated: set[str] = field(default_factory=set)
 
@@ -92,6 +95,26 @@ class Preflight:
         if change is not None:
             earlier.append(change)
         return min(factors, default=None)
+
+    def explained(self, sha: str, tolerance: float) -> float:
+        """The largest drop below ``sha``'s stored figures the hour may explain without a pair
+        (`judging.decisions.suspected`): half the floor ``tolerance``, until `HOUR_CASES` cases
+        of that commit were paired and found no slower (the drop is the machine's, their pairs
+        say); then the median of their drops, where that is more (up to what the probe's
+        `THRESHOLD` allows before the figures are taken not to hold at all). Why: on a slower
+        hour of a noisy VM every case runs 5-20% below figures stored at another hour; capped
+        at half the floor, each such case is paired, although the first pairs already showed
+        the hour, not the code, is slower. A uniform real loss clears no pair, so it keeps the
+        cap."""
+        floor = tolerance / 2
+        cleared = self.cleared.get(sha, [])
+        if len(cleared) < HOUR_CASES:
+            return floor
+        return max(floor, min(-statistics.median(cleared), 1 - 1 / THRESHOLD))
+
+    def note_cleared(self, sha: str, change: float) -> None:
+        """A case ``change`` below ``sha``'s figures that its own pair found no slower."""
+        self.cleared.setdefault(sha, []).append(change)
 
     @property
     def holds(self) -> bool:

@@ -5,6 +5,7 @@ not slower, "regressed" where it is)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Callable
 
 import pytest
@@ -521,35 +522,61 @@ def test_case(mxperf, name):
 """
 
 
-def test_a_slower_hour_the_probe_misses_is_told_by_the_cases_judged_before(
+def widen_stored_runs(path: Path, spread: float) -> None:
+    """Give every stored case three runs ``spread`` apart either way of its figure, as three
+    updates on a noisy VM store them (its threshold then twice the half-range: 2 x spread)."""
+    for file in (path / "baselines").rglob("*.json"):
+        data = json.loads(file.read_text())
+        for case in data["cases"].values():
+            figure = case["images_per_sec"]
+            case["runs"] = [figure * (1 - spread), figure, figure * (1 + spread)]
+            case["machine_ids"] = case["machine_ids"][-1:] * 3
+        file.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def paired_cases(report: dict[str, object]) -> list[set[str]]:
+    runs = report["pair_runs"]
+    assert isinstance(runs, list)
+    return [{k[0] for k in r["rounds"][0]["head"]["seconds"]} for r in runs]
+
+
+def test_a_slower_hour_the_probe_misses_is_told_by_the_cases_and_their_pairs(
     fake_pytester: pytest.Pytester,
     commit: Callable[[str], str],
     store_baseline: Callable[..., str],
 ) -> None:
-    # Every case 3.8% below its stored figure (within the 5% floor, beyond half of it), the
-    # probe as fast as when they were stored: the hour is the models', not the probe's. The
-    # first two cases are paired (nothing tells the hour yet); their median then does, so the
-    # other three are not; two passes their pairs confirmed are no evidence that the figures
-    # do not hold here, so no joint pair runs either.
+    # Every case 8.3% below its stored figure: beyond the 5% floor, within its 30% threshold
+    # (noisy stored runs), the probe as fast as when stored: the hour is the models', not the
+    # probe's. The first two cases are paired (nothing tells the hour yet) and their pairs find
+    # the code no slower; from the third on, the cases judged before tell the hour (their
+    # median), and the pairs that cleared them say it explains 8.3%, so the other three are
+    # not paired (were the discount capped at half the floor, all five would be); two passes
+    # their pairs confirmed are no evidence that the figures do not hold here: no joint pair.
     store_baseline(FIVE_SUITE.format(e=100.0), passed=5)
-    inflate_baselines(fake_pytester.path, 1.04)
+    widen_stored_runs(fake_pytester.path, 0.15)
+    inflate_baselines(fake_pytester.path, 1.09)
     fake_pytester.makepyfile(test_suite=FIVE_SUITE.format(e=100.0) + "\n# changed\n")
     commit("B: a code change since the baselines")
     result = fake_pytester.runpytest("--mxperf", "--mxperf-json", "report.json")
     result.assert_outcomes(passed=5)
     report = read_report(fake_pytester.path)
     assert report["calibration"]["factor"] == pytest.approx(1.0)
-    paired = [{k[0] for k in r["rounds"][0]["head"]["seconds"]} for r in report["pair_runs"]]
-    assert paired == [{"a"}, {"b"}]
+    assert paired_cases(report) == [{"a"}, {"b"}]
     assert "joint_pair" not in report
+    changes = {c["key"][0]: c["verdict"]["change"] for c in report["cases"]}
+    assert changes == dict.fromkeys("abcde", pytest.approx(1 / 1.09 - 1, abs=0.01))
     assert {c["verdict"]["status"] for c in report["cases"]} == {"pass"}
-    # A real loss on top of that hour is still paired, and fails.
+    # A real loss on top of that hour, still within the noisy threshold: beyond the hour by
+    # more than half the floor, so paired, and it fails.
     fake_pytester.makepyfile(test_suite=FIVE_SUITE.format(e=90.0))
     commit("C: e is 10% slower")
     result = fake_pytester.runpytest("--mxperf", "--mxperf-json", "report.json")
     result.assert_outcomes(passed=4, failed=1)
     report = read_report(fake_pytester.path)
-    paired = [{k[0] for k in r["rounds"][0]["head"]["seconds"]} for r in report["pair_runs"]]
-    assert paired == [{"a"}, {"b"}, {"e"}]
-    statuses = {c["key"][0]: c["verdict"]["status"] for c in report["cases"]}
-    assert statuses == {**dict.fromkeys("abcd", "pass"), "e": "regressed"}
+    assert paired_cases(report) == [{"a"}, {"b"}, {"e"}]
+    cases = {c["key"][0]: c["verdict"] for c in report["cases"]}
+    assert cases["e"]["change"] > -0.3  # within its stored threshold: the pair failed it
+    assert {k: v["status"] for k, v in cases.items()} == {
+        **dict.fromkeys("abcd", "pass"),
+        "e": "regressed",
+    }

@@ -445,3 +445,22 @@ def test_a_slower_machine_discounts_a_passing_drop_up_to_half_the_floor(
     assert suspected(verdict, tolerance=0.05, machine=machine) is wanted
     regressed = Verdict(outcome=Outcome.REGRESSED, failed=True, change=change)
     assert suspected(regressed, tolerance=0.05, machine=machine)
+
+
+@pytest.mark.parametrize(
+    ("change", "machine", "explained", "wanted"),
+    [
+        (-0.09, 0.90, None, True),  # the cap is half the floor: paired beyond -5%
+        (-0.09, 0.90, 0.12, False),  # pairs showed the hour explains 12%: 10% discounted
+        (-0.13, 0.90, 0.12, True),  # 3% beyond the hour: paired
+        (-0.09, 1.0, 0.12, True),  # an explained hour discounts nothing on a steady machine
+        (-0.16, 0.85, 0.12, True),  # the discount is at most what the pairs explained
+    ],
+)
+def test_an_hour_the_pairs_confirmed_discounts_up_to_what_they_explained(
+    change: float, machine: float, explained: float | None, wanted: bool
+) -> None:
+    verdict = Verdict(outcome=Outcome.PASS, failed=False, change=change)
+    assert suspected(verdict, 0.05, machine, explained) is wanted
+    regressed = Verdict(outcome=Outcome.REGRESSED, failed=True, change=change)
+    assert suspected(regressed, 0.05, machine, explained)

@@ -26,3 +26,19 @@ def test_the_slower_of_the_probe_and_the_cases_is_taken() -> None:
     assert pf.hour("A", -0.2) == pytest.approx(0.95)  # the probe is slower than -1%
     pf.hour("A", -0.2)
     assert pf.hour("A", None) == pytest.approx(0.895)  # the median of -1%, -1%, -20%, -20%
+
+
+def test_the_hour_explains_more_than_half_the_floor_once_pairs_cleared_the_drop() -> None:
+    pf = Preflight()
+    assert pf.explained("A", 0.05) == pytest.approx(0.025)  # nothing cleared yet
+    pf.note_cleared("A", -0.08)
+    assert pf.explained("A", 0.05) == pytest.approx(0.025)  # one case could be its own
+    pf.note_cleared("A", -0.12)
+    assert pf.explained("A", 0.05) == pytest.approx(0.10)  # the median of the two drops
+    assert pf.explained("B", 0.05) == pytest.approx(0.025)  # another commit's figures
+    pf.note_cleared("C", -0.01)
+    pf.note_cleared("C", -0.015)
+    assert pf.explained("C", 0.05) == pytest.approx(0.025)  # never less than half the floor
+    pf.note_cleared("D", -0.5)
+    pf.note_cleared("D", -0.6)
+    assert pf.explained("D", 0.05) == pytest.approx(0.2)  # the probe's threshold bounds it
