@@ -71,6 +71,9 @@ class Preflight:
     #: code no slower (passes confirmed and ``machine`` alike: `explained`).
     changes: dict[str, list[float]] = field(default_factory=dict)
     cleared: dict[str, list[float]] = field(default_factory=dict)
+    #: Per baseline commit whose hour explained more than half the floor: the floor's
+    #: tolerance (`explained`, for the summary's line: `describe_hour`).
+    explained_at: dict[str, float] = field(default_factory=dict)
     #: Hardware keys whose probe this process measured for ``--mxperf-update``.
     calibrated: set[str] = field(default_factory=set)
 
@@ -110,7 +113,26 @@ class Preflight:
         cleared = self.cleared.get(sha, [])
         if len(cleared) < HOUR_CASES:
             return floor
-        return max(floor, min(-statistics.median(cleared), 1 - 1 / THRESHOLD))
+        explained = min(-statistics.median(cleared), 1 - 1 / THRESHOLD)
+        if explained <= floor:
+            return floor
+        self.explained_at[sha] = tolerance
+        return explained
+
+    def describe_hour(self) -> list[str]:
+        """The summary's lines on the hours that explained more than half the floor: how far
+        below its figures the run measured, which pairs said so, where pairing started."""
+        lines = []
+        for sha, tolerance in self.explained_at.items():
+            median = statistics.median(self.changes[sha])
+            cleared = ", ".join(f"{c:+.1%}" for c in self.cleared[sha])
+            lines.append(
+                f"mxperf: a slower hour: the cases judged against the figures of {sha[:10]} "
+                f"measured a median {median:+.1%} against them, and {len(self.cleared[sha])} "
+                f"cases' own pairs found the code no slower ({cleared}): a passing case was "
+                f"paired only {tolerance / 2:.1%} or more below the hour"
+            )
+        return lines
 
     def note_cleared(self, sha: str, change: float) -> None:
         """A case ``change`` below ``sha``'s figures that its own pair found no slower."""

@@ -323,6 +323,7 @@ class MxperfSession:
         calibration = self.preflight.describe()
         if calibration is not None:
             out.append(("line", calibration, {}))
+        out += [("line", line, {}) for line in self.preflight.describe_hour()]
         out += [("line", f"mxperf: baseline written: {w}", {}) for w in self.stored.written]
         out += [("line", f"mxperf: not stored as baseline: {w}", {}) for w in self.stored.skipped]
         if self.settings.json and self.report_path == Path(self.settings.json):

@@ -566,6 +566,13 @@ def test_a_slower_hour_the_probe_misses_is_told_by_the_cases_and_their_pairs(
     changes = {c["key"][0]: c["verdict"]["change"] for c in report["cases"]}
     assert changes == dict.fromkeys("abcde", pytest.approx(1 / 1.09 - 1, abs=0.01))
     assert {c["verdict"]["status"] for c in report["cases"]} == {"pass"}
+    result.stdout.re_match_lines(
+        [
+            r"mxperf: a slower hour: the cases judged against the figures of \w{10} measured a "
+            r"median -8\.\d% against them, and 2 cases' own pairs found the code no slower "
+            r"\(-8\.\d%, -8\.\d%\): a passing case was paired only 2\.5% or more below the hour"
+        ]
+    )
     # A real loss on top of that hour, still within the noisy threshold: beyond the hour by
     # more than half the floor, so paired, and it fails.
     fake_pytester.makepyfile(test_suite=FIVE_SUITE.format(e=90.0))

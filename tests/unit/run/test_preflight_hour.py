@@ -42,3 +42,19 @@ def test_the_hour_explains_more_than_half_the_floor_once_pairs_cleared_the_drop(
     pf.note_cleared("D", -0.5)
     pf.note_cleared("D", -0.6)
     assert pf.explained("D", 0.05) == pytest.approx(0.2)  # the probe's threshold bounds it
+
+
+def test_the_summary_says_which_hour_explained_more_than_half_the_floor() -> None:
+    pf = Preflight()
+    for change in (-0.08, -0.12, -0.10):
+        pf.hour("A", change)
+    pf.note_cleared("A", -0.08)
+    assert pf.describe_hour() == []  # one cleared case explains nothing yet
+    pf.note_cleared("A", -0.12)
+    assert pf.explained("A", 0.05) == pytest.approx(0.10)
+    (line,) = pf.describe_hour()
+    assert line == (
+        "mxperf: a slower hour: the cases judged against the figures of A measured a median "
+        "-10.0% against them, and 2 cases' own pairs found the code no slower (-8.0%, -12.0%): "
+        "a passing case was paired only 2.5% or more below the hour"
+    )
