@@ -11,6 +11,8 @@ import os
 import pkgutil
 import sys
 import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Callable
 
 import pytest
@@ -18,6 +20,7 @@ from _pytest import config as pytest_config
 
 import pytest_mxperf
 from pytest_mxperf.paired.forkserver import PRELOAD_ENV
+from pytest_mxperf.testing.procs import descendants, gone
 from pytest_mxperf.testing.repos import git
 from pytest_mxperf.testing.unprobed import UNPROBED_CONFTEST
 
@@ -85,6 +88,9 @@ FAKE_SIDE_PRELOAD = ",".join(
         *_OTHER_PLUGINS,
     ]
 )
+
+#: Whether /proc lists this machine's processes (Linux): `fake_pytester` checks its tests' then.
+_PROC = Path("/proc/self/stat").exists()
 
 FAKE_BACKEND_CONFTEST = """
 import pytest
@@ -203,12 +209,13 @@ def fake_pytester(
     pytester: pytest.Pytester,
     monkeypatch: pytest.MonkeyPatch,
     tmp_path_factory: pytest.TempPathFactory,
-) -> pytest.Pytester:
+) -> Iterator[pytest.Pytester]:
     """A pytester whose runs measure with `pytest_mxperf.testing.FakeBackend`.
 
     Its runs get a temporary directory of their own (in-process and in subprocesses), so the
     machine-wide device locks they take are theirs alone: a fake measurement never waits for a
-    real benchmark running on this machine, nor holds one up."""
+    real benchmark running on this machine, nor holds one up. A process its runs started and
+    left running fails the test (where /proc tells)."""
     for name in list(os.environ):
         if name.startswith("PYTEST_MXPERF_") or name in ("GITHUB_SHA", "CI_COMMIT_SHA"):
             monkeypatch.delenv(name)
@@ -222,7 +229,11 @@ def fake_pytester(
     # would be served from pytest's cached rewrite of the old one (seen with pytest 8.4).
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
     pytester.makeconftest(FAKE_BACKEND_CONFTEST)
-    return pytester
+    before = set(descendants(os.getpid())) if _PROC else set()
+    yield pytester
+    # No process a test's runs started (fork servers, their importer, sides) outlives it.
+    left = [pid for pid in descendants(os.getpid()) if pid not in before] if _PROC else []
+    assert gone(left, within=10), f"processes outlived the test: {left}"
 
 
 @pytest.fixture
