@@ -121,13 +121,16 @@ class Preflight:
 
     def describe_hour(self) -> list[str]:
         """The summary's lines on the hours that explained more than half the floor: how far
-        below its figures the run measured, which pairs said so, where pairing started."""
+        below its figures the run measured, which pairs said so, where pairing started (none
+        once a joint pair judged the run: its own line says why)."""
+        if self.data is not None:
+            return []
         lines = []
         for sha, tolerance in self.explained_at.items():
             median = statistics.median(self.changes[sha])
             cleared = ", ".join(f"{c:+.1%}" for c in self.cleared[sha])
             lines.append(
-                f"mxperf: a slower hour: the cases judged against the figures of {sha[:10]} "
+                f"mxperf: a slower hour: the cases compared with the figures of {sha[:10]} "
                 f"measured a median {median:+.1%} against them, and {len(self.cleared[sha])} "
                 f"cases' own pairs found the code no slower ({cleared}): a passing case was "
                 f"paired only {tolerance / 2:.1%} or more below the hour"

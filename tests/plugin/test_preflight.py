@@ -568,7 +568,7 @@ def test_a_slower_hour_the_probe_misses_is_told_by_the_cases_and_their_pairs(
     assert {c["verdict"]["status"] for c in report["cases"]} == {"pass"}
     result.stdout.re_match_lines(
         [
-            r"mxperf: a slower hour: the cases judged against the figures of \w{10} measured a "
+            r"mxperf: a slower hour: the cases compared with the figures of \w{10} measured a "
             r"median -8\.\d% against them, and 2 cases' own pairs found the code no slower "
             r"\(-8\.\d%, -8\.\d%\): a passing case was paired only 2\.5% or more below the hour"
         ]

@@ -54,7 +54,7 @@ def test_the_summary_says_which_hour_explained_more_than_half_the_floor() -> Non
     assert pf.explained("A", 0.05) == pytest.approx(0.10)
     (line,) = pf.describe_hour()
     assert line == (
-        "mxperf: a slower hour: the cases judged against the figures of A measured a median "
+        "mxperf: a slower hour: the cases compared with the figures of A measured a median "
         "-10.0% against them, and 2 cases' own pairs found the code no slower (-8.0%, -12.0%): "
         "a passing case was paired only 2.5% or more below the hour"
     )
