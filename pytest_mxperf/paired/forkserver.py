@@ -1,6 +1,5 @@
 """A fork server for the sides of a paired run: one process imports Python, pytest, this plugin
-and MXNet once; both sides' servers are forked from it (`ForkServer.twins`: the sides share
-this environment and CPUs), and every side of every round is a child forked from its server.
+and MXNet once; every side of every round is a child forked from it.
 
 A side of a round is still a process of its own (its own pytest session, MXNet engine state and
 memory; nothing a child does reaches the next one), but it no longer pays the interpreter start
@@ -9,12 +8,10 @@ after import (its engine stops and restarts its threads around ``fork``); no ope
 in the server, so no OpenMP pool or device context is inherited.
 
 Protocol, one JSON object per line: the controller writes ``{"args", "cwd", "log"}`` to the
-server's request pipe; the server forks, answers ``{"pid"}`` on its answer pipe, and
-``{"exit"}`` once the child is done. A server and each child start their own session (a pid is
-its process group), so the controller kills a child and whatever it started exactly as
-`procgroup.run_bounded` does, and one server without its twin. The server exits, killing a
-running child, when its request pipe closes: with the controller's `ForkServer.close` or its
-death; the importer exits once its servers have.
+server's stdin; the server forks, answers ``{"pid"}``, and ``{"exit"}`` once the child is done.
+A child starts its own session (its pid is its process group), so the controller kills it and
+whatever it started exactly as `procgroup.run_bounded` does. The server exits, killing a
+running child, when its stdin closes: with the controller's `ForkServer.close` or its death.
 """
 
 from __future__ import annotations
@@ -31,7 +28,6 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from pytest_mxperf.paired.forkcode import SERVER
 from pytest_mxperf.system import cpus as cpu_sets
 from pytest_mxperf.system import pluginpath, procgroup, scratch
 
@@ -43,29 +39,74 @@ DEFAULT_PRELOAD = "mxnet"
 #: Seconds the server may take to start (imports included) before it is given up on.
 START_TIMEOUT = 120.0
 
+SERVER = r"""
+import json, os, select, signal, sys, traceback
+sys.path.insert(0, {root!r})
+import pytest, pytest_mxperf.plugin
+for name in filter(None, os.environ.get({preload_env!r}, {default!r}).split(",")):
+    try:
+        if name.strip() == "mxnet":
+            from pytest_mxperf.system.mxnet_import import import_mxnet
+            import_mxnet()
+        else:
+            __import__(name.strip())
+    except Exception:
+        pass  # the child imports it again and reports why it cannot
+from pytest_mxperf.system.scratch import share_worker_tempdir
+share_worker_tempdir()  # the children's data-loader workers share it; removed as this exits
+if {pin!r} is not None:  # imported elsewhere (beside another server): to the side's CPUs now
+    from pytest_mxperf.system.cpus import pin_threads
+    pin_threads({pin!r})
+import gc
+gc.freeze()  # what was imported stays out of the children's collections (pytest runs several)
+
+def child(req):
+    os.setsid()
+    try:  # die with the server, whatever kills it
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+    fd = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0); os.dup2(fd, 1); os.dup2(fd, 2)
+    code = 4
+    try:
+        os.chdir(req["cwd"])
+        sys.argv = ["pytest", *req["args"]]
+        code = int(pytest.main(req["args"]))
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush(); sys.stderr.flush()
+        os._exit(code)
+
+def answer(obj):
+    sys.stdout.write(json.dumps(obj) + "\n"); sys.stdout.flush()
+
+answer({{"ready": os.getpid()}})
+for line in sys.stdin:
+    req = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        child(req)
+    answer({{"pid": pid}})
+    while True:
+        ready, _, _ = select.select([sys.stdin], [], [], 0.05)
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            answer({{"exit": os.waitstatus_to_exitcode(status)}})
+            break
+        if ready and not sys.stdin.buffer.peek(1):  # the controller is gone
+            try: os.killpg(pid, signal.SIGKILL)
+            except OSError: pass
+            os.waitpid(pid, 0)
+            sys.exit(0)
+"""
+
 
 class ForkServerError(RuntimeError):
     """The server could not start or stopped answering; the side runs as a plain process."""
-
-
-class _Importer:
-    """The process that imports once and forks the servers that share it; it exits once they
-    have all exited. Its last server's `ForkServer.close` reaps it."""
-
-    def __init__(self, proc: subprocess.Popen[bytes], servers: int) -> None:
-        self.proc = proc
-        self.open = servers
-
-    def server_closed(self) -> None:
-        self.open -= 1
-        if self.open == 0:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout=5.0)
-            procgroup.kill_group(self.proc, 1.0)
-
-
-#: A server's importer, and the pipes it takes requests from and answers on.
-_Channel = tuple[_Importer, IO[bytes], IO[bytes]]
 
 
 class ForkServer:
@@ -73,9 +114,8 @@ class ForkServer:
     `procgroup.run_bounded`. With ``cpus``, the server is pinned to them before it imports
     anything, and so is every child (MXNet sizes its thread pool from the CPUs a process may
     use). With ``import_cpus`` (as many CPUs as ``cpus``: the same thread pool), it imports
-    pinned there and moves to ``cpus`` before it is ready. With ``wait`` False the server is
-    started but not waited for: call `wait_ready`. `twins` starts servers that share one
-    import (the sides of a pair: the same environment and CPUs)."""
+    pinned there and moves to ``cpus`` before it is ready, so two servers can import at once.
+    With ``wait`` False the server is started but not waited for: call `wait_ready`."""
 
     def __init__(
         self,
@@ -84,35 +124,41 @@ class ForkServer:
         cpus: Collection[int] | None = None,
         import_cpus: Collection[int] | None = None,
         wait: bool = True,
-        *,
-        channel: _Channel | None = None,
     ) -> None:
-        # ``channel``: a server `twins` started (its importer, request and answer pipes).
-        if channel is None:
-            (channel,) = _start(env, 1, python, cpus, import_cpus)
-        self._importer, self._requests, self._answers = channel
+        if import_cpus is not None and (cpus is None or len(set(import_cpus)) != len(set(cpus))):
+            raise ValueError("import_cpus needs cpus, and as many CPUs as they have")
+        moved = import_cpus is not None and set(import_cpus) != set(cpus or ())
+        code = SERVER.format(
+            root=pluginpath.import_root(),
+            preload_env=PRELOAD_ENV,
+            # The server reads PRELOAD_ENV from ``env`` first: the default only where it is unset
+            # (working it out imports the whole package and reads every distribution's entry
+            # points, about 0.2 s the first time).
+            default="" if PRELOAD_ENV in env else default_preload(),
+            pin=sorted(cpus) if moved and cpus is not None else None,
+        )
         self._started = time.monotonic()
-        #: The server's pid (its own process group); 0 until it is ready.
-        self.pid = 0
-        self._closed = False
+        self._proc = subprocess.Popen(
+            [python, "-c", code],
+            env=dict(env),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=cpu_sets.pinning(import_cpus if moved else cpus),
+        )
+        #: The server's pid (its own process group).
+        self.pid = self._proc.pid
+        self._ready = False
         if wait:
             self.wait_ready()
-
-    @classmethod
-    def twins(
-        cls, env: Mapping[str, str], count: int, cpus: Collection[int] | None = None
-    ) -> list[ForkServer]:
-        """``count`` servers forked from one process that imported once (as a fresh server
-        would, in ``env`` and this process's working directory), not waited for."""
-        started = _start(env, count, sys.executable, cpus, None)
-        return [cls(env, cpus=cpus, wait=False, channel=channel) for channel in started]
 
     def wait_ready(self) -> None:
         """Wait until the server has imported what it preloads (at most `START_TIMEOUT` from
         its start; at once when it has); a server that fails to start is closed.
 
         :raises ForkServerError: it did not start."""
-        if self.pid:
+        if self._ready:
             return
         try:
             ready = self._read(START_TIMEOUT - (time.monotonic() - self._started))
@@ -122,19 +168,21 @@ class ForkServer:
         if "ready" not in ready:
             self.close()
             raise ForkServerError(f"unexpected first answer {ready!r}")
-        self.pid = int(ready["ready"])
+        self._ready = True
 
     def alive(self) -> bool:
-        return not self._closed and self.pid > 0 and procgroup.group_alive(self.pid)
+        return self._proc.poll() is None
 
     def _read(self, timeout: float) -> dict[str, Any]:
         """The server's next answer; raises ForkServerError when it is gone or silent."""
-        ready, _, _ = select.select([self._answers], [], [], max(0.0, timeout))
+        out: IO[bytes] | None = self._proc.stdout
+        assert out is not None
+        ready, _, _ = select.select([out], [], [], max(0.0, timeout))
         if not ready:
             raise ForkServerError(f"no answer in {timeout:g} s")
-        line = self._answers.readline()
+        line = out.readline()
         if not line:
-            raise ForkServerError("the server exited")
+            raise ForkServerError(f"the server exited (code {self._proc.poll()})")
         answer: dict[str, Any] = json.loads(line)
         return answer
 
@@ -150,9 +198,11 @@ class ForkServer:
             log = Path(tmp) / "out.log"
             start = time.monotonic()
             request = {"args": list(args), "cwd": str(cwd), "log": str(log)}
+            stdin = self._proc.stdin
+            assert stdin is not None
             try:
-                self._requests.write((json.dumps(request) + "\n").encode())
-                self._requests.flush()
+                stdin.write((json.dumps(request) + "\n").encode())
+                stdin.flush()
             except OSError as exc:
                 raise ForkServerError(f"the server does not take requests ({exc})") from None
             pid = int(self._read(START_TIMEOUT)["pid"])
@@ -162,7 +212,7 @@ class ForkServer:
                 try:
                     code = int(self._read(remaining)["exit"])
                 except ForkServerError:
-                    if not self.alive():
+                    if self._proc.poll() is not None:
                         raise
                     timed_out = True
             finally:
@@ -184,82 +234,33 @@ class ForkServer:
         procgroup.wait_group_gone(pid)
 
     def close(self) -> None:
-        """Stop the server: its request pipe closes, it kills a running child and exits; what
-        is left of its group after a moment is killed."""
-        if self._closed:
-            return
-        self._closed = True
-        with contextlib.suppress(OSError):
-            self._requests.close()
-        if not self.pid:  # not waited for: it may have started meanwhile
-            with contextlib.suppress(ForkServerError, ValueError, TypeError):
-                self.pid = int(self._read(0.0).get("ready", 0))
-        if self.pid:
-            deadline = time.monotonic() + 5.0
-            while _running(self.pid) and time.monotonic() < deadline:
-                time.sleep(0.01)
-            procgroup.end_group(self.pid, 1.0)
-            procgroup.wait_group_gone(self.pid)
-        self._answers.close()
-        self._importer.server_closed()
+        """Stop the server: its stdin closes, it kills a running child and exits; what is left
+        of its group after a moment is killed."""
+        proc = self._proc
+        if proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5.0)
+        procgroup.kill_group(proc, 1.0)
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
-def _running(pid: int) -> bool:
-    """Whether ``pid`` runs (its parent, the importer, reaps it as it exits)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def _start(
-    env: Mapping[str, str],
-    count: int,
-    python: str,
-    cpus: Collection[int] | None,
-    import_cpus: Collection[int] | None,
-) -> list[_Channel]:
-    """Start the importer of ``count`` servers: each server's request and answer pipes."""
-    if import_cpus is not None and (cpus is None or len(set(import_cpus)) != len(set(cpus))):
-        raise ValueError("import_cpus needs cpus, and as many CPUs as they have")
-    moved = import_cpus is not None and set(import_cpus) != set(cpus or ())
-    code = SERVER.format(
-        root=pluginpath.import_root(),
-        preload_env=PRELOAD_ENV,
-        # The server reads PRELOAD_ENV from ``env`` first: the default only where it is unset
-        # (working it out imports the whole package and reads every distribution's entry
-        # points, about 0.2 s the first time).
-        default="" if PRELOAD_ENV in env else default_preload(),
-        pin=sorted(cpus) if moved and cpus is not None else None,
-    )
-    ours, theirs = [], []
-    for _ in range(count):
-        (req_r, req_w), (ans_r, ans_w) = os.pipe(), os.pipe()
-        # Answers unbuffered: a line read ahead into a buffer would wait for `select` in vain.
-        ours.append((os.fdopen(req_w, "wb"), os.fdopen(ans_r, "rb", buffering=0)))
-        theirs.append((req_r, ans_w))
-    try:
-        proc = subprocess.Popen(
-            [python, "-c", code, json.dumps(theirs)],
-            env=dict(env),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-            pass_fds=[fd for pair in theirs for fd in pair],
-            preexec_fn=cpu_sets.pinning(import_cpus if moved else cpus),
-        )
-    except BaseException:
-        for pipes in ours:
-            for pipe in pipes:
-                pipe.close()
-        raise
-    finally:
-        for fd in (fd for pair in theirs for fd in pair):
-            os.close(fd)
-    importer = _Importer(proc, count)
-    return [(importer, requests, answers) for requests, answers in ours]
+def import_places(
+    cpus: frozenset[int] | None, usable: frozenset[int] | None, count: int
+) -> list[frozenset[int] | None] | None:
+    """Where ``count`` servers whose sides run on ``cpus`` import MXNet at once: the first on
+    ``cpus``, each other on as many CPUs of its own (an equal count gives the same thread pool);
+    all anywhere when the sides are not pinned. None when there are not enough CPUs to spare:
+    then they start one after the other on ``cpus`` (two imports on one CPU gain nothing)."""
+    if cpus is None:
+        return [None] * count
+    spare = sorted((usable or frozenset()) - cpus)
+    size = len(cpus)
+    if len(spare) < size * (count - 1):
+        return None
+    return [cpus, *(frozenset(spare[i * size : (i + 1) * size]) for i in range(count - 1))]
 
 
 def default_preload() -> str:

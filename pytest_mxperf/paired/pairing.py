@@ -80,8 +80,9 @@ class Pairer:
         self.first_seconds = 0.0
         self._servers: dict[str, ForkServer] = {}
         self._servers_tried: set[str] = set()
-        #: Servers started and not yet waited for.
+        #: Servers started and not yet waited for, and sides whose server starts after them.
         self._servers_starting: list[tuple[str, ForkServer]] = []
+        self._servers_later: list[str] = []
         #: The CPUs both sides are pinned to (`pytest_mxperf.system.cpus`; None: not pinned).
         self.cpus = cpu_sets.for_sides(settings.pair_cpus)
         usable = cpu_sets.available()
@@ -107,24 +108,36 @@ class Pairer:
 
     def start_servers(self) -> None:
         """Start both sides' fork servers without waiting for them (`server` does), so their
-        imports overlap whatever this process does meanwhile (collecting the tests). Both are
-        forked from one process that imports once: the sides share this environment and CPUs."""
+        imports overlap whatever this process does meanwhile (collecting the tests): at once
+        where each can import MXNet on CPUs of its own (`forkserver.import_places`), else the
+        first now and the other once the first is ready."""
         if self.settings.env_command or not forkserver.available():
             return
         sides = [s for s in (HEAD, REV) if s not in self._servers_tried]
         self._servers_tried.update(sides)
+        places = forkserver.import_places(self.cpus, cpu_sets.available(), len(sides))
+        if places is None:  # two imports on the sides' CPUs gain nothing: one after the other
+            self._servers_later += sides[1:]
+            sides, places = sides[:1], [None]
+        for side, place in zip(sides, places):
+            self._launch_server(side, place)
+
+    def _launch_server(self, side: str, place: frozenset[int] | None) -> None:
         with contextlib.suppress(ForkServerError, OSError):
-            for side, srv in zip(sides, ForkServer.twins(side_env(), len(sides), self.cpus)):
-                self._stack.callback(srv.close)
-                self._servers_starting.append((side, srv))
+            srv = ForkServer(side_env(), cpus=self.cpus, import_cpus=place, wait=False)
+            self._stack.callback(srv.close)
+            self._servers_starting.append((side, srv))
 
     def _settle_servers(self) -> None:
-        """Wait for the servers started."""
-        for side, srv in self._servers_starting:
-            with contextlib.suppress(ForkServerError, OSError):
-                srv.wait_ready()
-                self._servers[side] = srv
-        self._servers_starting.clear()
+        """Wait for the servers started; then start those left for later, one at a time."""
+        while self._servers_starting or self._servers_later:
+            for side, srv in self._servers_starting:
+                with contextlib.suppress(ForkServerError, OSError):
+                    srv.wait_ready()
+                    self._servers[side] = srv
+            self._servers_starting.clear()
+            if self._servers_later:
+                self._launch_server(self._servers_later.pop(0), None)
 
     def _tree(self, sha: str) -> Path:
         if sha not in self._trees:

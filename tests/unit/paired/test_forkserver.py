@@ -175,22 +175,15 @@ def test_ctrl_c_while_waiting_kills_the_side(server: ForkServer, tmp_path: Path)
 CONTROLLER = """
 import os, sys
 from pytest_mxperf.paired.forkserver import ForkServer
-servers = ForkServer.twins(dict(os.environ), {count})
-for srv in servers:
-    srv.wait_ready()
-importer = open(f"/proc/{{servers[0].pid}}/stat").read().rsplit(")", 1)[1].split()[1]
-print(importer, *(srv.pid for srv in servers), flush=True)
-servers[-1].run({args!r}, cwd={cwd!r}, timeout=120)
+srv = ForkServer(dict(os.environ))
+print(srv.pid, flush=True)
+srv.run({args!r}, cwd={cwd!r}, timeout=120)
 """
 
 
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
-@pytest.mark.parametrize("count", [1, 2])
-def test_a_dead_controller_takes_the_servers_their_importer_and_the_side_along(
-    tmp_path: Path, count: int
-) -> None:
+def test_a_dead_controller_takes_the_server_and_its_side_along(tmp_path: Path) -> None:
     (tmp_path / "test_hangs.py").write_text(HANGS)
-    code = CONTROLLER.format(count=count, args=[*ARGS, "test_hangs.py"], cwd=str(tmp_path))
+    code = CONTROLLER.format(args=[*ARGS, "test_hangs.py"], cwd=str(tmp_path))
     # A SIGKILLed controller cannot remove its temporary directory: keep it in tmp_path.
     env = dict(os.environ, **{PRELOAD_ENV: "", "TMPDIR": str(tmp_path)})
     controller = subprocess.Popen(
@@ -198,12 +191,11 @@ def test_a_dead_controller_takes_the_servers_their_importer_and_the_side_along(
     )
     try:
         assert controller.stdout is not None
-        started = [int(pid) for pid in controller.stdout.readline().split()]
-        assert len(started) == count + 1
+        server_pid = int(controller.stdout.readline())
         side, sleeper = _pids(tmp_path)
-        controller.kill()  # no cleanup code runs: only the closed pipes tell the servers
+        controller.kill()  # no cleanup code runs: only the closed pipe tells the server
         controller.wait()
-        assert _gone(*started, side, sleeper, within=10)
+        assert _gone(server_pid, side, sleeper, within=10)
     finally:
         if controller.poll() is None:
             controller.kill()
@@ -212,47 +204,26 @@ def test_a_dead_controller_takes_the_servers_their_importer_and_the_side_along(
             controller.stdout.close()
 
 
-def _parent(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+@pytest.mark.parametrize(
+    ("cpus", "usable", "count", "places"),
+    [
+        ({1}, {0, 1}, 2, [{1}, {0}]),
+        ({2, 3}, {0, 1, 2, 3}, 2, [{2, 3}, {0, 1}]),
+        ({1, 2}, {0, 1, 2}, 2, None),  # one CPU to spare is not two: one after the other
+        ({1}, {1}, 2, None),
+        ({1}, None, 2, None),
+        (None, {0, 1}, 2, [None, None]),  # not pinned: at once, anywhere
+        ({1}, {1}, 1, [{1}]),
+    ],
+)
+def test_servers_import_at_once_only_on_as_many_cpus_of_their_own(
+    cpus: set[int] | None, usable: set[int] | None, count: int, places: list[set[int] | None]
+) -> None:
+    def f(c: set[int] | None) -> frozenset[int] | None:
+        return None if c is None else frozenset(c)
 
-
-TWIN_SIDE = """
-import os, sys
-def test_side():
-    print("side", os.getppid(), os.environ["TWIN_MARK"], "wave" in sys.modules, os.getcwd())
-"""
-
-
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
-def test_twins_share_one_import_serve_alone_and_nothing_outlives_them(tmp_path: Path) -> None:
-    (tmp_path / "side").mkdir()
-    (tmp_path / "side" / "test_side.py").write_text(TWIN_SIDE)
-    env = dict(os.environ, TWIN_MARK="marked", **{PRELOAD_ENV: "wave"})
-    servers = ForkServer.twins(env, 2)
-    try:
-        for srv in servers:
-            srv.wait_ready()
-        first, second = servers
-        importer = _parent(first.pid)
-        # Two servers of their own, forked from one process that imported once.
-        assert first.pid != second.pid and _parent(second.pid) == importer != os.getpid()
-        assert Path(f"/proc/{first.pid}/cwd").resolve() == Path.cwd().resolve()
-        for srv in servers:  # each forks its sides as a fresh server would, in ``env``
-            done = srv.run([*ARGS, "test_side.py"], cwd=tmp_path / "side", timeout=60)
-            assert done.returncode == 0, done.tail
-            line = next(t for t in done.tail.splitlines() if t.startswith("side"))
-            resolved = str((tmp_path / "side").resolve())
-            assert line.split() == ["side", str(srv.pid), "marked", "True", resolved]
-        first.close()
-        assert _gone(first.pid) and not first.alive()
-        # The twin goes on serving alone; its importer waits for it.
-        assert second.alive() and _alive(importer)
-        again = second.run([*ARGS, "test_side.py"], cwd=tmp_path / "side", timeout=60)
-        assert again.returncode == 0, again.tail
-    finally:
-        for srv in servers:
-            srv.close()
-    assert _gone(*(srv.pid for srv in servers), importer)
+    got = forkserver.import_places(f(cpus), f(usable), count)
+    assert got == (None if places is None else [f(p) for p in places])
 
 
 def test_a_server_imports_elsewhere_only_on_as_many_cpus() -> None:

@@ -10,7 +10,7 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Optional
 
 import pytest
 
@@ -349,17 +349,18 @@ def test_sides_set_up_at_once_only_on_cpu_runs_with_a_cpu_to_spare(
 
 
 class RecordedServer:
-    """Stands in for `forkserver.ForkServer`: records how the servers were started (`twins`:
-    one import, forked ``count`` times) and waited for."""
+    """Stands in for `forkserver.ForkServer`: records how each was started and waited for."""
 
     log: ClassVar[list[tuple[str, object]]] = []
 
-    @classmethod
-    def twins(
-        cls, env: dict[str, str], count: int, cpus: frozenset[int] | None = None
-    ) -> list[RecordedServer]:
-        cls.log.append(("twins", (cpus, count)))
-        return [cls() for _ in range(count)]
+    def __init__(
+        self,
+        env: dict[str, str],
+        cpus: frozenset[int] | None = None,
+        import_cpus: frozenset[int] | None = None,
+        wait: bool = True,
+    ) -> None:
+        self.log.append(("start", (cpus, import_cpus, wait)))
 
     def wait_ready(self) -> None:
         self.log.append(("wait", None))
@@ -371,32 +372,52 @@ class RecordedServer:
         pass
 
 
+# Optional, not ``X | None``: evaluated at import, and Python 3.9 has no ``|`` between types.
+Start = tuple[Optional[set[int]], Optional[set[int]]]
+
+
 @pytest.mark.parametrize(
-    ("usable", "pin", "pinned"),
+    ("usable", "pin", "started", "at_once"),
     [
-        ({0, 1}, "1", {1}),
-        ({1}, "1", {1}),
-        ({0, 1}, "0-1", {0, 1}),
-        ({0, 1}, "off", None),  # not pinned: anywhere
+        # On the timing CPU and on the other at once, both then on CPU 1; waited for after.
+        ({0, 1}, "1", [({1}, {1}), ({1}, {0})], True),
+        # No CPU to spare: the second starts once the first is ready.
+        ({1}, "1", [({1}, None), ({1}, None)], False),
+        ({0, 1}, "0-1", [({0, 1}, None), ({0, 1}, None)], False),
+        # Not pinned: both at once, anywhere.
+        ({0, 1}, "off", [(None, None), (None, None)], True),
     ],
 )
-def test_both_sides_fork_servers_come_from_one_import_on_the_sides_cpus(
+def test_both_sides_fork_servers_start_at_once_where_each_can_import_on_cpus_of_its_own(
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
     usable: set[int],
     pin: str,
-    pinned: set[int] | None,
+    started: list[Start],
+    at_once: bool,
 ) -> None:
     monkeypatch.setattr(cpus, "available", lambda: frozenset(usable))
     monkeypatch.setattr(pairing, "ForkServer", RecordedServer)
     monkeypatch.setattr(RecordedServer, "log", [])
     pairer = pairing.Pairer(Settings(pair_cpus=pin), tmp_path, tmp_path, overlap=True)
+
+    def start(c: set[int] | None, i: set[int] | None) -> tuple[str, object]:
+        return (
+            "start",
+            (None if c is None else frozenset(c), None if i is None else frozenset(i), False),
+        )
+
     # At the session's start nothing waits; a server asked for waits for what was started.
     pairer.start_servers()
-    started = ("twins", (None if pinned is None else frozenset(pinned), 2))
-    assert RecordedServer.log == [started]
+    assert RecordedServer.log == [start(*started[0]), *([start(*started[1])] if at_once else [])]
     assert pairer.server(pairdata.HEAD) is not None and pairer.server(pairdata.REV) is not None
-    assert RecordedServer.log == [started, ("wait", None), ("wait", None)]
+    wait = ("wait", None)
+    expected = (
+        [start(*started[0]), start(*started[1]), wait, wait]
+        if at_once
+        else [start(*started[0]), wait, start(*started[1]), wait]
+    )
+    assert RecordedServer.log == expected
     pairer.close()
 
 
@@ -408,9 +429,9 @@ def test_a_server_asked_for_first_starts_both(
     monkeypatch.setattr(RecordedServer, "log", [])
     pairer = pairing.Pairer(Settings(pair_cpus="1"), tmp_path, tmp_path, overlap=True)
     assert pairer.server(pairdata.REV) is not None
-    assert RecordedServer.log == [("twins", (frozenset({1}), 2)), ("wait", None), ("wait", None)]
+    assert [what for what, _ in RecordedServer.log] == ["start", "start", "wait", "wait"]
     assert pairer.server(pairdata.HEAD) is not None
-    assert len(RecordedServer.log) == 3  # started once
+    assert len(RecordedServer.log) == 4  # started once
     pairer.close()
 
 
