@@ -19,10 +19,14 @@ import pytest
 from _pytest import config as pytest_config
 
 import pytest_mxperf
+from pytest_mxperf.config.options import SPECS_BY_NAME
 from pytest_mxperf.paired.forkserver import PRELOAD_ENV
 from pytest_mxperf.testing.procs import descendants, gone
 from pytest_mxperf.testing.repos import git
 from pytest_mxperf.testing.unprobed import UNPROBED_CONFTEST
+
+#: The environment variable of ``--mxperf-pair-cpus``.
+PAIR_CPUS_ENV = SPECS_BY_NAME["pair_cpus"].env
 
 #: A user's project that scripts/wheel_check.sh runs with the installed wheel: not this suite's.
 collect_ignore = ["tests/data"]
@@ -221,6 +225,10 @@ def fake_pytester(
             monkeypatch.delenv(name)
     # The fake back end needs no MXNet: paired runs' fork servers need not import it.
     monkeypatch.setenv(PRELOAD_ENV, FAKE_SIDE_PRELOAD)
+    # Nor has it threads to size to CPUs: its sides are not pinned (with `auto` the sides of
+    # both xdist workers' paired runs crowd onto the upper CPU while the other idles). The
+    # pinning itself: test_paired_lockstep (the flag) and `real_pytester` (the default).
+    monkeypatch.setenv(PAIR_CPUS_ENV, "off")
     own_tmp = str(tmp_path_factory.mktemp("tmpdir"))
     monkeypatch.setenv("TMPDIR", own_tmp)
     monkeypatch.setattr(tempfile, "tempdir", own_tmp)
@@ -248,6 +256,7 @@ def real_pytester(
     side)."""
     (fake_pytester.path / "conftest.py").write_text(UNPROBED_CONFTEST)
     monkeypatch.delenv(PRELOAD_ENV)
+    monkeypatch.delenv(PAIR_CPUS_ENV)  # pinned as a user's paired run is (auto)
     return fake_pytester
 
 
