@@ -32,6 +32,8 @@ class SessionHooks:
         self.config = config
         self.session = session
         session.tell = self.tell
+        #: Every plugin's ``pytest_collection_modifyitems`` ran (``-k``, ``-m`` applied).
+        self.selected = False
 
     def tell(self, text: str) -> None:
         """One line on the terminal now, whatever the capture (stderr where there is no
@@ -79,10 +81,17 @@ class SessionHooks:
         if self.session.settings.ab and not self.session.is_worker:  # as collection_finish
             self.session.pairer.start_servers()
 
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self) -> None:
+        self.selected = True
+
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         """``--mxperf-ab``: measure both sides of every selected benchmark before the tests
-        run; each test then judges its cases from the pairs."""
-        if not self.session.settings.ab or self.session.is_worker:
+        run; each test then judges its cases from the pairs. Not when the selection failed:
+        pytest calls this hook even after an error in ``pytest_collection_modifyitems`` (a
+        bad ``-k`` or ``-m`` expression), with every collected test still in
+        ``session.items``, and reports the error only after it."""
+        if not self.session.settings.ab or self.session.is_worker or not self.selected:
             return
         nodeids = [item.nodeid for item in session.items if is_benchmark(item)]
         if not nodeids or self.config.option.collectonly:

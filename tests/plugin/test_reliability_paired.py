@@ -160,6 +160,20 @@ def test_a_collection_error_elsewhere_stops_before_any_round(
     going_on.stdout.fnmatch_lines(["*paired run vs HEAD: round 1, *"])
 
 
+@pytest.mark.parametrize("option", ["-k", "-m"])
+def test_a_bad_selection_expression_is_a_usage_error_before_any_round(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str], option: str
+) -> None:
+    # pytest calls pytest_collection_finish even when -k or -m fails to parse, with every test
+    # still collected; the pair measured them all before the usage error was shown.
+    fake_pytester.makepyfile(test_suite=GOOD)
+    commit("base")
+    result = _paired(fake_pytester, "HEAD", option, "case and workers=0")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*Wrong expression passed to '{option}'*"])
+    assert "round 1" not in result.stdout.str()
+
+
 @pytest.mark.skipif(not hasattr(os, "getuid"), reason="flock device locks need a POSIX system")
 def test_a_paired_run_that_has_to_wait_for_the_cpu_lock_says_so(
     fake_pytester: pytest.Pytester, commit: Callable[[str], str]
