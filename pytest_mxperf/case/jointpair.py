@@ -96,10 +96,9 @@ def note_arbitrated(
     (`joint_pair`). A case that passed within its threshold and was paired for being more than
     half of it below (a pass the pair confirmed) is no such evidence: the stored figures held
     for it, as they do on a slower hour of the machine that stored them. Either is noted as a
-    drop the hour explains (`Preflight.explained`). A case the pair left
-    inconclusive is kept for that joint pair instead: it measures the case again, its own
-    pair's rounds counted as its first, and ``again`` judges it from them all
-    (`_judge_again`)."""
+    drop the hour explains (`Preflight.explained`). A case the pair left inconclusive is kept
+    for that joint pair instead: it measures the case again, its own pair's rounds counted as
+    its first, and ``again`` judges it from them all (`_judge_again`)."""
     pf = bench.session.preflight
     if (
         not sha

@@ -67,9 +67,10 @@ class Preflight:
     undecided: list[Undecided] = field(default_factory=list)
     judged_again: dict[CaseKey, str] = field(default_factory=dict)
     #: Per baseline commit, the changes against their stored figures of the cases judged so
-    #: far, in order (`hour`), and of the cases below their figures whose own pairs found the
-    #: code no slower (passes confirmed and ``machine`` alike: `explained`).
+    #: far, in order (`hour`).
     changes: dict[str, list[float]] = field(default_factory=dict)
+    #: Per baseline commit, the changes of the cases below its figures whose own pairs found
+    #: the code no slower (passes confirmed and ``machine`` alike: `explained`).
     cleared: dict[str, list[float]] = field(default_factory=dict)
     #: Per baseline commit whose hour explained more than half the floor: the floor's
     #: tolerance (`explained`, for the summary's line: `describe_hour`).
