@@ -2,7 +2,11 @@
 how often a loss put into HEAD's blocks is caught, without measuring anything.
 
 Reads the JSON reports of paired runs (``pytest --mxperf --mxperf-ab REV --mxperf-json F``; their
-``paired.rounds`` keep every block both sides timed in turns). A replayed run is one report's
+``paired.rounds`` keep every block both sides timed in turns), or of stored-baseline runs whose
+joint pair ran (``joint_pair.rounds``: a new host's, code unchanged but for a comment, is an A/A
+recording too). Models and input pipelines are tallied apart; ``--pipelines own`` tries giving
+the pipelines a round effect of their own, pooled over the run's pipelines (the product keeps
+them apart). A replayed run is one report's
 cases judged together, as a paired run judges them (the run's round effect is pooled over its
 cases, `roundeffect.round_noise`): each case's first two rounds are two of its recorded ones drawn
 at random without replacement, later ones drawn with replacement; each round's block pairs are
@@ -26,7 +30,7 @@ import argparse
 import json
 import random
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,9 +51,12 @@ class Recorded:
 def load(path: Path) -> dict[str, list[Recorded]]:
     """The interleaved rounds of every case of one report, by case key."""
     data: dict[str, Any] = json.loads(path.read_text())
-    rounds = (data.get("paired") or {}).get("rounds") or []
+    rounds = (data.get("paired") or data.get("joint_pair") or {}).get("rounds") or []
     if not rounds:
-        raise SystemExit(f"{path}: no paired rounds (a report of --mxperf-ab with --mxperf-json)")
+        raise SystemExit(
+            f"{path}: no paired rounds (a report of --mxperf-ab, or of a run whose joint pair ran,"
+            " with --mxperf-json)"
+        )
     out: dict[str, list[Recorded]] = {}
     for rnd in rounds:
         for key, head in rnd["head"]["blocks"].items():
@@ -94,8 +101,13 @@ class Rule:
     target_se: float = turns.TARGET_SE
 
 
+def is_pipeline(key: str) -> bool:
+    """Whether a case key is an input pipeline's (its mode field)."""
+    return key.split("/")[1:2] == ["pipeline"]
+
+
 def as_controller(
-    rev: tuple[float, ...], head: tuple[float, ...], rule: Rule = Rule()
+    rev: tuple[float, ...], head: tuple[float, ...], rule: Rule = Rule(), pooled: bool = True
 ) -> PairedRound:
     """The pairs the lock-step controller would have stopped at, within those recorded."""
     n = min(rule.pairs, len(rev))
@@ -104,7 +116,7 @@ def as_controller(
         if not extra or n + extra > len(rev):
             break
         n += extra
-    return PairedRound(100.0, 100.0, pairs=tuple(zip(rev[:n], head[:n])))
+    return PairedRound(100.0, 100.0, pairs=tuple(zip(rev[:n], head[:n])), pooled=pooled)
 
 
 @dataclass(frozen=True)
@@ -116,6 +128,9 @@ class Judge:
     pool: bool = True
     #: None: the product's rule (`pairstats.default_same_level`).
     same_confidence: float | None = None
+    #: Input pipelines' rounds: "apart" (neither give nor take a round effect) or "own" (a
+    #: round effect of their own, pooled over the run's pipelines only).
+    pipelines: str = "apart"
 
 
 def one_run(
@@ -124,24 +139,33 @@ def one_run(
     kind: str,
     rng: random.Random,
     judge: Judge = Judge(),
-) -> list[tuple[Decision, int, int]]:
-    """One replayed paired run of one report's cases: per case its decision, the rounds it took
-    and the block pairs they timed."""
+) -> list[tuple[Decision, int, int, bool]]:
+    """One replayed paired run of one report's cases: per case its decision, the rounds it took,
+    the block pairs they timed and whether it is an input pipeline."""
 
-    def draw(rnd: Recorded) -> PairedRound:
-        return as_controller(rnd.rev, with_loss(rnd, loss, kind, rng), judge.rule)
+    own = judge.pipelines == "own"
+
+    def draw(key: str, rnd: Recorded) -> PairedRound:
+        pooled = own or not is_pipeline(key)
+        return as_controller(rnd.rev, with_loss(rnd, loss, kind, rng), judge.rule, pooled)
 
     used = {
-        key: [draw(r) for r in rng.sample(rounds, 2)]
+        key: [draw(key, r) for r in rng.sample(rounds, 2)]
         for key, rounds in recorded.items()
         if len(rounds) >= 2
     }
     out: dict[str, tuple[Decision, int, int]] = {}
     while len(out) < len(used):
-        pooled = round_noise(used.values()) if judge.pool else None
+        groups = {
+            group: round_noise(r for k, r in used.items() if is_pipeline(k) == group)
+            if judge.pool
+            else None
+            for group in (False, True)
+        }
         for key, rounds in used.items():
             if key in out:
                 continue
+            pooled = groups[is_pipeline(key)]
             est = paired_estimate(rounds, pooled=pooled, same_confidence=judge.same_confidence)
             left = judge.max_rounds - len(rounds)
             if (
@@ -151,8 +175,31 @@ def one_run(
             ):
                 out[key] = (est.decision, len(rounds), sum(len(r.pairs) for r in rounds))
             else:
-                rounds.append(draw(rng.choice(recorded[key])))
-    return list(out.values())
+                rounds.append(draw(key, rng.choice(recorded[key])))
+    return [(*out[key], is_pipeline(key)) for key in used]
+
+
+@dataclass
+class Tally:
+    """What the replayed cases of one kind decided, and what it took."""
+
+    said: Counter[str] = field(default_factory=Counter)
+    rounds: int = 0
+    pairs: int = 0
+    cases: int = 0
+
+    def add(self, decision: Decision, rounds: int, pairs: int) -> None:
+        self.said[decision.value] += 1
+        self.rounds += rounds
+        self.pairs += pairs
+        self.cases += 1
+
+    def __str__(self) -> str:
+        shares = ", ".join(f"{k} {v / self.cases:.1%}" for k, v in sorted(self.said.items()))
+        return (
+            f"{shares}; mean rounds {self.rounds / self.cases:.2f}, "
+            f"block pairs per case {self.pairs / self.cases:.1f} ({self.cases} cases)"
+        )
 
 
 def main() -> None:
@@ -164,6 +211,12 @@ def main() -> None:
     parser.add_argument("--max-rounds", type=int, default=10, help="as --mxperf-max-rounds")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--no-pool", action="store_true", help="no round effect pooled")
+    parser.add_argument(
+        "--pipelines",
+        choices=("apart", "own"),
+        default="apart",
+        help="input pipelines: no round effect (apart, the product's) or one of their own",
+    )
     parser.add_argument(
         "--same-confidence",
         type=float,
@@ -189,7 +242,7 @@ def main() -> None:
     count = sum(1 for cases in runs for r in cases.values() if len(r) >= 2)
     if not count:
         raise SystemExit("no case was timed in turns in two rounds in these reports")
-    judge = Judge(rule, args.max_rounds, not args.no_pool, args.same_confidence)
+    judge = Judge(rule, args.max_rounds, not args.no_pool, args.same_confidence, args.pipelines)
     print(f"{len(runs)} run(s), {count} case(s) of two or more recorded rounds")
     for kind in args.kinds.split(","):
         if kind not in ("uniform", "lumpy"):
@@ -198,20 +251,16 @@ def main() -> None:
             if not 0.0 <= loss < 1.0:
                 raise SystemExit(f"--losses: {loss} is not in [0, 1)")
             rng = random.Random(args.seed)
-            said: Counter[str] = Counter()
-            rounds = pairs = cases_done = 0
+            tallies = {False: Tally(), True: Tally()}
             for i in range(args.runs):
-                for decision, n, timed in one_run(runs[i % len(runs)], loss, kind, rng, judge):
-                    said[decision.value] += 1
-                    rounds += n
-                    pairs += timed
-                    cases_done += 1
-            shares = ", ".join(f"{k} {v / cases_done:.1%}" for k, v in sorted(said.items()))
+                for decision, n, timed, pipeline in one_run(
+                    runs[i % len(runs)], loss, kind, rng, judge
+                ):
+                    tallies[pipeline].add(decision, n, timed)
             label = "identical code" if loss == 0.0 else f"{kind} {loss:.0%} loss"
-            print(
-                f"{label}: {shares}; mean rounds {rounds / cases_done:.2f}, "
-                f"block pairs per case {pairs / cases_done:.1f}"
-            )
+            for pipeline, tally in tallies.items():
+                if tally.cases:
+                    print(f"{label} ({'pipelines' if pipeline else 'models'}): {tally}")
 
 
 if __name__ == "__main__":
