@@ -36,6 +36,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from pytest_mxperf.testing.procs import end_on_sigterm
+
 ROOT = Path(__file__).resolve().parent.parent
 #: A package file's path holds this (a side imports the package through a link of that name).
 PACKAGE = os.sep + "pytest_mxperf" + os.sep
@@ -282,4 +284,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    end_on_sigterm()  # a SIGTERM ends the pytest run it waits on too
     raise SystemExit(main())

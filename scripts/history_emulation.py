@@ -49,6 +49,7 @@ from pathlib import Path
 from pytest_mxperf.history import entrystore, page
 from pytest_mxperf.history.index import case_fits, commit_order, line_of
 from pytest_mxperf.paired.forkserver import PRELOAD_ENV
+from pytest_mxperf.testing.procs import end_on_sigterm
 from pytest_mxperf.testing.repos import GIT_ENV
 
 FAKE_CONFTEST = """
@@ -317,4 +318,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    end_on_sigterm()  # a SIGTERM ends the pytest run it waits on too
     sys.exit(main())

@@ -38,6 +38,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Callable
 
+from pytest_mxperf.testing.procs import end_on_sigterm
+
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = "tests/perf"
 #: Round 4 on another VM of the same key: cases at 0.45x .. 0.82x, the probe at 0.74x.
@@ -225,4 +227,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    end_on_sigterm()  # a SIGTERM ends the pytest run it waits on too
     raise SystemExit(main())

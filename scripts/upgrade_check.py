@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pytest_mxperf.testing.procs import end_on_sigterm
 from pytest_mxperf.testing.repos import GIT_ENV
 
 SUITE = """
@@ -157,4 +158,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    end_on_sigterm()  # a SIGTERM ends the pytest run it waits on too
     sys.exit(main())

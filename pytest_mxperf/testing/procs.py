@@ -1,8 +1,10 @@
 """Processes for tests that end a run from outside: every descendant of a process now
-(`descendants`, from /proc) and whether some processes are gone (`gone`)."""
+(`descendants`, from /proc) and whether some processes are gone (`gone`); and for the scripts
+that run pytest, a SIGTERM that ends what they started (`end_on_sigterm`)."""
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,3 +35,14 @@ def gone(pids: Sequence[int], within: float = 60.0) -> bool:
             return False
         time.sleep(0.1)
     return True
+
+
+def end_on_sigterm() -> None:
+    """Make SIGTERM end this script as Ctrl-C does, with the process it waits on.
+
+    By default a SIGTERM kills the script alone, and the pytest run it was waiting on goes on to
+    its end: minutes of benchmarks on a machine someone meant to free. As KeyboardInterrupt,
+    `subprocess.run` kills its child on the way out; that run's fork servers see their stdin
+    close and end their sides, and a data-parallel launch's ranks die with their parent. Call
+    it in a script's ``__main__`` block only (never in a process that hosts tests)."""
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
