@@ -91,13 +91,18 @@ for line in sys.stdin:
     if pid == 0:
         child(req)
     answer({{"pid": pid}})
+    try:  # readable when the child exits (Linux): its exit is told then, not at the next poll
+        exited = [os.pidfd_open(pid)]
+    except (AttributeError, OSError):
+        exited = []
     while True:
-        ready, _, _ = select.select([sys.stdin], [], [], 0.05)
+        ready, _, _ = select.select([sys.stdin, *exited], [], [], 0.05)
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
+            for fd in exited: os.close(fd)
             answer({{"exit": os.waitstatus_to_exitcode(status)}})
             break
-        if ready and not sys.stdin.buffer.peek(1):  # the controller is gone
+        if sys.stdin in ready and not sys.stdin.buffer.peek(1):  # the controller is gone
             try: os.killpg(pid, signal.SIGKILL)
             except OSError: pass
             os.waitpid(pid, 0)
