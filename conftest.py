@@ -53,7 +53,12 @@ for _name in [*_MODULES, "git"]:
 #: The other pytest plugins installed here (pytest-xdist, platformdirs' plugin) and what they
 #: import: each side loads them by their entry points, and pytest compiled them anew for its
 #: assertion rewriting in every side (about 0.1 s of a side's 0.3 s).
-_ENTRY_POINT_PLUGINS = ["xdist.plugin", "xdist.looponfail", "platformdirs.pytest_plugin"]
+_ENTRY_POINT_PLUGINS = [
+    "xdist.plugin",
+    "xdist.looponfail",
+    "xdist.newhooks",
+    "platformdirs.pytest_plugin",
+]
 _OTHER_PLUGINS = [
     name for name in _ENTRY_POINT_PLUGINS if importlib.util.find_spec(name.split(".")[0])
 ]
@@ -80,16 +85,30 @@ _PYTEST_PLUGINS = [
     )
 ]
 
+#: What a fake side still imported for itself with the modules above preloaded: the standard
+#: library's behind pytest's debugging, faulthandler and argcomplete plugins and the
+#: multiprocessing a session sets up (0.068-0.095 -> 0.062-0.066 CPU-s a fake side).
+_SESSION_STDLIB = [
+    "pdb",
+    "readline",
+    "faulthandler",
+    "pwd",
+    "multiprocessing.reduction",
+    "multiprocessing.util",
+]
+
 #: What the fork servers of paired runs preload for the fake back end: not MXNet, but GitPython,
-#: pytest's own plugins, this package (less `COMMAND_ONLY`) and the other plugins, which each
-#: side would otherwise import again (a few tenths of a second a side, eight or more sides a
-#: paired run; pytest's plugins 0.075 -> 0.063 CPU-s a fake side).
+#: pytest's own plugins, this package (less `COMMAND_ONLY`), the other plugins and
+#: `_SESSION_STDLIB`, which each side would otherwise import again (a few tenths of a second a
+#: side, eight or more sides a paired run; pytest's plugins 0.075 -> 0.063 CPU-s a fake side).
 FAKE_SIDE_PRELOAD = ",".join(
     [
         "git",
         *_PYTEST_PLUGINS,
+        "_pytest._argcomplete",
         *(m for m in _MODULES if not m.startswith(COMMAND_ONLY)),
         *_OTHER_PLUGINS,
+        *_SESSION_STDLIB,
     ]
 )
 

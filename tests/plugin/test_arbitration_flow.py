@@ -17,6 +17,10 @@ from pytest_mxperf.testing.repos import (
     write_speeds,
 )
 
+#: The arbitration's first paired run decides a regression: no second run on fresh processes
+#: (tests/plugin/test_pair_confirm.py's subject), two fork servers and 3+ rounds fewer.
+FIRST_DECIDES = ("--mxperf-pair-confirm", "off")
+
 
 @pytest.fixture
 def stored_elsewhere(store_elsewhere: Callable[..., str]) -> str:
@@ -54,7 +58,7 @@ def test_arbitration_confirms_a_real_regression_on_top(
 ) -> None:
     fake_pytester.makepyfile(test_suite=PAIR_SUITE.format(speed=80.0))
     commit("C: slower")
-    result = fake_pytester.runpytest("--mxperf", "--mxperf-json", "report.json")
+    result = fake_pytester.runpytest("--mxperf", "--mxperf-json", "report.json", *FIRST_DECIDES)
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [
@@ -83,7 +87,7 @@ def test_a_pass_more_than_half_the_floor_below_its_figure_is_paired(
     inflate_baselines(fake_pytester.path, 1.04)
     write_speeds(fake_pytester.path, same=100.0, slower=96.0, slowest=93.0)
     commit("B")
-    result = fake_pytester.runpytest("--mxperf", "--mxperf-json", "report.json")
+    result = fake_pytester.runpytest("--mxperf", "--mxperf-json", "report.json", *FIRST_DECIDES)
     verdicts = {c["model"]: c["verdict"] for c in read_report(fake_pytester.path)["cases"]}
     for model, status in (("same", "pass"), ("slower", "machine"), ("slowest", "regressed")):
         assert verdicts[model]["status"] == status, verdicts[model]["message"]

@@ -54,9 +54,11 @@ def test_paired_regression_names_the_added_operator_first(
     base = commit("base")
     fake_pytester.makepyfile(test_suite=SUITE.format(**GROWN))
     commit("add an activation block")
+    # The first paired run decides (no second run on fresh processes: test_pair_confirm's).
     result = fake_pytester.runpytest(
-        "--mxperf", "--mxperf-ab", "HEAD~1", "--mxperf-json", "report.json", *NO_WARNING_ERRORS
-    )
+        "--mxperf", "--mxperf-ab", "HEAD~1", "--mxperf-json", "report.json",
+        "--mxperf-pair-confirm", "off", *NO_WARNING_ERRORS,
+    )  # fmt: skip
     result.assert_outcomes(passed=1, failed=1)
     net = _cases(fake_pytester)["net"]
     lines = net["verdict"]["message"].splitlines()

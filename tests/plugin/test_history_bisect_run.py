@@ -28,7 +28,10 @@ def test_bisect_names_the_slower_commit_in_at_most_four_paired_runs(
     monkeypatch.chdir(fake_pytester.path)
     before = git(fake_pytester.path, "status", "--porcelain")
     hist = tmp_path_factory.mktemp("hist")
-    code = main(["bisect", shas[0], shas[7], "-k", "alpha", "--store", str(hist)])
+    # Each step's pair only measures (no second run of a regression, no profile round: two
+    # processes and two fork servers fewer a slower step), as a history's pairs do.
+    only_ratio = ["--", "--mxperf-pair-confirm", "off", "--mxperf-pair-profile", "off"]
+    code = main(["bisect", "-k", "alpha", "--store", str(hist), shas[0], shas[7], *only_ratio])
     out = capsys.readouterr().out
     assert code == 0, out
     runs = int(out.split("mxperf bisect: ")[2].split(" paired run")[0])
