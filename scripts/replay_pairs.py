@@ -4,22 +4,21 @@ how often a loss put into HEAD's blocks is caught, without measuring anything.
 Reads the JSON reports of paired runs (``pytest --mxperf --mxperf-ab REV --mxperf-json F``; their
 ``paired.rounds`` keep every block both sides timed in turns), or of stored-baseline runs whose
 joint pair ran (``joint_pair.rounds``: a new host's, code unchanged but for a comment, is an A/A
-recording too). Models and input pipelines are tallied apart; ``--pipelines own`` tries giving
-the pipelines a round effect of their own, pooled over the run's pipelines (the product keeps
-them apart). A replayed run is one report's
-cases judged together, as a paired run judges them (the run's round effect is pooled over its
-cases, `roundeffect.round_noise`): each case's first two rounds are two of its recorded ones drawn
-at random without replacement, later ones drawn with replacement; each round's block pairs are
-taken as the lock-step controller would (`turns.PAIRS`, then two more at a time while the round's
-error is above `turns.TARGET_SE`, within what was recorded); rounds go on while `more_rounds` would
-give them (up to ``--max-rounds``). A loss is put into HEAD's blocks either evenly (``uniform``)
-or in lumps (``lumpy``: one step in ``1/loss`` takes twice as long, so a block holds it or not).
-Record A/A runs on a machine, then try a statistic or a rule on them here before measuring
-again (``--no-pool``, ``--same-confidence``, ``--pairs`` ...); record runs beside a noisy
-neighbour to see it under noise. A replay cannot time pairs that were not recorded: where a
-loss would have bought a round more pairs than the recording holds, it under-states what a live
-run catches (a lumpy 5% loss: 46-60% caught replayed on quiet rounds of 3-5 pairs, 10 of 10
-measured live).
+recording too). Models and input pipelines are tallied apart; ``--pipelines own`` tries giving the
+pipelines a round effect of their own, pooled over the run's pipelines (the product keeps them
+apart). A replayed run is one report's cases judged together, as a paired run judges them (the
+run's round effect is pooled over its cases, `roundeffect.round_noise`): each case's first two
+rounds are two of its recorded ones drawn at random without replacement, later ones drawn with
+replacement; each round's block pairs are taken as the lock-step controller would (`turns.PAIRS`,
+then two more at a time while the round's error is above `turns.TARGET_SE`, within what was
+recorded); rounds go on while `more_rounds` would give them (up to ``--max-rounds``). A loss is put
+into HEAD's blocks either evenly (``uniform``) or in lumps (``lumpy``: one step in ``1/loss`` takes
+twice as long, so a block holds it or not). Record A/A runs on a machine, then try a statistic or a
+rule on them here before measuring again (``--no-pool``, ``--same-confidence``, ``--pairs`` ...);
+record runs beside a noisy neighbour to see it under noise. A replay cannot time pairs that were
+not recorded: where a loss would have bought a round more pairs than the recording holds, it
+under-states what a live run catches (a lumpy 5% loss: 46-60% caught replayed on quiet rounds of
+3-5 pairs, 10 of 10 measured live).
 
     python scripts/replay_pairs.py runs/*.json --losses 0,0.05 --kinds uniform,lumpy
 """
@@ -34,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.judging.pairstats import Decision, PairedRound, paired_estimate
 from pytest_mxperf.judging.roundeffect import round_noise
 from pytest_mxperf.paired import more_rounds, turns
@@ -102,8 +102,8 @@ class Rule:
 
 
 def is_pipeline(key: str) -> bool:
-    """Whether a case key is an input pipeline's (its mode field)."""
-    return key.split("/")[1:2] == ["pipeline"]
+    """Whether a case key is an input pipeline's, as `pairdata.PairedData.paired_rounds` tells."""
+    return CaseKey.parse(key).mode == "pipeline"
 
 
 def as_controller(
