@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from pytest_mxperf.system.procgroup import signal_group
 from pytest_mxperf.testing.procs import descendants, gone
 
 SCRIPTS = Path(__file__).resolve().parents[3] / "scripts"
@@ -33,15 +34,17 @@ def _sigterm_leaves(mode: str, within: float) -> tuple[int, bool]:
         while not (kids := descendants(waiter.pid)) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert kids, "the waiter started no child"
-        time.sleep(0.2)  # the handler is installed before the child starts
+        # Let the waiter get from starting its child to waiting on it: a signal while Popen is
+        # still starting it would end the waiter before `subprocess.run` could kill the child.
+        time.sleep(0.2)
         waiter.send_signal(signal.SIGTERM)
         status = waiter.wait(timeout=30)
         return status, gone(kids, within=within)
     finally:
-        for pid in descendants(waiter.pid):
-            subprocess.run(["kill", "-9", str(pid)], check=False)
+        # The waiter's group (its own session) holds its child even once the waiter is gone:
+        # the child it left running ("off") dies here, not 60 s later.
+        signal_group(waiter.pid, signal.SIGKILL)
         if waiter.poll() is None:
-            waiter.kill()
             waiter.wait()
 
 
