@@ -37,8 +37,10 @@ STORE = ["--mxperf-min-time", "0.5", "--mxperf-max-time", "2"]
 #: runs of one `.ci/run`).
 ONCE = ["--mxperf-confirm", "0"]
 #: Even the best of three can spread that far: the store is run again while the target case is
-#: not stored, at most this many runs in all; the steady case not stored is "new" in the runs
-#: that follow (what the plugin does with a spread that wide is its own tests' business).
+#: not stored, at most this many runs in all. The steady case is stored once, from one attempt
+#: (`ONCE`): not stored, it is "new" in the runs that follow, which the slower model's run
+#: allows (what the plugin does with a spread that wide is its own tests' business); its best
+#: of three cost about 5 s more.
 STORE_RUNS = 3
 TARGET = "resnet18_v1-target/inference/float32/bs10/cpu"
 STEADY = "resnet18_v1-steady/inference/float32/bs10/cpu"
@@ -127,14 +129,15 @@ def test_identical_reruns_pass_and_a_slower_model_fails_others_pass(
     server = ForkServer(dict(os.environ))
     try:
         tails = []
-        for select in ["target or steady", *["target"] * (STORE_RUNS - 1)]:
+        for select, once in [("steady", ONCE), *[("target", [])] * STORE_RUNS]:
             done = server.run(
-                ["-p", "no:cacheprovider", "--mxperf", "--mxperf-update", *STORE, "-k", select],
+                ["-p", "no:cacheprovider", "--mxperf", "--mxperf-update", *STORE, *once,
+                 "-k", select],
                 cwd=real_pytester.path,
                 timeout=300.0,
             )  # fmt: skip
             stored = pytest.RunResult(done.returncode, done.tail.splitlines(), [], done.seconds)
-            stored.assert_outcomes(passed=len(select.split(" or ")))
+            stored.assert_outcomes(passed=1)
             tails.append(done.tail)
             if TARGET in stored_keys(real_pytester.path):
                 break
