@@ -25,9 +25,11 @@ from pytest_mxperf.judging.explain import (
 )
 from pytest_mxperf.judging.explain_scaling import explain_paired_scaling
 from pytest_mxperf.judging.pairstats import PairedEstimate
+from pytest_mxperf.measuring.measure import Measurement
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Scaling, Status, Verdict
 from pytest_mxperf.measuring.verdicts import Judged, message_lines
 from pytest_mxperf.paired import pairdata, pairing
+from pytest_mxperf.pipelines.timing import ALONE_FIGURES
 
 
 def arbitrate(
@@ -222,7 +224,7 @@ def _middle(heads: list[CaseResult]) -> dict[str, Any]:
     middle = ranked[len(ranked) // 2]
     return {
         "status": middle.status,
-        "measurement": middle.measurement,
+        "measurement": _with_alone_figures(middle, heads),
         "error": middle.error,
         "software": middle.software,
         "threads": middle.threads,
@@ -232,6 +234,20 @@ def _middle(heads: list[CaseResult]) -> dict[str, Any]:
         "memory": middle.memory,
         "attempts": [h.images_per_sec or 0.0 for h in heads],
     }
+
+
+def _with_alone_figures(middle: CaseResult, heads: list[CaseResult]) -> Measurement | None:
+    """``middle``'s measurement with an end-to-end case's model-alone and pipeline-alone figures
+    from HEAD's first round that measured them, where its own round left them out (a side's
+    later rounds time the training only: `timing.run_end_to_end`)."""
+    m = middle.measurement
+    if m is None or m.extra.get("form") != "end-to-end" or ALONE_FIGURES[0] in m.extra:
+        return m
+    for head in heads:
+        extra = head.measurement.extra if head.measurement is not None else {}
+        if all(name in extra for name in ALONE_FIGURES):
+            return replace(m, extra={**m.extra, **{name: extra[name] for name in ALONE_FIGURES}})
+    return m
 
 
 def adopt_head(result: CaseResult, data: pairdata.PairedData) -> CaseResult | None:

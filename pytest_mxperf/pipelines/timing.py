@@ -201,6 +201,12 @@ def gluon_data_step(mx: Any, net: Any, spec: PrepareSpec, fetch: Callable[[], An
     return step
 
 
+#: What an end-to-end case measures beside its training, in its measurement's ``extra``: the
+#: model alone on synthetic data and the pipeline alone. A paired side's later rounds leave them
+#: out (`run_end_to_end`); the controller carries its first round's into the case's figures.
+ALONE_FIGURES = ("model_alone", "pipeline_alone")
+
+
 def run_end_to_end(
     backend: Any,
     net: Any,
@@ -214,19 +220,34 @@ def run_end_to_end(
 ) -> CaseRun:
     """Train on the source's batches (the case's figure) after measuring, in the same process,
     the model alone on synthetic data and the pipeline alone; both go in the measurement's
-    ``extra`` (``model_alone``, ``pipeline_alone``). A paired side's ``steps_per_block`` in
-    ``config`` (the case's block plan from its first round) is the training's, the case's
-    figure: the model alone and the pipeline alone size their own blocks."""
-    alone_config = replace(config, steps_per_block=None)
-    model_run = run_case(backend, net, spec, alone_config)
-    if model_run.measurement is None:
-        return model_run  # OOM or an error of the model: the case ends as that
-    model_alone = Figure.of(model_run.measurement)
-    pipe_run = run_pipeline(backend, source, alone_config, timeout=timeout, images=spec.batch_size)
-    if pipe_run.measurement is None:
-        return pipe_run  # the source's own error
-    pipe_alone = Figure.of(pipe_run.measurement)
-    run = CaseRun(warnings=list(pipe_run.warnings))
+    ``extra`` (`ALONE_FIGURES`).
+
+    A paired side's later rounds (``config`` carries the case's block plan from its first
+    round, ``steps_per_block``: the training's) time the training only: the pair compares that
+    figure alone, and the model alone and the pipeline alone, which the first round measured,
+    were most of each later turn (docs/measurements.md). The net is then only made ready
+    (initialized, hybridized) as the model alone's run would have made it."""
+    later_round = config.steps_per_block is not None
+    alone: dict[str, Any] = {}
+    run = CaseRun()
+    if later_round:
+        try:
+            backend.prepare(net, spec)
+        except Exception as exc:
+            record_failure(run, backend, exc)
+            return run
+    else:
+        model_run = run_case(backend, net, spec, config)
+        if model_run.measurement is None:
+            return model_run  # OOM or an error of the model: the case ends as that
+        pipe_run = run_pipeline(backend, source, config, timeout=timeout, images=spec.batch_size)
+        if pipe_run.measurement is None:
+            return pipe_run  # the source's own error
+        alone = {
+            "model_alone": Figure.of(model_run.measurement).as_dict(),
+            "pipeline_alone": Figure.of(pipe_run.measurement).as_dict(),
+        }
+        run.warnings.extend(pipe_run.warnings)
     fetcher = Fetcher(source, clock=backend.clock, timeout=timeout, images=spec.batch_size)
     step: Any = None
     try:
@@ -242,13 +263,7 @@ def run_end_to_end(
             )
 
         def keep(m: Measurement) -> Measurement:
-            extra = {
-                **source_info(fetcher),
-                "form": "end-to-end",
-                "model_alone": model_alone.as_dict(),
-                "pipeline_alone": pipe_alone.as_dict(),
-            }
-            return replace(m, extra=extra)
+            return replace(m, extra={**source_info(fetcher), "form": "end-to-end", **alone})
 
         best_of(run, attempt, attempts, again, keep)
         problem = step.check()
