@@ -8,7 +8,8 @@ with the fake back end (tests/plugin/test_data_parallel.py: the efficiency that 
 kvstore share that grew, named in the message); that an exchange injected by construction
 lowers the efficiency and raises the kvstore share of real ranks is
 tests/unit/distributed/test_dataparallel_mxnet.py's. Both together here cost two more launches
-of four processes and a store that a loaded machine could refuse (about 15 s of the suite)."""
+of four processes and a store that a loaded machine could refuse (docs/measurements.md, "The
+plugin's own tests")."""
 
 from __future__ import annotations
 

@@ -49,9 +49,9 @@ def test_added_dense_block_is_named_first(
         "0.4",
         "--mxperf-max-time",
         "1",
-        # A warm-up of at most 1 s a side and round (it was 2 s): beside a busy CPU, as under
-        # `pytest -n 2`, the paired run took 14-17 s against 19 s; the -77% change and its
-        # operators are found either way.
+        # A warm-up of at most 1 s a side and round: 2 s made the paired run slower beside a
+        # busy CPU, as under `pytest -n 2` (docs/measurements.md, "The plugin's own tests"),
+        # and the change and its operators are found either way.
         "--mxperf-warmup-time",
         "1",
         # The profile is what this test is about: the first paired run decides (a regression's

@@ -40,7 +40,7 @@ ONCE = ["--mxperf-confirm", "0"]
 #: not stored, at most this many runs in all. The steady case is stored once, from one attempt
 #: (`ONCE`): not stored, it is "new" in the runs that follow, which the slower model's run
 #: allows (what the plugin does with a spread that wide is its own tests' business); its best
-#: of three cost about 5 s more.
+#: of three would cost two measurements more.
 STORE_RUNS = 3
 TARGET = "resnet18_v1-target/inference/float32/bs10/cpu"
 STEADY = "resnet18_v1-steady/inference/float32/bs10/cpu"
