@@ -239,9 +239,10 @@ def _middle(heads: list[CaseResult]) -> dict[str, Any]:
 def _with_alone_figures(middle: CaseResult, heads: list[CaseResult]) -> Measurement | None:
     """``middle``'s measurement with an end-to-end case's model-alone and pipeline-alone figures
     from HEAD's first round that measured them, where its own round left them out (a side's
-    later rounds time the training only: `timing.run_end_to_end`)."""
+    later rounds time the training only: `timing.run_end_to_end`). Only end-to-end cases have
+    them: any other case's measurement is returned as it is."""
     m = middle.measurement
-    if m is None or m.extra.get("form") != "end-to-end" or ALONE_FIGURES[0] in m.extra:
+    if m is None or any(name in m.extra for name in ALONE_FIGURES):
         return m
     for head in heads:
         extra = head.measurement.extra if head.measurement is not None else {}
