@@ -21,6 +21,7 @@ from _pytest import config as pytest_config
 import pytest_mxperf
 from pytest_mxperf.config.options import SPECS_BY_NAME
 from pytest_mxperf.paired.forkserver import PRELOAD_ENV
+from pytest_mxperf.system import malloc
 from pytest_mxperf.testing.procs import descendants, gone
 from pytest_mxperf.testing.repos import git
 from pytest_mxperf.testing.unprobed import UNPROBED_CONFTEST
@@ -224,6 +225,12 @@ def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pyte
     also when this suite runs under ``pytest -n N``."""
     for name in XDIST_VARIABLES:
         monkeypatch.delenv(name, raising=False)
+    # An in-process run sets these for the processes it starts (`pytest_mxperf.system.malloc`,
+    # ``--mxperf-fixed-malloc off``): put back as they were after the test.
+    for name in (malloc.VARIABLE, SPECS_BY_NAME["fixed_malloc"].env):
+        monkeypatch.setenv(name, os.environ.get(name, ""))
+        if not os.environ[name]:
+            monkeypatch.delenv(name)  # unset again after the test, whatever a run set
     return pytester
 
 

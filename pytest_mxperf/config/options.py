@@ -303,6 +303,17 @@ SPECS += (
         "the generators as they are.",
         "N|off",
     ),
+    Spec(
+        "fixed_malloc",
+        parsers.on_off,
+        True,
+        "on: glibc's allocator is set the same in every process that measures (one arena, "
+        "mmap only above 32 MiB, no trimming: GLIBC_TUNABLES for the processes it starts, "
+        "mallopt for itself), so an input pipeline's buffers do not run faster or slower with "
+        "the process's history; off: glibc's own behaviour. A user's own glibc.malloc "
+        "tunables or MALLOC_* variables always stand.",
+        "on|off",
+    ),
 )
 SPECS += (
     Spec(

@@ -57,6 +57,7 @@ class Settings:
     epoch_images: int | None = DEFAULTS["epoch_images"]
     pipeline_timeout: float = DEFAULTS["pipeline_timeout"]
     seed: int | None = DEFAULTS["seed"]
+    fixed_malloc: bool = DEFAULTS["fixed_malloc"]
     profile: str | None = DEFAULTS["profile"]
     memory_tolerance: float = DEFAULTS["memory_tolerance"]
 

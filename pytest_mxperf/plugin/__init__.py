@@ -43,7 +43,7 @@ from pytest_mxperf.plugin.hooks import (
 )
 from pytest_mxperf.plugin.sidehooks import SideHooks
 from pytest_mxperf.run.session import MxperfSession
-from pytest_mxperf.system import codec, fingerprint, mxnet_env, scratch
+from pytest_mxperf.system import codec, fingerprint, malloc, mxnet_env, scratch
 
 if TYPE_CHECKING:
     from pytest_mxperf.case.fixture import MxPerf
@@ -138,6 +138,10 @@ def pytest_configure(config: pytest.Config) -> None:
                 stacklevel=2,
             )
         fingerprint.apply_threads(os.environ, settings.threads)
+    if settings.fixed_malloc:
+        malloc.fix_allocator(os.environ)
+    else:
+        os.environ[options.SPECS_BY_NAME["fixed_malloc"].env] = "off"  # paired sides read it too
     scratch.share_worker_tempdir()
     state = MxperfSession(settings, run, is_worker=workerinput is not None, side=orders)
     config.stash[STATE_KEY] = state

@@ -20,4 +20,5 @@ Lowest wing: every other wing may import it; it imports none of them.
 - ``gpuarch``: whether the visible GPUs can run that code; the refusal when they cannot.
 - ``mxnet_env``: MXNet's integer environment variables, checked before it is imported.
 - ``mxnet_import``: the one place that imports mxnet.
+- ``malloc``: glibc's allocator set the same in every process that measures.
 """

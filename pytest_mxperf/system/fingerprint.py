@@ -24,8 +24,14 @@ from pytest_mxperf.system import mxnet_variables
 #: settings of the OpenMP, MKL, oneDNN and OpenBLAS runtimes by prefix; MXNet's own only by name
 #: (`mxnet_variables.PERF_VARIABLES`): any other ``MXNET_*`` variable (a token a CI job names
 #: MXNET_SECRET_TOKEN) never reaches a committed baseline.
-PERF_ENV_PREFIXES = ("OMP_", "KMP_", "GOMP_", "MKL_", "DNNL_", "MKLDNN_", "OPENBLAS_")
-PERF_ENV_NAMES = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "TF32_OVERRIDE")
+PERF_ENV_PREFIXES = ("OMP_", "KMP_", "GOMP_", "MKL_", "DNNL_", "MKLDNN_", "OPENBLAS_", "MALLOC_")
+#: glibc's tunables include its allocator's (`malloc`), which moves an input pipeline's speed.
+PERF_ENV_NAMES = (
+    "CUDA_VISIBLE_DEVICES",
+    "NVIDIA_VISIBLE_DEVICES",
+    "TF32_OVERRIDE",
+    "GLIBC_TUNABLES",
+)
 #: Names that say their value is a secret: never stored, whatever the prefix.
 _SECRET_NAME = re.compile(
     r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|PASS|PWD|KEY|KEYS|APIKEY|CREDENTIALS?|AUTH|PRIVATE|"

@@ -1,0 +1,80 @@
+"""The allocator's tunables (`pytest_mxperf.system.malloc`): added to a user's other glibc
+tunables, never over their own allocator settings, and in force in a process started with them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from pytest_mxperf.system import fingerprint, malloc
+
+ONE_ARENA = "glibc.malloc.arena_max=1"
+
+
+def test_tunables_are_added_to_an_empty_environment() -> None:
+    value = malloc.with_tunables({})
+    assert value == malloc.ours()
+    assert ONE_ARENA in value.split(":")
+    assert "glibc.malloc.mmap_threshold=33554432" in value.split(":")
+
+
+def test_a_users_other_tunables_are_kept_and_ours_not_added_twice() -> None:
+    value = malloc.with_tunables({malloc.VARIABLE: "glibc.cpu.hwcaps=-AVX512F"})
+    assert value == f"glibc.cpu.hwcaps=-AVX512F:{malloc.ours()}"
+    assert malloc.with_tunables({malloc.VARIABLE: value}) == value
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {malloc.VARIABLE: "glibc.malloc.arena_max=4"},
+        {malloc.VARIABLE: "glibc.cpu.x86_shstk=on:glibc.malloc.tcache_count=0"},
+        {"MALLOC_ARENA_MAX": "2"},
+        {"MALLOC_MMAP_THRESHOLD_": "131072"},
+    ],
+)
+def test_a_users_own_allocator_settings_stand(env: dict[str, str]) -> None:
+    assert malloc.with_tunables(env) is None
+    before = dict(env)
+    assert malloc.fix_allocator(env) is False
+    assert env == before
+
+
+def test_the_tunables_are_recorded_with_the_results() -> None:
+    recorded = fingerprint.perf_environment(
+        {malloc.VARIABLE: malloc.ours(), "MALLOC_ARENA_MAX": "1", "HOME": "/root"}, private=()
+    )
+    assert recorded == {malloc.VARIABLE: malloc.ours(), "MALLOC_ARENA_MAX": "1"}
+
+
+@pytest.mark.skipif(not malloc.is_glibc(), reason="the allocator is set on 64-bit glibc only")
+def test_a_process_started_after_fixing_runs_with_them() -> None:
+    """The variable reaches a child process's C library, which applies it at start: its
+    threads share one arena (where each would get an arena of its own without it)."""
+    env: dict[str, str] = {}
+    assert malloc.fix_allocator(env) is True
+    assert env[malloc.VARIABLE] == malloc.ours()
+    child = (
+        "import ctypes, threading\n"
+        "libc = ctypes.CDLL('libc.so.6')\n"
+        "libc.malloc.restype = ctypes.c_void_p\n"
+        "got = []\n"
+        "def grab():\n"
+        "    got.append(libc.malloc(64))\n"
+        "ts = [threading.Thread(target=grab) for _ in range(4)]\n"
+        "[t.start() for t in ts]; [t.join() for t in ts]\n"
+        "grab()\n"
+        "print(max(got) - min(got))\n"
+    )
+    one = subprocess.run(
+        [sys.executable, "-c", child], env=env, capture_output=True, text=True, check=True
+    )
+    many = subprocess.run(
+        [sys.executable, "-c", child], env={}, capture_output=True, text=True, check=True
+    )
+    # One arena: the five blocks lie together in the main heap. Without: each thread's first
+    # block comes from an arena of its own, a heap mapped apart (64 MiB each, aligned to it).
+    assert int(one.stdout) < 2**20
+    assert int(many.stdout) > 2**20
