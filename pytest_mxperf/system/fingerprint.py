@@ -18,7 +18,7 @@ import subprocess
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_mxperf.system import mxnet_variables
+from pytest_mxperf.system import malloc, mxnet_variables
 
 #: Environment variables that change MXNet throughput; recorded with every result. The
 #: settings of the OpenMP, MKL, oneDNN and OpenBLAS runtimes by prefix; MXNet's own only by name
@@ -227,6 +227,10 @@ def perf_environment(
     for name, value in sorted(env.items()):
         if not is_perf_variable(name):
             continue
+        if name == malloc.VARIABLE:
+            value = malloc.users_part(value)  # the plugin's own tunables are no user setting
+            if not value:
+                continue
         if _SECRET_NAME.search(name):
             value = SECRET_VALUE
         elif _PLACE_NAME.search(name) or "/" in value or "\\" in value or value.startswith("~"):

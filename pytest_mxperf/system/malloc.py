@@ -18,8 +18,8 @@ read them from ``GLIBC_TUNABLES`` when they start, and this process sets them wi
 (for what it allocates from then on). A user's own ``glibc.malloc`` tunables or ``MALLOC_*``
 variables are left as they are.
 
-The variable is recorded with every result (`fingerprint.perf_environment`), so a figure
-measured under it is never compared with one measured without it unannounced.
+A result records a user's own allocator settings (``MALLOC_*``, other ``GLIBC_TUNABLES``), not
+these (`users_part`); the JSON report's settings say whether they were in force.
 """
 
 from __future__ import annotations
@@ -54,9 +54,21 @@ _USER_VARIABLES = (
 )
 
 
+_OURS = frozenset(f"{name}={value}" for name, value in TUNABLES.items())
+
+
 def ours() -> str:
     """The tunables this module sets, as ``GLIBC_TUNABLES`` writes them."""
     return ":".join(f"{name}={value}" for name, value in TUNABLES.items())
+
+
+def users_part(value: str) -> str:
+    """A ``GLIBC_TUNABLES`` value without the tunables this module sets: what a result records
+    of it (`fingerprint.perf_environment`). Like pinning a paired run's sides, they are a
+    measurement condition of this plugin (``--mxperf-fixed-malloc``, in the JSON report's
+    settings), not a change of the user's software: figures stored before they existed still
+    compare, where an environment change would leave every drop a pair did not confirm failed."""
+    return ":".join(part for part in value.split(":") if part and part not in _OURS)
 
 
 def is_glibc() -> bool:

@@ -42,11 +42,13 @@ def test_a_users_own_allocator_settings_stand(env: dict[str, str]) -> None:
     assert env == before
 
 
-def test_the_tunables_are_recorded_with_the_results() -> None:
-    recorded = fingerprint.perf_environment(
-        {malloc.VARIABLE: malloc.ours(), "MALLOC_ARENA_MAX": "1", "HOME": "/root"}, private=()
-    )
-    assert recorded == {malloc.VARIABLE: malloc.ours(), "MALLOC_ARENA_MAX": "1"}
+def test_a_result_records_the_users_allocator_settings_not_ours() -> None:
+    record = fingerprint.perf_environment
+    assert record({malloc.VARIABLE: malloc.ours(), "HOME": "/root"}, private=()) == {}
+    mixed = {malloc.VARIABLE: f"glibc.cpu.hwcaps=-AVX512F:{malloc.ours()}"}
+    assert record(mixed, private=()) == {malloc.VARIABLE: "glibc.cpu.hwcaps=-AVX512F"}
+    own = {malloc.VARIABLE: "glibc.malloc.arena_max=4", "MALLOC_TRIM_THRESHOLD_": "0"}
+    assert record(own, private=()) == own
 
 
 @pytest.mark.skipif(not malloc.is_glibc(), reason="the allocator is set on 64-bit glibc only")
