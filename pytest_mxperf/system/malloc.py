@@ -25,7 +25,6 @@ these (`users_part`); the JSON report's settings say whether they were in force.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import platform
 import sys
 from collections.abc import Mapping, MutableMapping
@@ -52,14 +51,13 @@ _USER_VARIABLES = (
     "MALLOC_TOP_PAD_",
     "MALLOC_MMAP_MAX_",
 )
-
-
-_OURS = frozenset(f"{name}={value}" for name, value in TUNABLES.items())
+#: Each tunable as ``GLIBC_TUNABLES`` writes it (``name=value``).
+_OURS = tuple(f"{name}={value}" for name, value in TUNABLES.items())
 
 
 def ours() -> str:
     """The tunables this module sets, as ``GLIBC_TUNABLES`` writes them."""
-    return ":".join(f"{name}={value}" for name, value in TUNABLES.items())
+    return ":".join(_OURS)
 
 
 def users_part(value: str) -> str:
@@ -103,5 +101,5 @@ def fix_allocator(env: MutableMapping[str, str]) -> bool:
     if value is None:
         return False
     env[VARIABLE] = value
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    libc = ctypes.CDLL(None)  # this process's own symbols, glibc's among them (no lookup)
     return all(libc.mallopt(_MALLOPT[name], n) == 1 for name, n in TUNABLES.items())
