@@ -7,6 +7,7 @@ import pytest
 from fake_clock import BLOCK, STEP, FakeClock, run
 
 from pytest_mxperf.measuring.measure import (
+    SIDE_WARMUP_MAX_TIME,
     SIDE_WARMUP_MIN_TIME,
     MeasureConfig,
     Measurement,
@@ -38,7 +39,7 @@ def test_a_paired_side_measures_three_short_blocks_after_a_short_warmup() -> Non
 
 def test_a_paired_side_stops_at_its_time_even_when_its_blocks_disagree() -> None:
     def noisy_blocks(config: MeasureConfig) -> Measurement:
-        steps = iter([STEP, 2 * STEP] * 10_000)
+        steps = iter([STEP, 2 * STEP, 3 * STEP] * 10_000)
         fake = FakeClock(lambda _: next(steps))
         return measure(
             fake.step, items_per_step=8, sync=fake.sync, clock=fake, config=config, wall_clock=fake
@@ -50,6 +51,34 @@ def test_a_paired_side_stops_at_its_time_even_when_its_blocks_disagree() -> None
     # With room to go on, the same blocks keep running until the soft cap.
     longer = noisy_blocks(for_side(MeasureConfig(min_time=0.3, max_time=1.5)))
     assert len(longer.block_seconds) > 3 and sum(longer.block_seconds) >= 1.5
+
+
+def never_steady(config: MeasureConfig) -> Measurement:
+    """A case whose warm-up windows never agree within 5%: each step takes 6% longer than the
+    one before (as a loader whose workers hand over batches in lumps rarely settles within 5%
+    over 0.25 s windows on a noisy VM)."""
+    fake = FakeClock(lambda clock: STEP * 1.06**clock.steps)
+    return measure(
+        fake.step, items_per_step=8, sync=fake.sync, clock=fake, config=config, wall_clock=fake
+    )
+
+
+def test_a_paired_sides_warm_up_ends_at_its_cap_where_a_plain_run_goes_on() -> None:
+    plain = never_steady(MeasureConfig(min_time=0.3, max_time=1.5, warmup_time=10.0))
+    side = never_steady(for_side(MeasureConfig(min_time=0.3, max_time=1.5, warmup_time=10.0)))
+    assert SIDE_WARMUP_MAX_TIME == 2.0
+    assert not side.warmup_steady
+    assert SIDE_WARMUP_MAX_TIME <= side.warmup_seconds - side.first_step_seconds < 2.2
+    assert not plain.warmup_steady
+    assert plain.warmup_seconds - plain.first_step_seconds >= 10.0
+    # Its blocks are timed after it all the same.
+    assert len(side.block_seconds) >= 3
+
+
+def test_a_shorter_warm_up_time_of_the_users_stands_in_a_side() -> None:
+    side = for_side(MeasureConfig(warmup_time=0.5))
+    assert side.warmup_time == 0.5
+    assert for_side(MeasureConfig(warmup_time=30.0)).warmup_time == SIDE_WARMUP_MAX_TIME
 
 
 class Turns:
