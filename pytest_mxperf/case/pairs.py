@@ -98,7 +98,9 @@ def _pair(ctx: CaseContext, result: CaseResult, sha: str) -> pairdata.PairedData
     sides, not timed."""
     done = [c for c in ctx.kept if c.key != result.key]
     clears = ctx.session.clears(result.hardware)
-    return ctx.session.pairer.run(sha[:10], sha, [ctx.nodeid], _quiet, clears=clears, handed=done)
+    pairer = ctx.session.pairer
+    focus = [result.key]  # its test-mates after it: their first rounds only, unless suspected
+    return pairer.run(sha[:10], sha, [ctx.nodeid], _quiet, clears=clears, handed=done, focus=focus)
 
 
 def _pair_estimate(

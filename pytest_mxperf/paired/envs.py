@@ -287,3 +287,42 @@ def _write_marker(venv: Path, key: str, revision: str, commands: list[str], wt: 
         "built": _dt.datetime.now(_dt.timezone.utc).isoformat(),
     }
     files.write_json_atomic(venv / MARKER, info, indent=1)  # the marker is whole or absent
+
+
+def _took(start: float) -> str:
+    seconds = time.monotonic() - start
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+def ensure_env_told(
+    command: str, tree: Path, cache: Path, revision: str, tell: Callable[[str], None]
+) -> RevisionEnv:
+    """`ensure_env` for a paired side of ``revision`` (this plugin's own requirements installed
+    after ``command``), saying on the terminal (``tell``) when a build starts and how long it
+    took, or that it failed (MXNet's wheels take minutes).
+
+    :raises EnvBuildError: as `ensure_env`.
+    """
+    started: list[float] = []
+    what = f"the environment of revision {revision[:10]}"
+
+    def building() -> None:
+        started.append(time.monotonic())
+        tell(f"mxperf: building {what} ({command!r}; MXNet's wheels take minutes)")
+
+    try:
+        env = ensure_env(
+            command,
+            tree,
+            cache,
+            revision=revision,
+            requirements=plugin_requirements(),
+            on_build=building,
+        )
+    except EnvBuildError:
+        if started:
+            tell(f"mxperf: {what} failed to build ({_took(started[0])})")
+        raise
+    if started:
+        tell(f"mxperf: {what} built in {_took(started[0])}")
+    return env

@@ -57,6 +57,9 @@ class PairedData:
     #: Wall seconds of each of `rounds` (both sides, start-up included), for where a paired
     #: run's time went (the JSON report's record of it).
     round_seconds: list[float] = field(default_factory=list)
+    #: The cases given the rounds beyond the first, a second run and a profile so far (None:
+    #: every case; `pairing.Pairer.run`'s ``focus``).
+    focused: set[CaseKey] | None = None
 
     def pairs(self, key: CaseKey) -> list[tuple[CaseResult, CaseResult]]:
         """``(REV, HEAD)`` results of ``key`` in the rounds where both sides measured it (its

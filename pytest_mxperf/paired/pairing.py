@@ -12,20 +12,15 @@ from pathlib import Path
 from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.settings import Settings
 from pytest_mxperf.measuring.records import CaseResult
-from pytest_mxperf.paired import envs, forkserver, gitcmd, worktree
-from pytest_mxperf.paired.forkserver import ForkServer, ForkServerError
+from pytest_mxperf.paired import envs, gitcmd, worktree
+from pytest_mxperf.paired.forkserver import ForkServer
 from pytest_mxperf.paired.more_rounds import Clears, worth_more_rounds
 from pytest_mxperf.paired.pairdata import HEAD, REV, PairedData, case_keys, nodeids_of, regressed
 from pytest_mxperf.paired.rounds import run_rounds
+from pytest_mxperf.paired.servers import SideServers
 from pytest_mxperf.paired.sides import SideSpec, side_env
 from pytest_mxperf.system import cpus as cpu_sets
 from pytest_mxperf.system.sigterm import sigterm_as_interrupt
-
-
-def _took(start: float) -> str:
-    seconds = time.monotonic() - start
-    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
-
 
 #: ``--mxperf-pair-budget auto``: extra rounds may take this share of what the first
 #: ``--mxperf-rounds`` rounds took (all pairs of the session together), and at least
@@ -78,13 +73,9 @@ class Pairer:
         #: ``--mxperf-pair-budget``, and on the first ``--mxperf-rounds`` rounds (its ``auto``).
         self.extra_seconds = 0.0
         self.first_seconds = 0.0
-        self._servers: dict[str, ForkServer] = {}
-        self._servers_tried: set[str] = set()
-        #: Servers started and not yet waited for, and sides whose server starts after them.
-        self._servers_starting: list[tuple[str, ForkServer]] = []
-        self._servers_later: list[str] = []
         #: The CPUs both sides are pinned to (`pytest_mxperf.system.cpus`; None: not pinned).
         self.cpus = cpu_sets.for_sides(settings.pair_cpus)
+        self._servers = SideServers(self.cpus, self._stack, enabled=not settings.env_command)
         usable = cpu_sets.available()
         #: The CPUs the sides' untimed work may use where it is wider than ``cpus`` (None:
         #: ``cpus``): all of this process's.
@@ -96,48 +87,12 @@ class Pairer:
         )
 
     def server(self, side: str) -> ForkServer | None:
-        """The fork server of ``side``'s processes (one per side: lock-step rounds run both
-        sides at once), started on first use if `start_servers` has not started it; None
-        where sides run as fresh processes: no ``fork`` here, a side in another environment
-        (``--mxperf-env-command``: both sides then start alike), or a server that failed."""
-        if side not in self._servers_tried:
-            self.start_servers()
-        self._settle_servers()
-        srv = self._servers.get(side)
-        return srv if srv is not None and srv.alive() else None
+        """The fork server of ``side``'s processes (`servers.SideServers.server`)."""
+        return self._servers.server(side)
 
     def start_servers(self) -> None:
-        """Start both sides' fork servers without waiting for them (`server` does), so their
-        imports overlap whatever this process does meanwhile (collecting the tests): at once
-        where each can import MXNet on CPUs of its own (`forkserver.import_places`), else the
-        first now and the other once the first is ready."""
-        if self.settings.env_command or not forkserver.available():
-            return
-        sides = [s for s in (HEAD, REV) if s not in self._servers_tried]
-        self._servers_tried.update(sides)
-        places = forkserver.import_places(self.cpus, cpu_sets.available(), len(sides))
-        if places is None:  # two imports on the sides' CPUs gain nothing: one after the other
-            self._servers_later += sides[1:]
-            sides, places = sides[:1], [None]
-        for side, place in zip(sides, places):
-            self._launch_server(side, place)
-
-    def _launch_server(self, side: str, place: frozenset[int] | None) -> None:
-        with contextlib.suppress(ForkServerError, OSError):
-            srv = ForkServer(side_env(), cpus=self.cpus, import_cpus=place, wait=False)
-            self._stack.callback(srv.close)
-            self._servers_starting.append((side, srv))
-
-    def _settle_servers(self) -> None:
-        """Wait for the servers started; then start those left for later, one at a time."""
-        while self._servers_starting or self._servers_later:
-            for side, srv in self._servers_starting:
-                with contextlib.suppress(ForkServerError, OSError):
-                    srv.wait_ready()
-                    self._servers[side] = srv
-            self._servers_starting.clear()
-            if self._servers_later:
-                self._launch_server(self._servers_later.pop(0), None)
+        """Start both sides' fork servers without waiting for them (`servers.SideServers`)."""
+        self._servers.start()
 
     def _tree(self, sha: str) -> Path:
         if sha not in self._trees:
@@ -157,29 +112,7 @@ class Pairer:
         if not command:
             return SideSpec(REV, rootdir, cpus=self.cpus, spread=self.spread)
         cache = worktree.default_cache_dir(self.repo_root).parent.parent / "envs"
-        started: list[float] = []
-        what = f"the environment of revision {sha[:10]}"
-
-        def building() -> None:
-            started.append(time.monotonic())
-            self.tell(f"mxperf: building {what} ({command!r}; MXNet's wheels take minutes)")
-
-        try:
-            # The side runs this plugin there: its own requirements go in after the command.
-            env = envs.ensure_env(
-                command,
-                tree,
-                cache,
-                revision=sha,
-                requirements=envs.plugin_requirements(),
-                on_build=building,
-            )
-        except envs.EnvBuildError:
-            if started:
-                self.tell(f"mxperf: {what} failed to build ({_took(started[0])})")
-            raise
-        if started:
-            self.tell(f"mxperf: {what} built in {_took(started[0])}")
+        env = envs.ensure_env_told(command, tree, cache, sha, self.tell)
         return SideSpec(
             REV, rootdir, str(env.python), env.environ(side_env()), self.cpus, self.spread
         )
@@ -194,6 +127,7 @@ class Pairer:
         clears: Clears | None = None,
         earlier: dict[CaseKey, list[tuple[CaseResult, CaseResult]]] | None = None,
         handed: Sequence[CaseResult] = (),
+        focus: Sequence[CaseKey] | None = None,
     ) -> PairedData:
         """Paired rounds of ``nodeids``: at least ``--mxperf-rounds``, more (up to
         ``--mxperf-max-rounds``) for the undecided cases more rounds could fail
@@ -202,32 +136,70 @@ class Pairer:
         of some of the cases measured by earlier pairs of ``sha`` in this session, counted as
         theirs (`PairedData.earlier`). ``handed``: this process's results of cases of
         ``nodeids`` judged already, handed back to the sides' calls, never measured
-        (`rounds.run_rounds`). Cached per revision and ids."""
+        (`rounds.run_rounds`). Cached per revision and ids.
+
+        ``focus``: the cases the caller needs decided (an arbitration's suspected case; None:
+        every case). The rounds beyond the first, a regression's second run and the profile go
+        to those alone; the other cases get the first rounds (the figures of a suspect's
+        test-mates after it in its test), and the rest of theirs when a later call on the cached
+        run names them in its ``focus`` (their stored comparison suspected them too)."""
         done = None if earlier else self.cached(sha, nodeids)
         if done is not None:
+            if focus is not None and done.focused is not None:
+                wanted = [k for k in focus if k not in done.focused and k in case_keys(done)]
+                if wanted:
+                    done.focused.update(wanted)
+                    runner = self._runner(done, self._specs(sha), progress, handed)
+                    self._extra_rounds(done, runner, wanted, clears, budgeted=True)
+                    self._settle(done, self._specs(sha), wanted, runner, progress, clears, handed)
             return done
-        specs = {
-            REV: self._setup(sha),
-            HEAD: SideSpec(HEAD, self.rootdir, cpus=self.cpus, spread=self.spread),
-        }
+        specs = self._specs(sha)
         pinned = "" if self.cpus is None else cpu_sets.describe(self.cpus)
         data = PairedData(rev_label, sha, cpus=pinned, head_name=head_name)
         data.earlier = dict(earlier or {})
+        data.focused = None if focus is None else set(focus)
+        more = None if focus is None else list(focus)
+        runner = self._rounds(data, specs, nodeids, progress, clears, True, handed, more=more)
+        keys = case_keys(data) if focus is None else [k for k in case_keys(data) if k in focus]
+        self._settle(data, specs, keys, runner, progress, clears, handed)
+        self._cache[(sha, tuple(sorted(nodeids)))] = data
+        return data
+
+    def _specs(self, sha: str) -> dict[str, SideSpec]:
+        return {
+            REV: self._setup(sha),
+            HEAD: SideSpec(HEAD, self.rootdir, cpus=self.cpus, spread=self.spread),
+        }
+
+    def _settle(
+        self,
+        data: PairedData,
+        specs: dict[str, SideSpec],
+        keys: Sequence[CaseKey],
+        runner: Callable[..., None],
+        progress: Callable[[str], None],
+        clears: Clears | None,
+        handed: Sequence[CaseResult],
+    ) -> None:
+        """What follows the rounds for ``keys`` of ``data``: a second run of those found
+        regressed (added to ``data.confirmation`` when one ran for others already), then a
+        profile of the slower ones."""
         s = self.settings
-        run = self._rounds(data, specs, nodeids, progress, clears, budgeted=True, handed=handed)
         if s.pair_confirm:
             # Data-parallel cases are judged on their efficiency, which the first run decides.
-            found = regressed(data, case_keys(data), s.min_effect)
-            if again := [key for key in found if not data.scaling_pairs(key)]:
-                data.confirmation = self._confirm(data, specs, again, progress, clears, handed)
+            found = regressed(data, keys, s.min_effect)
+            confirmed = set() if data.confirmation is None else set(case_keys(data.confirmation))
+            again = [k for k in found if not data.scaling_pairs(k) and k not in confirmed]
+            if again:
+                data.confirmation = self._confirm(
+                    data, specs, again, progress, clears, handed, into=data.confirmation
+                )
         # Operator profiles only where they explain something: one more process per side for
         # the cases found slower (with --mxperf-profile the first round profiled them all).
         wanted = s.pair_profile and not s.profile  # --mxperf-pair-profile off: none
-        slower = regressed(data, case_keys(data), s.min_effect) if wanted else []
+        slower = regressed(data, keys, s.min_effect) if wanted else []
         if slower:
-            run(nodeids_of(data, slower), 1, profile=True, keys=slower)
-        self._cache[(sha, tuple(sorted(nodeids)))] = data
-        return data
+            runner(nodeids_of(data, slower), 1, profile=True, keys=slower)
 
     def runs(self) -> list[PairedData]:
         """Every paired run of this session, in the order they ran."""
@@ -250,6 +222,7 @@ class Pairer:
         progress: Callable[[str], None],
         clears: Clears | None,
         handed: Sequence[CaseResult] = (),
+        into: PairedData | None = None,
     ) -> PairedData:
         """The second paired run of ``keys`` (found regressed by ``data``), whose estimates then
         decide them (`PairedData.confirmation`): on new fork servers for both sides, so that
@@ -259,12 +232,38 @@ class Pairer:
         run in ten) and not in the next is such a bias; a real loss shows in both. Only
         ``keys`` are measured (their tests' other cases handed back from ``data``): at least
         ``--mxperf-rounds`` rounds, then more while undecided, up to ``--mxperf-max-rounds``;
-        the pair budget does not cut it short (its seconds count against what follows)."""
-        self._renew_servers()
-        again = PairedData(data.rev_label, data.rev_sha, data.cpus, data.head_name)
+        the pair budget does not cut it short (its seconds count against what follows).
+        ``into``: the second run already made for other cases of ``data``, whose rounds these
+        join (each case's estimate takes the rounds that measured it)."""
+        self._servers.renew()
+        again = into or PairedData(data.rev_label, data.rev_sha, data.cpus, data.head_name)
         ids, say = nodeids_of(data, keys), lambda text: progress(f"second run, {text}")
-        self._rounds(again, specs, ids, say, clears, False, only=(keys, data), handed=handed)
+        self._rounds(
+            again, specs, ids, say, clears, False, only=(keys, data), handed=handed, more=keys
+        )
         return again
+
+    def _runner(
+        self,
+        data: PairedData,
+        specs: dict[str, SideSpec],
+        progress: Callable[[str], None],
+        handed: Sequence[CaseResult],
+        earlier: PairedData | None = None,
+    ) -> Callable[..., None]:
+        """The round runner of ``data`` (`rounds.run_rounds` bound to this session's sides)."""
+        return functools.partial(
+            run_rounds,
+            data,
+            specs,
+            self.settings,
+            progress=progress,
+            server=self.server,
+            hold=self.hold,
+            overlap=self.overlap,
+            earlier=earlier,
+            handed=handed,
+        )
 
     def _rounds(
         self,
@@ -274,8 +273,9 @@ class Pairer:
         progress: Callable[[str], None],
         clears: Clears | None,
         budgeted: bool,
-        only: tuple[Sequence[CaseKey], PairedData] | None = None,
         handed: Sequence[CaseResult] = (),
+        more: Sequence[CaseKey] | None = None,
+        only: tuple[Sequence[CaseKey], PairedData] | None = None,
     ) -> Callable[..., None]:
         """Rounds of ``nodeids`` into ``data``: ``--mxperf-rounds``, then one at a time for the
         cases `more_rounds.worth_more_rounds` names, up to ``--mxperf-max-rounds``. ``budgeted``:
@@ -283,32 +283,35 @@ class Pairer:
         once ``--mxperf-pair-budget`` is spent (``data.budget_spent``); else every second counts
         as extra and only the rounds' limit stops them. ``only``: the cases to measure, and an
         earlier run whose results of their tests' other cases are handed back (`run_rounds`);
-        ``handed``, the controller's results handed back in every round.
+        ``handed``, the controller's results handed back in every round; ``more``: the cases
+        extra rounds may go to (None: every case of ``data``).
         Returns the round runner of ``data``."""
-        s = self.settings
-        run = functools.partial(
-            run_rounds,
-            data,
-            specs,
-            s,
-            progress=progress,
-            server=self.server,
-            hold=self.hold,
-            overlap=self.overlap,
-            earlier=None if only is None else only[1],
-            handed=handed,
-        )
+        run = self._runner(data, specs, progress, handed, None if only is None else only[1])
         started = time.monotonic()
-        run(nodeids, s.rounds, keys=None if only is None else only[0])
+        run(nodeids, self.settings.rounds, keys=None if only is None else only[0])
         if budgeted:
             self.first_seconds += time.monotonic() - started
         else:
             self.extra_seconds += time.monotonic() - started
+        self._extra_rounds(data, run, more, clears, budgeted)
+        return run
+
+    def _extra_rounds(
+        self,
+        data: PairedData,
+        run: Callable[..., None],
+        more: Sequence[CaseKey] | None,
+        clears: Clears | None,
+        budgeted: bool,
+    ) -> None:
+        """Rounds one at a time for the cases of ``more`` (None: all of ``data``'s) that
+        `more_rounds.worth_more_rounds` names, up to ``--mxperf-max-rounds`` (and, when
+        ``budgeted``, while ``--mxperf-pair-budget`` lasts)."""
+        s = self.settings
         budget = s.pair_budget if s.pair_budget is not None else auto_budget(self.first_seconds)
         while len(data.rounds) < s.max_rounds:
-            open_keys = worth_more_rounds(
-                data, case_keys(data), s.min_effect, s.strict, s.max_rounds, clears
-            )
+            keys = case_keys(data) if more is None else [k for k in more if k in case_keys(data)]
+            open_keys = worth_more_rounds(data, keys, s.min_effect, s.strict, s.max_rounds, clears)
             if not open_keys:
                 break
             if budgeted and self.extra_seconds >= budget:
@@ -317,15 +320,6 @@ class Pairer:
             started = time.monotonic()
             run(nodeids_of(data, open_keys), 1, keys=open_keys)
             self.extra_seconds += time.monotonic() - started
-        return run
-
-    def _renew_servers(self) -> None:
-        """Stop both sides' fork servers: the next round starts new ones (`server`)."""
-        self._settle_servers()
-        for srv in self._servers.values():
-            srv.close()
-        self._servers.clear()
-        self._servers_tried.clear()
 
     def _setup(self, sha: str) -> SideSpec:
         """REV's side of ``sha``, set up once per session (a failure too: an environment that

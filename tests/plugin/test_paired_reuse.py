@@ -5,7 +5,7 @@ before (`paired.rounds._reusing`, `case.roles.Side`)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import pytest
 
@@ -157,3 +157,84 @@ def test_an_arbitration_pair_times_the_suspect_and_the_cases_after_it(
     assert all(line.split()[1] == "ok" for line in before)
     assert float(before[0].split()[2]) == pytest.approx(100.0)
     assert len(set(before)) == 1  # the controller's figure, to the last digit
+
+
+# One test, three cases stored at 100 img/s (commit A); at B `suspect` is 20% slower and `mate`
+# wobbles at HEAD from process to process (the controller's figure first, then each side's).
+MATE_A = """
+from pytest_mxperf.testing import FakeModel
+
+def test_three_cases(mxperf):
+    for model in ("before", "suspect", "mate"):
+        mxperf.inference(FakeModel(100.0), batch_size=8, model=model)
+"""
+MATE_B = """
+def test_three_cases(mxperf):
+    mxperf.inference(FakeModel(100.0), batch_size=8, model="before")
+    mxperf.inference(FakeModel(80.0 if IS_HEAD else 100.0), batch_size=8, model="suspect")
+    mxperf.inference(FakeModel(SPEED), batch_size=8, model="mate")
+"""
+
+
+def _suspect_and_mate(
+    pytester: pytest.Pytester, commit: Callable[[str], str], tmp_path: Path, controller: float
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The run's one pair (for ``suspect``) and the cases' records, when the controller
+    measures ``mate`` at ``controller`` and HEAD's sides at 96, 86, 94 in turn."""
+    pytester.makepyfile(test_suite=MATE_A)
+    commit("A: three cases")
+    pytester.runpytest("--mxperf", "--mxperf-update").assert_outcomes(passed=1)
+    counter = tmp_path / "count"
+    suite = head_speeds((controller, 96.0, 86.0, 94.0), counter, pytester.path) + MATE_B
+    pytester.makepyfile(test_suite=suite)
+    commit("B: suspect slower, mate wobbly")
+    pytester.runpytest("--mxperf", "--mxperf-json", "report.json", "--mxperf-pair-budget", "600")
+    report = read_report(pytester.path)
+    (pair,) = report["pair_runs"]
+    return pair, {c["model"]: c for c in report["cases"]}
+
+
+def _models(r: dict[str, Any]) -> list[str]:
+    assert sorted(r["rev"]["images_per_sec"]) == sorted(r["head"]["images_per_sec"])
+    return sorted(k.split("/")[0] for k in r["head"]["images_per_sec"])
+
+
+def test_a_suspects_pair_gives_its_test_mates_their_first_rounds_only(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str], tmp_path: Path
+) -> None:
+    """The pair that arbitrates `suspect` also times `mate` (after it in its test): its first
+    rounds, which give its sides' figures; its stored comparison here (100 img/s) passes, so
+    the rounds that would decide its pair, undecided as it wobbles, are never spent."""
+    pair, cases = _suspect_and_mate(fake_pytester, commit, tmp_path, controller=100.0)
+    rounds = pair["rounds"]
+    assert cases["suspect"]["verdict"]["status"] == "regressed"
+    assert cases["mate"]["verdict"]["status"] == "pass"
+    models = [_models(r) for r in rounds]
+    assert models[:2] == [["mate", "suspect"], ["mate", "suspect"]]
+    assert all(m == ["suspect"] for m in models[2:])  # the suspect's own extra rounds, if any
+    # nor a second run or a profile of it
+    more = pair["confirmation"]["rounds"] + pair["profile_rounds"]
+    assert more and all(_models(r) == ["suspect"] for r in more)
+
+
+def test_a_test_mate_suspected_later_gets_the_rest_of_its_rounds_from_the_same_pair(
+    fake_pytester: pytest.Pytester, commit: Callable[[str], str], tmp_path: Path
+) -> None:
+    """`mate` measured here at 90 img/s (10% below its stored figure) is suspected too: its
+    arbitration takes the pair `suspect` started and adds the rounds that decide it, timing
+    `mate` alone (the cases before it handed back)."""
+    pair, cases = _suspect_and_mate(fake_pytester, commit, tmp_path, controller=90.0)
+    rounds = pair["rounds"]
+    models = [_models(r) for r in rounds]
+    assert models[:2] == [["mate", "suspect"], ["mate", "suspect"]]
+    # then the suspect's own extra rounds, if any, then mate's alone
+    own = [m for m in models[2:] if m == ["suspect"]]
+    later = models[2 + len(own) :]
+    assert later, "mate's wobble must leave its first two rounds undecided"
+    assert all(m == ["mate"] for m in later)
+    # Found regressed, it is measured again on fresh processes as the suspect was: its rounds
+    # join the same second run, and its verdict is that run's.
+    assert cases["mate"]["verdict"]["status"] == "regressed"
+    second = [_models(r) for r in pair["confirmation"]["rounds"]]
+    assert ["suspect"] in second and ["mate"] in second
+    assert cases["mate"]["verdict"]["rounds"] == second.count(["mate"])

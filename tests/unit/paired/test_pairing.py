@@ -18,7 +18,7 @@ from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.settings import Settings
 from pytest_mxperf.judging.pairstats import Decision
 from pytest_mxperf.measuring.records import CaseResult, Status
-from pytest_mxperf.paired import more_rounds, pairdata, pairing, sides
+from pytest_mxperf.paired import more_rounds, pairdata, pairing, servers, sides
 from pytest_mxperf.system import codec, cpus
 from pytest_mxperf.system.sigterm import sigterm_as_interrupt
 from pytest_mxperf.testing import measurement_of
@@ -397,7 +397,7 @@ def test_both_sides_fork_servers_start_at_once_where_each_can_import_on_cpus_of_
     at_once: bool,
 ) -> None:
     monkeypatch.setattr(cpus, "available", lambda: frozenset(usable))
-    monkeypatch.setattr(pairing, "ForkServer", RecordedServer)
+    monkeypatch.setattr(servers, "ForkServer", RecordedServer)
     monkeypatch.setattr(RecordedServer, "log", [])
     pairer = pairing.Pairer(Settings(pair_cpus=pin), tmp_path, tmp_path, overlap=True)
 
@@ -425,7 +425,7 @@ def test_a_server_asked_for_first_starts_both(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setattr(cpus, "available", lambda: frozenset({0, 1}))
-    monkeypatch.setattr(pairing, "ForkServer", RecordedServer)
+    monkeypatch.setattr(servers, "ForkServer", RecordedServer)
     monkeypatch.setattr(RecordedServer, "log", [])
     pairer = pairing.Pairer(Settings(pair_cpus="1"), tmp_path, tmp_path, overlap=True)
     assert pairer.server(pairdata.REV) is not None
