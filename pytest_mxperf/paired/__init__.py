@@ -8,7 +8,8 @@
   ``more_rounds``: which undecided cases more rounds could decide, or still fail.
 - ``pairjson``: the rounds as the JSON report records them.
 - ``turns``: lock-step sides taking turns block by block.
-- ``forkserver``: one process imports MXNet once; every side is forked from it.
+- ``forkserver``: one process imports MXNet once; every side is forked from it;
+  ``servers``: both sides' fork servers of a session, started early, renewed, closed.
 - ``worktree`` / ``envs``: REV's checkout and, if asked, its own Python environment.
 - ``gitcmd``: git as the worktrees use it (bounded, no hooks), revisions, registered trees.
 """
