@@ -37,6 +37,12 @@ def auto_budget(first_seconds: float) -> float:
     return max(AUTO_BUDGET_FLOOR, AUTO_BUDGET_SHARE * first_seconds)
 
 
+def _among(data: PairedData, keys: Sequence[CaseKey] | None) -> list[CaseKey]:
+    """``data``'s cases that are among ``keys`` (None: all of them), in ``data``'s order."""
+    found = case_keys(data)
+    return found if keys is None else [k for k in found if k in keys]
+
+
 class PairSetupError(Exception):
     """A revision's side cannot be set up (its worktree or its environment); the message says
     which revision and why, without a traceback."""
@@ -146,22 +152,21 @@ class Pairer:
         done = None if earlier else self.cached(sha, nodeids)
         if done is not None:
             if focus is not None and done.focused is not None:
-                wanted = [k for k in focus if k not in done.focused and k in case_keys(done)]
+                wanted = [k for k in _among(done, focus) if k not in done.focused]
                 if wanted:
                     done.focused.update(wanted)
-                    runner = self._runner(done, self._specs(sha), progress, handed)
+                    specs = self._specs(sha)
+                    runner = self._runner(done, specs, progress, handed)
                     self._extra_rounds(done, runner, wanted, clears, budgeted=True)
-                    self._settle(done, self._specs(sha), wanted, runner, progress, clears, handed)
+                    self._settle(done, specs, wanted, runner, progress, clears, handed)
             return done
         specs = self._specs(sha)
         pinned = "" if self.cpus is None else cpu_sets.describe(self.cpus)
         data = PairedData(rev_label, sha, cpus=pinned, head_name=head_name)
         data.earlier = dict(earlier or {})
         data.focused = None if focus is None else set(focus)
-        more = None if focus is None else list(focus)
-        runner = self._rounds(data, specs, nodeids, progress, clears, True, handed, more=more)
-        keys = case_keys(data) if focus is None else [k for k in case_keys(data) if k in focus]
-        self._settle(data, specs, keys, runner, progress, clears, handed)
+        runner = self._rounds(data, specs, nodeids, progress, clears, True, handed, more=focus)
+        self._settle(data, specs, _among(data, focus), runner, progress, clears, handed)
         self._cache[(sha, tuple(sorted(nodeids)))] = data
         return data
 
@@ -310,7 +315,7 @@ class Pairer:
         s = self.settings
         budget = s.pair_budget if s.pair_budget is not None else auto_budget(self.first_seconds)
         while len(data.rounds) < s.max_rounds:
-            keys = case_keys(data) if more is None else [k for k in more if k in case_keys(data)]
+            keys = _among(data, more)
             open_keys = worth_more_rounds(data, keys, s.min_effect, s.strict, s.max_rounds, clears)
             if not open_keys:
                 break
