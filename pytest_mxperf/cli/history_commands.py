@@ -4,6 +4,7 @@ index they give.
 ::
 
     mxperf history add REPORT.json...    append the report's entries to the store
+    mxperf history adopt REPORT.json     a pull request's pair as the entries of HEAD
     mxperf history base                  the commit HEAD's job pairs with (last with an entry)
     mxperf history anchor [--every K]    the anchor this job also pairs with, or nothing
     mxperf history show                  the index per case at each commit, steps marked
@@ -15,7 +16,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from pytest_mxperf.history import anchors, entries, entrystore, fromrun, page
+from pytest_mxperf.history import adoption, anchors, entries, entrystore, fromrun, page
 from pytest_mxperf.history.fit import Fit
 from pytest_mxperf.history.index import case_fits, commit_order, line_of
 from pytest_mxperf.paired.gitcmd import WorktreeError
@@ -67,6 +68,21 @@ def add_parsers(sub: Any) -> None:
         default=anchors.DEFAULT_EVERY,
         help=f"one anchor pair every K commits with entries (default {anchors.DEFAULT_EVERY})",
     )
+    adopt = verbs.add_parser(
+        "adopt",
+        help="a pull request's own pair as the entries of the commit it was merged as",
+        description="Store the entries of a pull request's paired run as HEAD's (the commit "
+        "the PR was merged as) when that run measured HEAD's tree against the commit HEAD's "
+        "job pairs with. Exit 0: adopted; 1: adopted, and its pair judged a case regressed; "
+        "2: an error; 3: not adopted (the reason is printed; the job then pairs as usual).",
+    )
+    adopt.add_argument("report", type=Path, metavar="REPORT.json")
+    add_store_arguments(adopt)
+    add_no_fetch(adopt)
+    adopt.add_argument("--rev", default="HEAD", help="the job's commit (default HEAD)")
+    adopt.add_argument(
+        "--check", action="store_true", help="say whether it would be adopted; store nothing"
+    )
     show = verbs.add_parser("show", help="the index per case at each commit")
     add_store_arguments(show)
     add_no_fetch(show)
@@ -88,6 +104,38 @@ def cmd_add(args: argparse.Namespace) -> int:
     where = entrystore.open_store(args.store, args.repo, args.remote)
     added = where.add(found)
     print(f"mxperf history: {added} new of {len(found)} entries in {where.describe()}")
+    return 0
+
+
+#: `mxperf history adopt`'s exit status when the pair is not this commit's step.
+NOT_ADOPTED = 3
+
+
+def cmd_adopt(args: argparse.Namespace) -> int:
+    try:
+        report = read_report(args.report)
+    except ReportError as exc:
+        raise entries.EntryError(str(exc)) from None
+    try:
+        got = adoption.adopt(
+            report, str(args.report), args.repo, entrystore.read_store(_reading(args)), args.rev
+        )
+    except adoption.NotAdopted as exc:
+        print(f"mxperf history: not adopted: {exc}")
+        return NOT_ADOPTED
+    what = (
+        f"{len(got.entries)} entries: the pair of {got.measured[:10]} with {got.base[:10]}, "
+        f"the tree of {args.rev}"
+    )
+    if args.check:
+        print(f"mxperf history: adoptable: {what}")
+    else:
+        where = entrystore.open_store(args.store, args.repo, args.remote, not args.no_fetch)
+        added = where.add(fromrun.with_subjects(got.entries, args.repo))
+        print(f"mxperf history: adopted {what}; {added} new in {where.describe()}")
+    if got.regressed:
+        print(f"mxperf history: that pair judged regressed: {', '.join(got.regressed)}")
+        return 1
     return 0
 
 
@@ -146,7 +194,13 @@ def history_page(spec: str, repo: Path = Path("."), fetch: bool = True) -> str:
     return page.index_section(page.index_data(found, case_fits(found, order), subjects), shown)
 
 
-COMMANDS = {"add": cmd_add, "base": cmd_base, "anchor": cmd_anchor, "show": cmd_show}
+COMMANDS = {
+    "add": cmd_add,
+    "adopt": cmd_adopt,
+    "base": cmd_base,
+    "anchor": cmd_anchor,
+    "show": cmd_show,
+}
 
 
 def run(root: Path, args: argparse.Namespace) -> int:

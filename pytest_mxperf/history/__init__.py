@@ -4,6 +4,7 @@
 - ``entrystore``: the JSON Lines file on a git branch (or in a directory) they are kept in.
 - ``fit``: the least-squares index over the commit graph; ``index``: entries to fits.
 - ``anchors``: which commits a main-branch job pairs HEAD with.
+- ``adoption``: a pull request's own pair as the entries of the commit it was merged as.
 - ``fromrun``: ``--mxperf-history``, a paired run adding its own entries at its end.
 - ``bisection``: the first commit that moved, by binary search with paired runs.
 - ``shards``: shard reports as one, every shard accounted for.

@@ -66,6 +66,9 @@ class Entry:
     #: Degrees of freedom of the t quantile [low, high] was taken with (`verdict.interval_df`);
     #: None for an entry from a report written before it was recorded.
     df: int | None = None
+    #: The sha the pair measured as HEAD when it is not ``commit``: an entry adopted from a pull
+    #: request's own pair, which measured its test merge commit, ``commit``'s tree (`adoption`).
+    measured: str = ""
     schema: int = 1  # of the stored line: a newer one is refused, never rewritten
     #: Fields this version does not know (a newer plugin wrote them): kept as they were.
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
@@ -101,6 +104,8 @@ class Entry:
         data.update(data.pop("extra"))
         if data["df"] is None:
             del data["df"]  # a line from an older report stays as it was stored
+        if not data["measured"]:
+            del data["measured"]  # an entry measured at its own commit, as before
         return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
     @classmethod
@@ -121,6 +126,8 @@ class Entry:
                 raise EntryError(f"ratio and interval must be > 0: {checks}")
             z_of(entry.level)
             df_of(entry.df)
+            if not isinstance(entry.measured, str):
+                raise EntryError(f"measured must be a commit sha, got {entry.measured!r}")
         except TypeError as exc:
             raise EntryError(f"not a history entry ({exc})") from None
         return entry

@@ -54,9 +54,11 @@ def _measured(e: Entry) -> str:
         )
         if x
     )
+    # An adopted pair (a pull request's job) measured another sha with this commit's tree.
+    where = f" (measured as {e.measured[:10]}, the same tree)" if e.measured else ""
     return (
         f"{e.ratio:.3f} [{e.low:.3f} .. {e.high:.3f}, {e.level:.0%}, {e.rounds} rounds] "
-        f"vs {e.base[:10]} on {runner}"
+        f"vs {e.base[:10]} on {runner}{where}"
     )
 
 

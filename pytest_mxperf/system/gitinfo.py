@@ -32,6 +32,9 @@ class CommitInfo:
     source: str
     repo_root: str | None = None
     shallow: bool = False
+    #: The commit's tree (git's hash of its files): what a clean run measured, whatever the
+    #: commit's sha (a pull request's test merge commit and the commit it is merged as share it).
+    tree: str | None = None
 
     @property
     def short(self) -> str:
@@ -95,11 +98,13 @@ def _detect(
     repo: Any, sha: str | None, branch: str | None, source: str, exclude: tuple[str, ...]
 ) -> CommitInfo:
     root = str(repo.working_tree_dir)
-    date = None
+    date = tree = None
     try:
         commit = repo.commit(sha) if sha else repo.head.commit
         sha = commit.hexsha
         date = _iso(commit.committed_date)
+        # The tree of the commit checked out only: a CI variable may name another commit.
+        tree = commit.tree.hexsha if commit.hexsha == repo.head.commit.hexsha else None
     except Exception:
         pass  # a CI sha not present in this clone, or an empty repository
     if branch is None:
@@ -113,7 +118,7 @@ def _detect(
     except Exception:
         dirty = None
     shallow = (Path(repo.git_dir) / "shallow").exists()
-    return CommitInfo(sha, date, branch, dirty, source, root, shallow)
+    return CommitInfo(sha, date, branch, dirty, source, root, shallow, tree)
 
 
 def _pathspec(root: str, exclude: tuple[str, ...]) -> list[str]:

@@ -3,6 +3,7 @@ keep them (a directory; a git branch written with plumbing, pushed with retries)
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -215,3 +216,15 @@ def test_an_unknown_level_in_the_field_is_refused_by_name() -> None:
         match=r"r\.json: case .alpha.: no quantile for an interval level of 0\.42",
     ):
         entries.from_report(report, "r.json")
+
+
+def test_an_adopted_entry_keeps_the_sha_it_measured_and_others_write_no_such_field() -> None:
+    plain = entry(B, A)
+    assert "measured" not in json.loads(plain.to_line())  # lines stored before stay as they were
+    adopted = dataclasses.replace(plain, measured=C)
+    line = json.loads(adopted.to_line())
+    assert line["measured"] == C
+    assert entries.Entry.from_dict(line) == adopted
+    line["measured"] = 7
+    with pytest.raises(entries.EntryError, match="measured must be a commit sha, got 7"):
+        entries.Entry.from_dict(line)

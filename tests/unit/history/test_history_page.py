@@ -22,7 +22,7 @@ def _history() -> list[Entry]:
     ratios = [1.0, 1.0, 0.92, 1.0, 1.0, 1.0, 1.0]  # commit 3 is 8% slower
     found = [entry(C[i + 1], C[i], r, se=0.004) for i, r in enumerate(ratios)]
     found.append(entry(C[5], C[0], 0.92, se=0.004, run="anchor"))
-    found[2] = dataclasses.replace(found[2], subject="slow down alpha")
+    found[2] = dataclasses.replace(found[2], subject="slow down alpha", measured="d" * 40)
     return found
 
 
@@ -35,8 +35,10 @@ def test_the_pages_data_marks_the_step_with_its_commit_and_measured_pair() -> No
     slow = case.marked[0]
     assert slow.subject == "slow down alpha" and slow.step == pytest.approx(0.92, abs=0.005)
     assert slow.measured == (
-        f"0.920 [0.913 .. 0.927, 95%, 3 rounds] vs {C[2][:10]} on cpu-test-2c",
+        f"0.920 [0.913 .. 0.927, 95%, 3 rounds] vs {C[2][:10]} on cpu-test-2c "
+        f"(measured as {'d' * 10}, the same tree)",
     )
+    assert "measured as" not in case.points[1].measured[0]  # a pair of the commit itself
     assert case.points[0].subject == "first" and case.points[0].step is None
     assert case.points[-1].index == pytest.approx(0.92, abs=0.01)
     assert case.level == 0.95 and case.step_level == 0.99 and case.note == ""

@@ -79,6 +79,16 @@ def test_detect_clean_repo(repo: Repo) -> None:
     assert info.repo_root == str(repo.path)
     assert info.shallow is False
     assert info.short == sha[:10]
+    assert info.tree == repo.git("rev-parse", "HEAD^{tree}")
+
+
+def test_the_tree_is_recorded_for_the_commit_checked_out_only(repo: Repo) -> None:
+    first = repo.commit()
+    repo.commit()
+    # A CI variable naming another commit: its facts, but not a tree that was not measured.
+    assert detect(repo.path, {"PYTEST_MXPERF_COMMIT": first}).tree is None
+    repo.git("checkout", "-q", "--detach", first)
+    assert detect(repo.path, {"GITHUB_SHA": first}).tree == repo.git("rev-parse", "HEAD^{tree}")
 
 
 def test_detect_from_a_subdirectory(repo: Repo) -> None:
