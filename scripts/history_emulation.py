@@ -18,6 +18,12 @@ and does what the example's main workflow does (docs/history.md):
 
 and, for the cost, a plain run of the same suite (``pytest --mxperf``) in the same clone.
 
+With ``--prs`` every commit after the first arrives as a pull request, as the example's
+workflows see it: its PR job (a fresh clone, its own load) pairs GitHub's test merge commit (the
+PR merged into main) with main, as mxperf-pr.yml does; the PR is then squash-merged, and the
+main-branch job adopts that pair when it measured the merged commit's tree against the chain's
+base (``mxperf history adopt``), pairing itself only when it did not (and for its anchor).
+
 At the end it prints the index of each case at each commit (fitted with the anchors), the
 steps marked (and the rule they are marked by), the 95% interval at the last commit with and
 without the anchors, and each job's wall time beside its plain run's: per job, the anchored
@@ -36,6 +42,7 @@ batch is committed in ``work.txt``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import shlex
@@ -44,8 +51,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
+from pytest_mxperf.cli.history_commands import NOT_ADOPTED
 from pytest_mxperf.history import entrystore, page
 from pytest_mxperf.history.index import case_fits, commit_order, line_of
 from pytest_mxperf.paired.forkserver import DEFAULT_PRELOAD, PRELOAD_ENV, default_preload
@@ -127,6 +137,16 @@ def mxperf(cwd: Path, env: dict[str, str], *args: str) -> str:
     return run(cwd, env, sys.executable, "-m", "pytest_mxperf.cli.commands", *args)
 
 
+def adopt_status(cwd: Path, env: dict[str, str], *args: str) -> int:
+    """``mxperf history adopt``'s exit status: 0 or 1 (adoptable; 1: that pair judged a case
+    regressed) or 3 (not adopted); anything else ends the emulation."""
+    argv = [sys.executable, "-m", "pytest_mxperf.cli.commands", *args]
+    done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    if done.returncode not in (0, 1, NOT_ADOPTED):
+        raise SystemExit(f"{' '.join(argv)} failed in {cwd}:\n{done.stdout}\n{done.stderr}")
+    return done.returncode
+
+
 def pytest(cwd: Path, env: dict[str, str], *args: str) -> float:
     """One pytest process; its wall time (failed verdicts are results, not errors)."""
     start = time.monotonic()
@@ -145,13 +165,72 @@ def work_at(i: int, args: argparse.Namespace) -> dict[str, float]:
     return work
 
 
-def make_commit(dev: Path, env: dict[str, str], i: int, args: argparse.Namespace) -> None:
+def make_commit(
+    dev: Path, env: dict[str, str], i: int, args: argparse.Namespace, branch: str = "main"
+) -> None:
+    """Commit ``i`` pushed to ``branch`` (a PR's branch off main: checked out from main)."""
+    if branch != "main":
+        run(dev, env, "git", "checkout", "-q", "-B", branch, "main")
     (dev / "work.txt").write_text(" ".join(f"{k}={v}" for k, v in work_at(i, args).items()))
     (dev / "notes.txt").write_text(f"commit {i}\n")
     what = {args.slow_at: ": alpha 8% slower", args.fast_at: ": beta 5% faster"}.get(i, "")
     run(dev, env, "git", "add", "-A")
     run(dev, env, "git", "commit", "-qm", f"commit {i}{what}")
+    run(dev, env, "git", "push", "-q", "origin", f"HEAD:{branch}")
+
+
+def squash_merge(dev: Path, env: dict[str, str], branch: str) -> None:
+    """The PR merged as one new commit on main (the PR's tree when main has not moved)."""
+    run(dev, env, "git", "checkout", "-q", "main")
+    run(dev, env, "git", "merge", "-q", "--squash", branch)
+    subject = run(dev, env, "git", "log", "-1", "--format=%s", branch)
+    run(dev, env, "git", "commit", "-qm", f"{subject} (#{branch})")
     run(dev, env, "git", "push", "-q", "origin", "HEAD:main")
+
+
+@contextlib.contextmanager
+def neighbour(args: argparse.Namespace, seed: int) -> Iterator[None]:
+    """The noisy neighbour under one job, its duty and CPUs drawn from ``seed`` (none without
+    ``--noise``)."""
+    if not args.noise:
+        yield
+        return
+    duty = random.Random(seed).uniform(0.1, 0.6)
+    cpus = ("0", "1", "0,1")[seed % 3]
+    argv = [sys.executable, str(args.noise), "--seconds", "3600", "--duty", f"{duty:.2f}"]
+    argv += ["--cpus", cpus, "--seed", str(seed)]
+    noise = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield
+    finally:
+        noise.terminate()
+        noise.wait(timeout=30)
+
+
+def pr_job(
+    root: Path, origin: Path, env: dict[str, str], i: int, branch: str
+) -> tuple[float, Path | None]:
+    """The PR job of ``branch`` on a fresh clone, as mxperf-pr.yml runs it: its test merge commit
+    paired with main (the PR workflow's own settings). (its wall, its report kept as the
+    artifact the main job downloads, or None when the run left none)."""
+    clone = root / f"pr-{i}"
+    try:
+        start = time.monotonic()
+        run(root, env, "git", "clone", "-q", str(origin), str(clone))
+        run(clone, env, "git", "checkout", "-q", "--detach", "origin/main")
+        run(
+            clone, env, "git", "merge", "-q", "--no-ff", "-m", f"Merge {branch}", f"origin/{branch}"
+        )
+        pytest(clone, env, "--mxperf", "--mxperf-ab", "origin/main", "--mxperf-json", "pr.json")
+        wall = time.monotonic() - start
+        artifact = root / "artifacts" / f"{branch}.json"
+        artifact.parent.mkdir(exist_ok=True)
+        if not (clone / "pr.json").exists():
+            return wall, None
+        shutil.copy(clone / "pr.json", artifact)
+        return wall, artifact
+    finally:
+        shutil.rmtree(clone, ignore_errors=True)
 
 
 def setup(root: Path, env: dict[str, str], args: argparse.Namespace) -> Path:
@@ -166,56 +245,57 @@ def setup(root: Path, env: dict[str, str], args: argparse.Namespace) -> Path:
 
 
 def job(
-    root: Path, origin: Path, env: dict[str, str], i: int, args: argparse.Namespace
-) -> tuple[float, float, bool]:
-    """Commit ``i``'s main-branch job on a fresh clone: (job's wall, plain run's wall, anchored)."""
+    root: Path,
+    origin: Path,
+    env: dict[str, str],
+    i: int,
+    args: argparse.Namespace,
+    artifact: Path | None = None,
+) -> tuple[float, float, bool, bool]:
+    """Commit ``i``'s main-branch job on a fresh clone, adopting the PR job's ``artifact`` when
+    it measured this commit: (job's wall, plain run's wall, anchored, adopted)."""
     clone = root / f"job-{i}"
-    noise = None
-    if args.noise:
-        duty = random.Random(i).uniform(0.1, 0.6)
-        cpus = ("0", "1", "0,1")[i % 3]
-        noise = subprocess.Popen(
-            [
-                sys.executable,
-                str(args.noise),
-                "--seconds",
-                "3600",
-                "--duty",
-                f"{duty:.2f}",
-                "--cpus",
-                cpus,
-                "--seed",
-                str(i),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
     try:
         start = time.monotonic()
         run(root, env, "git", "clone", "-q", str(origin), str(clone))
         more = [*ONLY_RATIO, *shlex.split(args.pair_args)]
-        base = mxperf(clone, env, "history", "base", "--no-fetch")
-        pytest(clone, env, "--mxperf", "--mxperf-ab", base, *more, "--mxperf-json", "pair.json")
+        adopt = ["history", "adopt", "--no-fetch", str(artifact)] if artifact else []
+        # Exit 0 or 1 (adoptable; 1: that pair judged a case regressed), 3 not adopted.
+        adopted = bool(adopt) and adopt_status(clone, env, *adopt, "--check") != NOT_ADOPTED
+        if not adopted:
+            base = mxperf(clone, env, "history", "base", "--no-fetch")
+            argv = ["--mxperf-ab", base, *more, "--mxperf-json", "pair.json"]
+            pytest(clone, env, "--mxperf", *argv)
         anchor = mxperf(clone, env, "history", "anchor", "--no-fetch", "--every", str(args.every))
         if anchor:
             argv = ["--mxperf-ab", anchor, *more, "--mxperf-json", "anchor.json"]
             pytest(clone, env, "--mxperf", *argv)
-        mxperf(clone, env, "history", "add", "pair.json")
+        if adopted:
+            if adopt_status(clone, env, *adopt) == NOT_ADOPTED:
+                raise SystemExit(f"commit {i}: adoptable a moment ago, then not adopted")
+        else:
+            mxperf(clone, env, "history", "add", "pair.json")
         if anchor and (clone / "anchor.json").exists():
             mxperf(clone, env, "history", "add", "anchor.json")
         wall = time.monotonic() - start
         plain = pytest(clone, env, "--mxperf")
     finally:
-        if noise is not None:
-            noise.terminate()
-            noise.wait(timeout=30)
         shutil.rmtree(clone, ignore_errors=True)
-    return wall, plain, bool(anchor)
+    return wall, plain, bool(anchor), adopted
 
 
-def report(
-    origin: Path, walls: list[tuple[int, float, float, bool]], args: argparse.Namespace
-) -> None:
+class Job(NamedTuple):
+    """One commit's main-branch job: its wall and its plain run's; with ``--prs`` its PR job's."""
+
+    i: int
+    wall: float
+    plain: float
+    anchored: bool
+    adopted: bool
+    pr: float | None
+
+
+def report(origin: Path, walls: list[Job], args: argparse.Namespace) -> None:
     found = entrystore.GitStore(origin).read()
     line = line_of(origin, "main")
     order = commit_order(found, line)
@@ -248,23 +328,36 @@ def report(
     if first is not None:
         print(f"\na step is marked when {page.mark_rule(first.step_level, first.min_step)}")
     print("\njob wall times (clone, pairs, history pushes) beside a plain run of the suite:")
-    for i, wall, plain, anchor in walls:
-        note = "  (anchored)" if anchor else ""
+    for w in walls:
+        note = "  (anchored)" if w.anchored else ""
+        note += "  (adopted the PR's pair)" if w.adopted else ""
+        pr = "" if w.pr is None else f"; its PR job {w.pr:6.1f} s, {w.pr / w.plain:5.2f}x"
         print(
-            f"  commit {i:3d}: job {wall:7.1f} s, plain {plain:7.1f} s, {wall / plain:5.2f}x{note}"
+            f"  commit {w.i:3d}: job {w.wall:7.1f} s, plain {w.plain:7.1f} s, "
+            f"{w.wall / w.plain:5.2f}x{note}{pr}"
         )
-    for name, kept in (
-        ("anchored jobs", [w for w in walls if w[3]]),
-        ("other jobs", [w for w in walls if not w[3]]),
+    groups = [
+        ("anchored jobs", [w for w in walls if w.anchored]),
+        ("other jobs", [w for w in walls if not w.anchored]),
+        ("jobs that adopted the PR's pair", [w for w in walls if w.adopted]),
         ("all jobs", walls),
-    ):
+    ]
+    for name, kept in groups:
         if kept:
-            job_s, plain_s = sum(w[1] for w in kept), sum(w[2] for w in kept)
-            each = [w[1] / w[2] for w in kept]
+            job_s, plain_s = sum(w.wall for w in kept), sum(w.plain for w in kept)
+            each = [w.wall / w.plain for w in kept]
             print(
                 f"  {name} ({len(kept)}): {job_s:.0f} s, plain runs: {plain_s:.0f} s, "
                 f"{job_s / plain_s:.2f}x (each {min(each):.2f}x .. {max(each):.2f}x)"
             )
+    prs = [w for w in walls if w.pr is not None]
+    if prs:
+        pr_s, plain_s = sum(w.pr or 0.0 for w in prs), sum(w.plain for w in prs)
+        print(
+            f"  PR jobs ({len(prs)}, each paid to gate its merge): {pr_s:.0f} s, "
+            f"{pr_s / plain_s:.2f}x the plain runs; PR and main jobs together "
+            f"{(pr_s + sum(w.wall for w in prs)) / plain_s:.2f}x"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -281,6 +374,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slow-at", type=int, default=10, help="commit making alpha slower (10)")
     parser.add_argument("--fast-at", type=int, default=20, help="commit making beta faster (20)")
     parser.add_argument("--keep", type=Path, help="build in this directory and keep it")
+    parser.add_argument(
+        "--prs",
+        action="store_true",
+        help="every commit as a pull request: its PR job pairs it, the main job adopts that pair",
+    )
     parser.add_argument(
         "--pair-args",
         default="",
@@ -307,13 +405,23 @@ def main(argv: list[str] | None = None) -> int:
         origin = setup(root, env, args)
         walls = []
         for i in range(args.commits + 1):
-            make_commit(root / "dev", env, i, args)
+            pr_wall, artifact = None, None
+            if args.prs and i > 0:
+                branch = f"pr-{i}"
+                make_commit(root / "dev", env, i, args, branch)
+                with neighbour(args, 1000 + i):  # another load than its main job's
+                    pr_wall, artifact = pr_job(root, origin, env, i, branch)
+                squash_merge(root / "dev", env, branch)
+            else:
+                make_commit(root / "dev", env, i, args)
             if i == 0:
                 continue  # the first commit has nothing to pair with: its index is 1.0
-            wall, plain, anchor = job(root, origin, env, i, args)
-            walls.append((i, wall, plain, anchor))
-            note = " anchored" if anchor else ""
-            print(f"commit {i}: job {wall:.1f} s (plain {plain:.1f} s){note}", flush=True)
+            with neighbour(args, i):
+                wall, plain, anchor, adopted = job(root, origin, env, i, args, artifact)
+            walls.append(Job(i, wall, plain, anchor, adopted, pr_wall))
+            note = (" anchored" if anchor else "") + (" adopted" if adopted else "")
+            pr = "" if pr_wall is None else f", PR job {pr_wall:.1f} s"
+            print(f"commit {i}: job {wall:.1f} s (plain {plain:.1f} s{pr}){note}", flush=True)
         report(origin, walls, args)
     finally:
         if args.keep is None:

@@ -4,9 +4,12 @@ one anchored, the steps named at their commits and the anchors' narrower interva
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
+
+from pytest_mxperf.testing.repos import git
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "history_emulation.py"
 
@@ -31,3 +34,32 @@ def test_the_emulation_finds_both_steps_at_their_commits(
     assert "95% interval at commit 2 with anchors" in out and "chain only" in out
     # The jobs pushed their entries to origin; their clones are gone.
     assert not list((tmp_path / "emulation").glob("job-*"))
+
+
+def test_with_pull_requests_the_main_jobs_adopt_their_pairs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = importlib.util.spec_from_file_location("history_emulation", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    argv = ["--fake", "--commits", "2", "--every", "2", "--slow-at", "1", "--fast-at", "2"]
+    assert module.main([*argv, "--prs", "--keep", str(tmp_path / "emulation")]) == 0
+    out = capsys.readouterr().out
+    alpha, beta, gamma = out.split("/inference/float32/bs8/cpu: index at each commit")[1:4]
+    assert "marked steps: commits [1]" in alpha
+    assert "marked steps: commits [2]" in beta
+    assert "marked steps: commits none" in gamma
+    assert "commit 1: job" in out and "adopted" in out
+    assert "jobs that adopted the PR's pair (2): " in out
+    assert "PR jobs (2, each paid to gate its merge): " in out
+    # Every entry on the branch names a commit of main; the adopted ones the sha they measured.
+    origin = tmp_path / "emulation" / "origin.git"
+    line = set(git(origin, "rev-list", "main").split())
+    stored = [
+        json.loads(x) for x in git(origin, "show", "mxperf-history:history.jsonl").splitlines()
+    ]
+    assert {e["commit"] for e in stored} <= line
+    adopted = [e for e in stored if e.get("measured")]
+    assert adopted and all(e["measured"] not in line for e in adopted)
+    assert not list((tmp_path / "emulation").glob("pr-*"))
