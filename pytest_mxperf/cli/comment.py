@@ -91,13 +91,14 @@ def pr_number(text: str) -> int:
     return int(value)
 
 
-def client(env: Any) -> github.GitHub:
-    """The API of the repository the environment names, or a `CommentCommandError`."""
+def client(env: Any, needs: str = "pull-requests: write") -> github.GitHub:
+    """The API of the repository the environment names, or a `CommentCommandError`
+    (``needs``: the token's permissions, named when there is none)."""
     token = env.get("GITHUB_TOKEN") or ""
     if not token:
         raise CommentCommandError(
             "no GITHUB_TOKEN in the environment: pass the job's token "
-            "(env: GITHUB_TOKEN: ${{ github.token }}) with pull-requests: write"
+            f"(env: GITHUB_TOKEN: ${{{{ github.token }}}}) with {needs}"
         )
     repo = env.get("GITHUB_REPOSITORY") or ""
     if repo.count("/") != 1 or not all(repo.split("/")):

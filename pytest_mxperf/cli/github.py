@@ -1,5 +1,7 @@
 """The few calls of GitHub's REST API that one sticky pull-request comment needs, with urllib:
-a PR's head commit, its issue comments (all pages), create one, update one."""
+a PR's head commit, its issue comments (all pages), create one, update one; and the two a
+main-branch job needs to find the pair of the pull request it merged: the PR merged as a commit,
+the completed runs of a workflow at a commit."""
 
 from __future__ import annotations
 
@@ -79,6 +81,36 @@ class GitHub:
         if not isinstance(sha, str):
             raise GitHubError(f"GET {url}: no head commit in the answer")
         return sha
+
+    def merged_pull(self, sha: str) -> dict[str, Any] | None:
+        """The pull request merged as commit ``sha`` (whose ``merge_commit_sha`` it is: a merge,
+        squash or rebase merge), or None (a direct push)."""
+        url = f"{self.api}/repos/{self.repo}/commits/{sha}/pulls"
+        answer, _ = self._call("GET", url)
+        if not isinstance(answer, list):
+            raise GitHubError(f"GET {url}: expected a list of pull requests")
+        return next(
+            (
+                p
+                for p in answer
+                if isinstance(p, dict) and p.get("merged_at") and p.get("merge_commit_sha") == sha
+            ),
+            None,
+        )
+
+    def pull_request_runs(self, workflow: str, head_sha: str) -> list[dict[str, Any]]:
+        """The completed ``pull_request`` runs of ``workflow`` (its file name) at ``head_sha``,
+        newest first."""
+        url = (
+            f"{self.api}/repos/{self.repo}/actions/workflows/{workflow}/runs"
+            f"?event=pull_request&status=completed&head_sha={head_sha}&per_page=100"
+        )
+        answer, _ = self._call("GET", url)
+        runs = answer.get("workflow_runs") if isinstance(answer, dict) else None
+        if not isinstance(runs, list):
+            raise GitHubError(f"GET {url}: no workflow_runs in the answer")
+        found = [r for r in runs if isinstance(r, dict) and isinstance(r.get("id"), int)]
+        return sorted(found, key=lambda r: int(r["id"]), reverse=True)
 
     def create(self, pr: int, body: str) -> dict[str, Any]:
         url = f"{self.api}/repos/{self.repo}/issues/{pr}/comments"

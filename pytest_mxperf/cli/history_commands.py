@@ -5,6 +5,7 @@ index they give.
 
     mxperf history add REPORT.json...    append the report's entries to the store
     mxperf history adopt REPORT.json     a pull request's pair as the entries of HEAD
+    mxperf history pr-run                the run of the PR workflow whose pair HEAD may adopt
     mxperf history base                  the commit HEAD's job pairs with (last with an entry)
     mxperf history anchor [--every K]    the anchor this job also pairs with, or nothing
     mxperf history show                  the index per case at each commit, steps marked
@@ -13,16 +14,24 @@ index they give.
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
+from pytest_mxperf.cli import github, pr_run
 from pytest_mxperf.history import adoption, anchors, entries, entrystore, fromrun, page
 from pytest_mxperf.history.fit import Fit
 from pytest_mxperf.history.index import case_fits, commit_order, line_of
 from pytest_mxperf.paired.gitcmd import WorktreeError
 from pytest_mxperf.reporting.jsonreport import ReportError, read_report
 
-ERRORS = (entries.EntryError, entrystore.StoreError, anchors.AnchorError, WorktreeError)
+ERRORS = (
+    github.GitHubError,
+    entries.EntryError,
+    entrystore.StoreError,
+    anchors.AnchorError,
+    WorktreeError,
+)
 
 
 def add_store_arguments(parser: argparse.ArgumentParser) -> None:
@@ -82,6 +91,13 @@ def add_parsers(sub: Any) -> None:
     adopt.add_argument("--rev", default="HEAD", help="the job's commit (default HEAD)")
     adopt.add_argument(
         "--check", action="store_true", help="say whether it would be adopted; store nothing"
+    )
+    pr_run.add_arguments(
+        verbs.add_parser(
+            "pr-run",
+            help="the id of the PR workflow's run whose pair HEAD may adopt, or nothing",
+            description=(pr_run.__doc__ or "").split("\n\n")[1],
+        )
     )
     show = verbs.add_parser("show", help="the index per case at each commit")
     add_store_arguments(show)
@@ -194,12 +210,17 @@ def history_page(spec: str, repo: Path = Path("."), fetch: bool = True) -> str:
     return page.index_section(page.index_data(found, case_fits(found, order), subjects), shown)
 
 
+def cmd_pr_run(args: argparse.Namespace) -> int:
+    return pr_run.run(args, os.environ)
+
+
 COMMANDS = {
     "add": cmd_add,
     "adopt": cmd_adopt,
     "base": cmd_base,
     "anchor": cmd_anchor,
     "show": cmd_show,
+    "pr-run": cmd_pr_run,
 }
 
 

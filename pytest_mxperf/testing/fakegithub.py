@@ -9,6 +9,9 @@ tests of ``mxperf comment post`` and of the example workflows (`pytest_mxperf.te
         assert [c.method for c in api.calls] == ["GET", "POST"]
 
 It serves ``GET /repos/{repo}/pulls/{n}`` (the head commit of ``heads``),
+``GET /repos/{repo}/commits/{sha}/pulls`` (the pull request of ``merged``),
+``GET /repos/{repo}/actions/workflows/{file}/runs`` (``runs`` of that file, filtered by the
+query's ``event``, ``status`` and ``head_sha``),
 ``GET/POST /repos/{repo}/issues/{n}/comments`` (pages of ``per_page``, with a ``Link``
 header) and ``PATCH /repos/{repo}/issues/comments/{id}``; a wrong token is 401, another address
 404, and ``fail_with`` answers every call with that HTTP status.
@@ -46,6 +49,10 @@ class FakeGitHub:
     calls: list[Call] = field(default_factory=list)
     #: Pull request number -> its head commit (``GET /repos/{repo}/pulls/{n}``).
     heads: dict[int, str] = field(default_factory=dict)
+    #: A merged commit -> the pull request merged as it (``GET /repos/{repo}/commits/{sha}/pulls``).
+    merged: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Workflow runs (``{"id", "path", "event", "status", "conclusion", "head_sha", ...}``).
+    runs: list[dict[str, Any]] = field(default_factory=list)
     #: Pull request number -> its comments (``{"id", "body", "user"}``), oldest first.
     comments: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     _server: ThreadingHTTPServer | None = None
@@ -126,6 +133,14 @@ class FakeGitHub:
             return _answer(request, 200, {"number": number, "head": {"sha": self.heads[number]}})
         if listing and method == "GET":
             return self._list(request, int(listing.group(1)), parse_qs(parts.query))
+        repo = f"/repos/{re.escape(self.repo)}"
+        merged = re.fullmatch(rf"{repo}/commits/([0-9a-f]+)/pulls", parts.path)
+        if merged and method == "GET":
+            found = self.merged.get(merged.group(1))
+            return _answer(request, 200, [] if found is None else [found])
+        runs = re.fullmatch(rf"{repo}/actions/workflows/([\w.-]+)/runs", parts.path)
+        if runs and method == "GET":
+            return self._runs(request, runs.group(1), parse_qs(parts.query))
         if listing and method == "POST" and body is not None:
             made = self.add_comment(int(listing.group(1)), str(body["body"]), "github-actions[bot]")
             return _answer(request, 201, {"id": made, "body": body["body"]})
@@ -135,6 +150,18 @@ class FakeGitHub:
                     found["body"] = body["body"]
                     return _answer(request, 200, found)
         return _answer(request, 404, {"message": "Not Found"})
+
+    def _runs(
+        self, request: BaseHTTPRequestHandler, workflow: str, query: dict[str, list[str]]
+    ) -> None:
+        wanted = {k: query[k][0] for k in ("event", "status", "head_sha") if k in query}
+        found = [
+            r
+            for r in self.runs
+            if str(r.get("path", "")).endswith(f"/{workflow}")
+            and all(r.get(k) == v for k, v in wanted.items())
+        ]
+        _answer(request, 200, {"total_count": len(found), "workflow_runs": found})
 
     def _list(self, request: BaseHTTPRequestHandler, pr: int, query: dict[str, list[str]]) -> None:
         per_page = int(query.get("per_page", ["30"])[0])

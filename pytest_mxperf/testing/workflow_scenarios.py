@@ -140,7 +140,38 @@ class Scenarios:
             "pull_request", sha, f"refs/pull/{number}/merge", payload, "main", "feature", token
         )
         pr = self._run("mxperf-pr.yml", event)
+        self.api.runs.append(
+            {
+                "id": pr.run_id,
+                "path": ".github/workflows/mxperf-pr.yml",
+                "event": "pull_request",
+                "status": "completed",
+                "conclusion": pr.conclusion,
+                "head_sha": sha,
+                "head_repository": {"full_name": head_repo},
+            }
+        )
         return pr, self.comment(pr, number, sha, fork)
+
+    def merge(self, number: int, fork: bool = False) -> RunResult:
+        """Pull request ``number`` (the work clone's HEAD, on main) squash-merged: one new
+        commit with its tree, pushed to main; the main workflow's run on it."""
+        before = self.project.main_sha()
+        head = git(self.project.work, "rev-parse", "HEAD")
+        subject = git(self.project.work, "log", "-1", "--format=%s")
+        git(self.project.work, "reset", "-q", "--soft", before)
+        merged = self.project.commit(f"{subject} (#{number})")
+        self.api.merged[merged] = {
+            "number": number,
+            "merged_at": "2026-11-29T12:00:00Z",
+            "merge_commit_sha": merged,
+            "head": {
+                "sha": head,
+                "repo": {"full_name": "someone/user-project" if fork else REPO},
+            },
+            "base": {"ref": "main", "repo": {"full_name": REPO}},
+        }
+        return self.push_main(before)
 
     def comment(self, pr: RunResult, number: int, sha: str, fork: bool = False) -> RunResult:
         """The comment workflow, started by the completion of the PR workflow's run ``pr``."""
@@ -175,7 +206,7 @@ class Scenarios:
         after = self.project.main_sha()
         payload = {"before": before, "after": after, "ref": "refs/heads/main"}
         return self._run(
-            workflow, Event("push", after, "refs/heads/main", payload, token="push-token")
+            workflow, Event("push", after, "refs/heads/main", payload, token=self.api.token)
         )
 
     def dispatch(self, workflow: str) -> RunResult:

@@ -193,7 +193,9 @@ class Runner:
             result.steps.append(done)
             if "id" in step:
                 ctx["steps"][step["id"]] = {"outputs": outputs, "outcome": done.outcome}
-            if done.outcome == "failure":
+            # continue-on-error: the step's outcome stays "failure", the job goes on as if
+            # it had succeeded (its conclusion), as on GitHub.
+            if done.outcome == "failure" and step.get("continue-on-error") not in (True, "true"):
                 evaluator.status.failed = True
                 result.outcome = "failure"
         result.summary = files["summary"].read_text(encoding="utf-8")

@@ -163,10 +163,26 @@ def truthy(value: Any) -> bool:
 
 
 def equal(a: Any, b: Any) -> bool:
-    """GitHub's ``==``: strings without regard to case, else by value."""
+    """GitHub's ``==``: strings without regard to case; values of two types compared as numbers
+    (null and '' are 0, so the output of a skipped step equals ''), a text that is not one
+    equal to nothing."""
     if isinstance(a, str) and isinstance(b, str):
         return a.lower() == b.lower()
+    if type(a) is not type(b):
+        x, y = _number(a), _number(b)
+        return x is not None and x == y
     return bool(a == b)
+
+
+def _number(value: Any) -> float | None:
+    if value is None or value == "":
+        return 0.0
+    if isinstance(value, (bool, int, float)):
+        return float(value)
+    try:
+        return float(str(value).strip())
+    except ValueError:
+        return None  # NaN: equal to nothing
 
 
 def as_text(value: Any) -> str:

@@ -88,6 +88,8 @@ def test_fork_pr_ten_percent_slower_then_fixed(fake: ws.Scenarios) -> None:
 
 
 PAIR = "Benchmarks paired with the last commit in the history"
+LOOKUP = "The pull request this push merged"
+ADOPT = "Adopt it when it measured this commit"
 ANCHOR = "Benchmarks paired with the anchor"
 
 
@@ -110,7 +112,10 @@ def test_pushes_to_main_build_the_history(tmp_path: Path) -> None:
         assert "mxperf verdicts: 4 pass" in job.step(PAIR).output
         assert "4 new of 4 entries" in job.step("Add the pairs to the history").output
         assert job.step(ANCHOR).outcome == "skipped"  # one commit with entries: not due
-        assert fake.calls[run.run_id] == []
+        # A direct push: no pull request to adopt the pair of (one API call to ask).
+        assert "(a direct push): the job pairs itself" in job.step(LOOKUP).output
+        assert [c.path for c in fake.calls[run.run_id]] == [f"/repos/{ws.REPO}/commits/{one}/pulls"]
+        assert job.step("Download its pair").outcome == "skipped"
         stored = ws.history_on_origin(fake)
         cases = sorted(e["case"] for e in stored)
         assert len(cases) == 4 and pairs(stored) == [(c, one, first) for c in cases]
@@ -148,12 +153,58 @@ def test_pushes_to_main_build_the_history(tmp_path: Path) -> None:
         assert report["paired"]["profile_rounds"] == [] == anchor["paired"]["profile_rounds"]
         # The token: in the push step's environment only, never in the clone's git config
         # (persist-credentials: false), so no benchmark could read it.
+        # The lookup of a merged pull request has it too: only mxperf's own API reads run there.
         with_token = [s.name for s in job.steps if "GITHUB_TOKEN" in s.env]
-        assert with_token == ["Add the pairs to the history"]
-        assert job.step("Add the pairs to the history").env["GITHUB_TOKEN"] == "push-token"
+        assert with_token == [LOOKUP, "Add the pairs to the history"]
+        assert job.step("Add the pairs to the history").env["GITHUB_TOKEN"] == fake.api.token
         assert job.workspace is not None
         config = (job.workspace / ".git" / "config").read_text()
-        assert "extraheader" not in config and "push-token" not in config
+        assert "extraheader" not in config and fake.api.token not in config
+
+
+def test_a_merged_pull_requests_pair_is_adopted_a_forks_is_not(fake: ws.Scenarios) -> None:
+    """A pull request from a branch of the repository makes one case 10% slower and is merged
+    anyway (squashed): the push's job adopts the PR run's pair (the same tree, paired with the
+    same commit) instead of measuring it again, stores it as the merged commit's entries and
+    fails on its regression. A fork's pull request, merged: its run is not adopted; the push's
+    job pairs itself."""
+    base = fake.project.main_sha()
+    fake.project.set_speeds(MLP=7200.0)
+    head = fake.project.commit("mynets: a slower MLP")
+    pr, _ = fake.pull_request(8, head)
+    assert pr.jobs["benchmarks"].outcome == "failure"  # the PR's own verdict: regressed
+    run = fake.merge(8)
+    merged = fake.project.main_sha()
+    job = run.jobs["benchmarks"]
+    calls = [c.path for c in fake.calls[run.run_id]]
+    assert calls == [
+        f"/repos/{ws.REPO}/commits/{merged}/pulls",
+        f"/repos/{ws.REPO}/actions/workflows/mxperf-pr.yml/runs",
+    ]
+    assert job.step("Download its pair").outcome == "success", job.log
+    adopt = job.step(ADOPT)
+    assert (
+        adopt.outcome == "success" and f"the pair of {head[:10]} with {base[:10]}" in adopt.output
+    )
+    assert job.step(PAIR).outcome == "skipped"  # nothing measured twice
+    assert "4 new in branch mxperf-history" in job.step("Add the pairs to the history").output
+    assert job.outcome == "failure"
+    assert job.step("The adopted pair's verdict").outcome == "failure"
+    assert f"adopted the pair of pull request run {pr.run_id}" in job.summary
+    stored = ws.history_on_origin(fake)
+    assert {(e["commit"], e["base"], e["measured"]) for e in stored} == {(merged, base, head)}
+    slower = next(e for e in stored if e["case"] == SLOWER)
+    assert slower["status"] == "regressed" and slower["ratio"] == pytest.approx(0.9, abs=0.02)
+
+    fake.project.set_speeds(MLP=8000.0)
+    fork_head = fake.project.commit("mynets: the MLP as fast as before")
+    fake.pull_request(9, fork_head, fork=True)
+    job = ok(fake.merge(9, fork=True).jobs["benchmarks"])
+    assert "came from someone/user-project, not octo/user-project" in job.step(LOOKUP).output
+    assert job.step(ADOPT).outcome == "skipped" and job.step(PAIR).outcome == "success"
+    fixed = fake.project.main_sha()
+    mine = [e for e in ws.history_on_origin(fake) if e["commit"] == fixed]
+    assert len(mine) == 4 and all("measured" not in e and e["base"] == merged for e in mine)
 
 
 def test_self_hosted_refresh_then_push(fake: ws.Scenarios) -> None:

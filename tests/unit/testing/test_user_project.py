@@ -73,13 +73,28 @@ def test_only_the_main_job_may_push_its_history() -> None:
     main = flow("mxperf-main.yml")
     assert main["permissions"] == {"contents": "read"}
     job = main["jobs"]["benchmarks"]
-    assert job["permissions"] == {"contents": "write"}
+    assert job["permissions"] == {"contents": "write", "actions": "read", "pull-requests": "read"}
     s = steps(main, "benchmarks")
-    # The checkout keeps no token; only the push step has it, in its environment.
+    # The checkout keeps no token; only the push step has it, in its environment; the lookup of
+    # the merged PR's run and the download of its report read with it, and run no benchmark.
     assert s["Check out with history"]["with"] == {"fetch-depth": 0, "persist-credentials": False}
     with_token = [name for name, step in s.items() if "secrets." in str(step)]
     assert with_token == ["Add the pairs to the history"]
-    assert "github.token" not in str(s)
+    readers = [name for name, step in s.items() if "github.token" in str(step)]
+    assert readers == ["The pull request this push merged", "Download its pair"]
+    assert all("pytest" not in str(s[name]) for name in readers)
+    lookup = s["The pull request this push merged"]["run"]
+    assert "mxperf history pr-run --workflow mxperf-pr.yml" in lookup
+    download = s["Download its pair"]
+    assert download["continue-on-error"] is True  # an expired artifact: the job pairs itself
+    assert download["with"]["run-id"] == "${{ steps.pr.outputs.run }}"
+    adopt = s["Adopt it when it measured this commit"]
+    assert adopt["if"] == "steps.pr_report.outcome == 'success'"
+    assert "mxperf history adopt --no-fetch --check mxperf-pr/mxperf.json" in adopt["run"]
+    assert (
+        "steps.adopt.outputs.report == ''"
+        in s["Benchmarks paired with the last commit in the history"]["if"]
+    )
     assert "mxperf history base --no-fetch" in s["The last commit in the history"]["run"]
     pair = s["Benchmarks paired with the last commit in the history"]["run"]
     anchor = s["Benchmarks paired with the anchor"]["run"]
@@ -111,6 +126,7 @@ def test_only_the_main_job_may_push_its_history() -> None:
         "mxperf-anchor.json",
         "mxperf-summary.md",
         "mxperf-history.html",
+        "mxperf-pr/mxperf.json",
     ]
     page = s["The history page"]["run"]
     assert "--history git:mxperf-history --history-no-fetch --out mxperf-history.html" in page
@@ -182,6 +198,70 @@ def test_the_push_step_adds_the_chain_first_with_the_token_in_its_environment(
     assert "::add-mask::eC1hY2Nlc3MtdG9rZW46dG9r" in out
 
 
+@pytest.mark.parametrize(
+    ("adopt_exit", "outputs", "passes"),
+    [
+        (0, {"report": "mxperf-pr/mxperf.json", "regressed": "0"}, True),
+        (1, {"report": "mxperf-pr/mxperf.json", "regressed": "1"}, True),
+        (3, {}, True),  # not this commit's code: the job pairs itself
+        (2, {}, True),  # an unreadable report: a warning, and the job pairs itself
+    ],
+)
+def test_the_adopt_step_passes_the_report_on_only_when_it_is_this_commits(
+    tmp_path: Path, adopt_exit: int, outputs: dict[str, str], passes: bool
+) -> None:
+    run = steps(flow("mxperf-main.yml"), "benchmarks")["Adopt it when it measured this commit"]
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "mxperf").write_text(f'#!/bin/sh\necho "$*" >> called\nexit {adopt_exit}\n')
+    (tools / "mxperf").chmod(0o755)
+    (tmp_path / "mxperf-pr").mkdir()
+    (tmp_path / "mxperf-pr" / "mxperf-summary.md").write_text("| the PR's table |\n")
+    (tmp_path / "step.sh").write_text(run["run"])
+    output, summary = tmp_path / "output.txt", tmp_path / "summary.md"
+    env = {
+        "PATH": f"{tools}:/usr/bin:/bin",
+        "GITHUB_OUTPUT": str(output),
+        "GITHUB_STEP_SUMMARY": str(summary),
+        "PR_RUN": "77",
+    }
+    status, out = run_script(tmp_path / "step.sh", tmp_path, env, timeout=30.0)
+    assert (status == 0) == passes, out
+    assert (read_outputs(output) if output.exists() else {}) == outputs
+    assert (
+        tmp_path / "called"
+    ).read_text() == "history adopt --no-fetch --check mxperf-pr/mxperf.json\n"
+    told = summary.read_text() if summary.exists() else ""
+    assert ("adopted the pair of pull request run 77" in told) == bool(outputs)
+    assert ("| the PR's table |" in told) == bool(outputs)
+    assert ("could not be read" in out) == (adopt_exit == 2)
+
+
+@pytest.mark.parametrize(("adopt_exit", "passes"), [(0, True), (1, True), (2, False)])
+def test_the_push_step_adopts_instead_of_adding_and_a_regression_fails_later(
+    tmp_path: Path, adopt_exit: int, passes: bool
+) -> None:
+    run = steps(flow("mxperf-main.yml"), "benchmarks")["Add the pairs to the history"]["run"]
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "mxperf").write_text(f'#!/bin/sh\necho "$*" >> added\nexit {adopt_exit}\n')
+    (tools / "mxperf").chmod(0o755)
+    (tmp_path / "step.sh").write_text(run)
+    env = {
+        "PATH": f"{tools}:/usr/bin:/bin",
+        "GITHUB_TOKEN": "tok",
+        "GITHUB_SERVER_URL": "https://github.com",
+        "ADOPTED": "mxperf-pr/mxperf.json",
+        "ANCHOR_REPORT": "",
+    }
+    status, out = run_script(tmp_path / "step.sh", tmp_path, env, timeout=30.0)
+    assert (status == 0) == passes, out
+    assert (tmp_path / "added").read_text() == "history adopt mxperf-pr/mxperf.json\n"
+    verdict = steps(flow("mxperf-main.yml"), "benchmarks")["The adopted pair's verdict"]
+    assert verdict["if"] == "${{ !cancelled() && steps.adopt.outputs.regressed == '1' }}"
+    assert "exit 1" in verdict["run"]
+
+
 def test_no_other_workflow_gets_a_write_token_for_contents() -> None:
     """contents: write: the main job (its history) and the self-hosted refresh (its baselines),
     both running main's code only."""
@@ -223,6 +303,11 @@ def test_the_comment_job_never_runs_the_prs_code() -> None:
         ("github.event.workflow_run.id", 42),
         ("github.event.missing.deeper", None),
         ("'it''s'", "it's"),
+        # A skipped step's output is null, which GitHub's == takes as '' (both are 0).
+        ("steps.skipped.outputs.report == ''", True),
+        ("steps.skipped.outputs.report != ''", False),
+        ("steps.a.outputs.y == 0", False),
+        ("github.event.workflow_run.id == '42'", True),
     ],
 )
 def test_expressions(expression: str, value: Any) -> None:
