@@ -68,7 +68,7 @@ def adopt(
     tree = str(commit.get("tree") or "")
     if not tree:
         raise NotAdopted(
-            f"{where} records no tree (run.commit.tree): written by pytest-mxperf before 0.3.0"
+            f"{where} records no tree (run.commit.tree): written by an older pytest-mxperf"
         )
     head = resolve_rev(repo, rev)
     head_tree = git(repo, "rev-parse", f"{head}^{{tree}}").stdout.strip()
