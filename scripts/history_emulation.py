@@ -11,7 +11,7 @@ and does what the example's main workflow does (docs/history.md):
     BASE=$(mxperf history base --no-fetch)
     pytest --mxperf --mxperf-ab "$BASE" $ONLY_RATIO --mxperf-json pair.json
     ANCHOR=$(mxperf history anchor --no-fetch --every K)   # every K-th job: also the anchor
-    [ -n "$ANCHOR" ] && pytest --mxperf --mxperf-ab "$ANCHOR" $ONLY_RATIO \
+    [ -n "$ANCHOR" ] && pytest --mxperf --mxperf-ab "$ANCHOR" --mxperf-rounds 5 $ONLY_RATIO \
         --mxperf-json anchor.json
     mxperf history add pair.json                   # pushed to origin's mxperf-history
     [ -f anchor.json ] && mxperf history add anchor.json
@@ -119,6 +119,10 @@ def test_case(mxperf, case):
 
 #: The history's pairs only measure the ratio (as the example's main workflow runs them).
 ONLY_RATIO = ("--mxperf-pair-confirm", "off", "--mxperf-pair-profile", "off")
+
+#: The anchor pair's first rounds, as the example's main workflow runs it (its precision is
+#: what bounds the index; a verdict in 3 rounds leaves a t quantile of 2 df).
+ANCHOR_ROUNDS = ("--mxperf-rounds", "5")
 
 #: Extra work per case before/after the two changes: alpha 8% slower at --slow-at, beta 5%
 #: faster at --fast-at, gamma never changes.
@@ -268,7 +272,7 @@ def job(
             pytest(clone, env, "--mxperf", *argv)
         anchor = mxperf(clone, env, "history", "anchor", "--no-fetch", "--every", str(args.every))
         if anchor:
-            argv = ["--mxperf-ab", anchor, *more, "--mxperf-json", "anchor.json"]
+            argv = ["--mxperf-ab", anchor, *ANCHOR_ROUNDS, *more, "--mxperf-json", "anchor.json"]
             pytest(clone, env, "--mxperf", *argv)
         if adopted:
             if adopt_status(clone, env, *adopt) == NOT_ADOPTED:

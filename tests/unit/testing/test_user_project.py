@@ -103,6 +103,7 @@ def test_only_the_main_job_may_push_its_history() -> None:
     for run in (pair, anchor):
         assert "--mxperf-pair-confirm off" in run and "--mxperf-pair-profile off" in run
     assert '"$status" -gt 1' in anchor  # a crash of the anchor pair fails the step
+    assert "--mxperf-rounds 5" in anchor and "--mxperf-rounds" not in pair  # anchors: precision
     # A regressed pair (the step failed) is added too, when its report exists; the anchor's
     # report only when its step passed; one step fetches and pushes, with the token.
     add = s["Add the pairs to the history"]
