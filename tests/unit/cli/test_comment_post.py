@@ -3,7 +3,6 @@ again by its marker over pages, never posted twice; failures of the API never fa
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,16 +12,7 @@ from pytest_mxperf.cli import github
 from pytest_mxperf.reporting.pr_comment import MARKER
 from pytest_mxperf.testing.fakegithub import FakeGitHub
 
-REPO = "octo/proj"
-
-
-@pytest.fixture
-def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGitHub]:
-    with FakeGitHub(repo=REPO, token="t0k") as fake:
-        monkeypatch.setenv("GITHUB_API_URL", fake.url)
-        monkeypatch.setenv("GITHUB_REPOSITORY", REPO)
-        monkeypatch.setenv("GITHUB_TOKEN", "t0k")
-        yield fake
+REPO = "octo/proj"  # the repository of the `api` fixture (conftest.py)
 
 
 @pytest.fixture

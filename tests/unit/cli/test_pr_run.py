@@ -3,7 +3,6 @@ main-branch job may adopt, and each case where there is none (said why, exit 0).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -11,7 +10,7 @@ import pytest
 from pytest_mxperf.cli import main
 from pytest_mxperf.testing.fakegithub import FakeGitHub
 
-REPO = "octo/proj"
+REPO = "octo/proj"  # the repository of the `api` fixture (conftest.py)
 MERGED, HEAD = "a" * 40, "b" * 40
 
 
@@ -38,14 +37,9 @@ def _run(run_id: int, conclusion: str = "success", **more: Any) -> dict[str, Any
     }
 
 
-@pytest.fixture
-def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGitHub]:
-    with FakeGitHub(repo=REPO, token="t0k") as fake:
-        monkeypatch.setenv("GITHUB_API_URL", fake.url)
-        monkeypatch.setenv("GITHUB_REPOSITORY", REPO)
-        monkeypatch.setenv("GITHUB_TOKEN", "t0k")
-        monkeypatch.setenv("GITHUB_SHA", MERGED)
-        yield fake
+@pytest.fixture(autouse=True)
+def _pushed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GITHUB_SHA", MERGED)  # the push's commit, as GitHub sets it
 
 
 def _pr_run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[str, str]:
