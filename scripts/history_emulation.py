@@ -263,9 +263,11 @@ def job(
         start = time.monotonic()
         run(root, env, "git", "clone", "-q", str(origin), str(clone))
         more = [*ONLY_RATIO, *shlex.split(args.pair_args)]
-        adopt = ["history", "adopt", "--no-fetch", str(artifact)] if artifact else []
-        # Exit 0 or 1 (adoptable; 1: that pair judged a case regressed), 3 not adopted.
-        adopted = bool(adopt) and adopt_status(clone, env, *adopt, "--check") != NOT_ADOPTED
+        adopt = ["history", "adopt", str(artifact)] if artifact else []
+        # Exit 0 or 1 (adoptable; 1: that pair judged a case regressed), 3 not adopted; the
+        # check reads the clone's copy of the branch, the adoption fetches it (as the workflow).
+        check = [*adopt, "--check", "--no-fetch"]
+        adopted = bool(adopt) and adopt_status(clone, env, *check) != NOT_ADOPTED
         if not adopted:
             base = mxperf(clone, env, "history", "base", "--no-fetch")
             argv = ["--mxperf-ab", base, *more, "--mxperf-json", "pair.json"]

@@ -132,9 +132,10 @@ def cmd_adopt(args: argparse.Namespace) -> int:
         report = read_report(args.report)
     except ReportError as exc:
         raise entries.EntryError(str(exc)) from None
+    where = _reading(args)
     try:
         got = adoption.adopt(
-            report, str(args.report), args.repo, entrystore.read_store(_reading(args)), args.rev
+            report, str(args.report), args.repo, entrystore.read_store(where), args.rev
         )
     except adoption.NotAdopted as exc:
         print(f"mxperf history: not adopted: {exc}")
@@ -146,7 +147,6 @@ def cmd_adopt(args: argparse.Namespace) -> int:
     if args.check:
         print(f"mxperf history: adoptable: {what}")
     else:
-        where = entrystore.open_store(args.store, args.repo, args.remote, not args.no_fetch)
         added = where.add(fromrun.with_subjects(got.entries, args.repo))
         print(f"mxperf history: adopted {what}; {added} new in {where.describe()}")
     if got.regressed:

@@ -100,11 +100,12 @@ def _detect(
     root = str(repo.working_tree_dir)
     date = tree = None
     try:
-        commit = repo.commit(sha) if sha else repo.head.commit
+        head = repo.head.commit
+        commit = repo.commit(sha) if sha else head
         sha = commit.hexsha
         date = _iso(commit.committed_date)
         # The tree of the commit checked out only: a CI variable may name another commit.
-        tree = commit.tree.hexsha if commit.hexsha == repo.head.commit.hexsha else None
+        tree = commit.tree.hexsha if commit.hexsha == head.hexsha else None
     except Exception:
         pass  # a CI sha not present in this clone, or an empty repository
     if branch is None:

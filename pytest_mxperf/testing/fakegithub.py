@@ -124,16 +124,15 @@ class FakeGitHub:
             return _answer(request, self.fail_with, {"message": "fake failure"})
         if token != self.token:
             return _answer(request, 401, {"message": "Bad credentials"})
-        base = f"/repos/{self.repo}/issues"
-        listing = re.fullmatch(rf"{re.escape(base)}/(\d+)/comments", parts.path)
-        edit = re.fullmatch(rf"{re.escape(base)}/comments/(\d+)", parts.path)
-        pull = re.fullmatch(rf"/repos/{re.escape(self.repo)}/pulls/(\d+)", parts.path)
+        repo = f"/repos/{re.escape(self.repo)}"
+        listing = re.fullmatch(rf"{repo}/issues/(\d+)/comments", parts.path)
+        edit = re.fullmatch(rf"{repo}/issues/comments/(\d+)", parts.path)
+        pull = re.fullmatch(rf"{repo}/pulls/(\d+)", parts.path)
         if pull and method == "GET" and int(pull.group(1)) in self.heads:
             number = int(pull.group(1))
             return _answer(request, 200, {"number": number, "head": {"sha": self.heads[number]}})
         if listing and method == "GET":
             return self._list(request, int(listing.group(1)), parse_qs(parts.query))
-        repo = f"/repos/{re.escape(self.repo)}"
         merged = re.fullmatch(rf"{repo}/commits/([0-9a-f]+)/pulls", parts.path)
         if merged and method == "GET":
             found = self.merged.get(merged.group(1))

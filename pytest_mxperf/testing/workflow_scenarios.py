@@ -24,6 +24,8 @@ from pytest_mxperf.testing.repos import git
 from pytest_mxperf.testing.workflow_steps import Event, Runner, RunResult
 
 REPO = "octo/user-project"
+#: Where a fork's pull request comes from.
+FORK = "someone/user-project"
 
 #: The speeds of the networks under the fake back end, by class name (images/sec).
 SPEEDS = {"TinyCNN": 2000.0, "MLP": 8000.0, "MobileNet": 1000.0}
@@ -121,7 +123,7 @@ class Scenarios:
     ) -> tuple[RunResult, RunResult]:
         """A push to PR ``number`` (head ``sha``, base main): the PR workflow, then the
         comment workflow that its completion starts."""
-        head_repo = "someone/user-project" if fork else REPO
+        head_repo = FORK if fork else REPO
         self.project.push(f"refs/pull/{number}/head")
         if not fork:
             self.project.push("refs/heads/feature")
@@ -167,7 +169,7 @@ class Scenarios:
             "merge_commit_sha": merged,
             "head": {
                 "sha": head,
-                "repo": {"full_name": "someone/user-project" if fork else REPO},
+                "repo": {"full_name": FORK if fork else REPO},
             },
             "base": {"ref": "main", "repo": {"full_name": REPO}},
         }
@@ -183,7 +185,7 @@ class Scenarios:
                 "head_sha": sha,
                 "head_branch": "feature",
                 "head_repository": {
-                    "full_name": "someone/user-project" if fork else REPO,
+                    "full_name": FORK if fork else REPO,
                 },
                 # GitHub lists no pull requests here for a fork's run.
                 "pull_requests": [] if fork else [{"number": number}],
