@@ -59,6 +59,9 @@ class MeasureConfig:
     steps_per_block: int | None = None
     #: Time the blocks in turns with another process (a paired run's lock-step sides).
     interleave: Interleave | None = None
+    #: Shortest timed block of a data source alone (`pipelines.timing`): its batch times vary
+    #: more than a model's steps (crop sizes, worker hand-offs), so its blocks are longer.
+    source_block_time: float = 0.5
 
 
 #: A measurement whose blocks spread more than this (IQR / median) is too noisy to judge.
@@ -77,17 +80,25 @@ SIDE_WARMUP_MIN_TIME = 0.1
 #: (docs/measurements.md, "The cost of a decision").
 SIDE_WARMUP_MAX_TIME = 2.0
 
+#: A paired side's shortest block of a data source alone (a plain run's: 0.5 s). A pipeline's
+#: rounds disagree by what each fresh instance of it runs at (one ImageRecordIter's windows
+#: agree within 0.5%, fresh ones in the same process differ by up to 8%), not by its blocks'
+#: length: halved, the pipelines' paired run took 29% less time for 10% more spread between
+#: rounds (docs/measurements.md, "The cost of a decision").
+SIDE_SOURCE_BLOCK_TIME = 0.25
+
 
 def for_side(config: MeasureConfig) -> MeasureConfig:
-    """How a paired run's side measures: shorter blocks (3 of 0.1 s at least) and warm-up
-    (:data:`SIDE_WARMUP_MIN_TIME` at least, :data:`SIDE_WARMUP_MAX_TIME` at most). A pair's
-    evidence is the spread between rounds, which is mostly between processes (2-4% on a shared
-    VM, against 1-2% between the blocks of one): longer blocks and warm-ups within a process
-    buy the pair little, and every side of every round pays for them; both sides stop their
-    warm-up alike."""
+    """How a paired run's side measures: shorter blocks (3 of 0.1 s at least, a data source's
+    of :data:`SIDE_SOURCE_BLOCK_TIME`) and warm-up (:data:`SIDE_WARMUP_MIN_TIME` at least,
+    :data:`SIDE_WARMUP_MAX_TIME` at most). A pair's evidence is the spread between rounds,
+    which is mostly between processes (2-4% on a shared VM, against 1-2% between the blocks
+    of one): longer blocks and warm-ups within a process buy the pair little, and every side
+    of every round pays for them; both sides stop their warm-up alike."""
     return replace(
         config,
         block_time=0.1,
+        source_block_time=SIDE_SOURCE_BLOCK_TIME,
         min_blocks=3,
         warmup_min_time=SIDE_WARMUP_MIN_TIME,
         warmup_time=min(config.warmup_time, SIDE_WARMUP_MAX_TIME),

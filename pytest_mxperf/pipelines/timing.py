@@ -27,9 +27,6 @@ from pytest_mxperf.measuring.runner import (
 from pytest_mxperf.pipelines.input_bound import Figure
 from pytest_mxperf.pipelines.source import Fetcher, batch_arrays
 
-#: Shortest timed block of a data source alone, in seconds.
-PIPELINE_BLOCK_TIME = 0.5
-
 
 def slow_warning(seconds: float, max_time: float, blocks: int = 1) -> str:
     how = "over one batch" if blocks == 1 else f"one batch at a time ({blocks} batches)"
@@ -119,9 +116,9 @@ def run_pipeline(
     message is the source's error; `PipelineError` (bad usage) propagates."""
     run = CaseRun()
     fetcher = Fetcher(source, clock=backend.clock, timeout=timeout, images=images)
-    # Batch times of a pipeline vary more than a model's (crop sizes, worker hand-offs):
-    # longer blocks keep the spread of their rates judgeable.
-    config = replace(config, block_time=max(config.block_time, PIPELINE_BLOCK_TIME))
+    # Batch times of a pipeline vary more than a model's: longer blocks keep the spread of
+    # their rates judgeable.
+    config = replace(config, block_time=max(config.block_time, config.source_block_time))
 
     def attempt() -> Measurement:
         m, run.warnings = measure_source(fetcher, backend.sync, config)

@@ -13,7 +13,7 @@ import pytest
 from pytest_mxperf.config import parsers
 from pytest_mxperf.config.casekey import CaseKey
 from pytest_mxperf.config.markers import MarkerError, parse_marker
-from pytest_mxperf.measuring.measure import MeasureConfig
+from pytest_mxperf.measuring.measure import MeasureConfig, for_side
 from pytest_mxperf.measuring.records import Outcome, Status
 from pytest_mxperf.measuring.verdicts import Finding
 from pytest_mxperf.pipelines import input_bound, timing
@@ -75,6 +75,22 @@ def test_images_per_second_and_epoch_resets_not_counted() -> None:
     assert m.block_rates == pytest.approx([800.0] * len(m.block_rates))
     assert m.extra["epoch_resets"] > 3
     assert m.extra["reset_seconds"] == pytest.approx(m.extra["epoch_resets"] * 1.0)
+
+
+def test_a_paired_side_times_a_source_in_blocks_half_a_plain_runs() -> None:
+    """A plain run's source blocks last 0.5 s at least, a paired side's 0.25 s
+    (`measure.SIDE_SOURCE_BLOCK_TIME`): a pipeline's rounds differ by its fresh instances, not
+    by its blocks' length. A model's blocks in a side stay at 0.1 s."""
+
+    def measured(config: MeasureConfig) -> Any:
+        backend = FakeBackend()
+        return run(Source(backend, batches=50), backend, config=config).measurement
+
+    plain, side = measured(CONFIG), measured(for_side(CONFIG))
+    # 0.01 s a batch: 50 batches a plain block, 25 a side's.
+    assert (plain.steps_per_block, side.steps_per_block) == (50, 25)
+    assert sum(side.block_seconds) < sum(plain.block_seconds)
+    assert for_side(CONFIG).block_time == 0.1
 
 
 def test_batch_size_from_first_array_and_the_declared_one() -> None:
