@@ -82,7 +82,7 @@ SIDE_WARMUP_MAX_TIME = 2.0
 
 #: A paired side's shortest block of a data source alone (a plain run's: 0.5 s). A pipeline's
 #: rounds disagree by what each fresh instance of it runs at (one ImageRecordIter's windows
-#: agree within 0.5%, fresh ones in the same process differ by up to 8%), not by its blocks'
+#: agreed within 0.4-3%, fresh ones in one process differed by up to 8%), not by its blocks'
 #: length: halved, the pipelines' paired run took 29% less time for 10% more spread between
 #: rounds (docs/measurements.md, "The cost of a decision").
 SIDE_SOURCE_BLOCK_TIME = 0.25
