@@ -199,7 +199,7 @@ class Side:
         turn of its own is measured once more in that turn when it was `disturbed`; every case
         profiled when the orders ask (`paired.rounds.run_rounds`), no peak probed (only its
         img/s is compared)."""
-        config = for_side(stored.timing_of(bench.settings))
+        config = for_side(stored.timing_of(bench.settings), alone)
         steps = bench.session.block_plan.get(result.key)
         if steps is not None:
             config = replace(config, steps_per_block=steps)

@@ -80,25 +80,28 @@ SIDE_WARMUP_MIN_TIME = 0.1
 #: (docs/measurements.md, "The cost of a decision").
 SIDE_WARMUP_MAX_TIME = 2.0
 
-#: A paired side's shortest block of a data source alone (a plain run's: 0.5 s). A pipeline's
-#: rounds disagree by what each fresh instance of it runs at (one ImageRecordIter's windows
-#: agreed within 0.4-3%, fresh ones in one process differed by up to 8%), not by its blocks'
-#: length: halved, the pipelines' paired run took 29% less time for 10% more spread between
-#: rounds (docs/measurements.md, "The cost of a decision").
+#: A paired side's shortest block of a data source it times in a turn of its own (a plain
+#: run's, and a source's timed block by block in turns with the other side: 0.5 s). Such a
+#: pipeline's rounds disagree by what each fresh instance of it runs at (one ImageRecordIter's
+#: windows agreed within 0.4-3%, fresh ones in one process differed by up to 8%), not by its
+#: blocks' length; a source timed in turns is judged by its block pairs, which shorter blocks
+#: made noisier (docs/measurements.md, "The cost of a decision").
 SIDE_SOURCE_BLOCK_TIME = 0.25
 
 
-def for_side(config: MeasureConfig) -> MeasureConfig:
-    """How a paired run's side measures: shorter blocks (3 of 0.1 s at least, a data source's
-    of :data:`SIDE_SOURCE_BLOCK_TIME`) and warm-up (:data:`SIDE_WARMUP_MIN_TIME` at least,
-    :data:`SIDE_WARMUP_MAX_TIME` at most). A pair's evidence is the spread between rounds,
-    which is mostly between processes (2-4% on a shared VM, against 1-2% between the blocks
-    of one): longer blocks and warm-ups within a process buy the pair little, and every side
-    of every round pays for them; both sides stop their warm-up alike."""
+def for_side(config: MeasureConfig, alone: bool = False) -> MeasureConfig:
+    """How a paired run's side measures: shorter blocks (3 of 0.1 s at least; a data source
+    timed ``alone``, in a turn of its own, in blocks of :data:`SIDE_SOURCE_BLOCK_TIME`) and
+    warm-up (:data:`SIDE_WARMUP_MIN_TIME` at least, :data:`SIDE_WARMUP_MAX_TIME` at most). A
+    pair's evidence is the spread between rounds, which is mostly between processes (2-4% on a
+    shared VM, against 1-2% between the blocks of one): longer blocks and warm-ups within a
+    process buy the pair little, and every side of every round pays for them; both sides stop
+    their warm-up alike."""
+    source = SIDE_SOURCE_BLOCK_TIME if alone else config.source_block_time
     return replace(
         config,
         block_time=0.1,
-        source_block_time=SIDE_SOURCE_BLOCK_TIME,
+        source_block_time=source,
         min_blocks=3,
         warmup_min_time=SIDE_WARMUP_MIN_TIME,
         warmup_time=min(config.warmup_time, SIDE_WARMUP_MAX_TIME),

@@ -185,6 +185,10 @@ def test_a_pipeline_is_timed_in_a_turn_of_its_own_unless_it_works_only_when_aske
             blocks = r[side]["blocks"]
             assert blocks["listed/pipeline/float32/bs8/cpu"]["interleaved"] is True
             assert blocks["loader/pipeline/float32/bs8/cpu"]["interleaved"] is False
+            # 0.01 s batches: a turn of its own times 0.25 s blocks, a source in turns 0.5 s
+            # (its block pairs are its evidence), as a plain run does.
+            assert blocks["loader/pipeline/float32/bs8/cpu"]["steps_per_block"] in (24, 25, 26)
+            assert blocks["listed/pipeline/float32/bs8/cpu"]["steps_per_block"] in (49, 50, 51)
 
 
 @pytest.mark.parametrize("lockstep", ["on", "off"])

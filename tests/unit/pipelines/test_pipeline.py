@@ -77,20 +77,26 @@ def test_images_per_second_and_epoch_resets_not_counted() -> None:
     assert m.extra["reset_seconds"] == pytest.approx(m.extra["epoch_resets"] * 1.0)
 
 
-def test_a_paired_side_times_a_source_in_blocks_half_a_plain_runs() -> None:
-    """A plain run's source blocks last 0.5 s at least, a paired side's 0.25 s
-    (`measure.SIDE_SOURCE_BLOCK_TIME`): a pipeline's rounds differ by its fresh instances, not
-    by its blocks' length. A model's blocks in a side stay at 0.1 s."""
+def test_a_paired_side_times_a_source_alone_in_blocks_half_a_plain_runs() -> None:
+    """A plain run's source blocks last 0.5 s at least, and so do a paired side's of a source
+    timed block by block in turns (its block pairs are its evidence); a side's turn of its own
+    times 0.25 s blocks (`measure.SIDE_SOURCE_BLOCK_TIME`): such a pipeline's rounds differ by
+    its fresh instances, not by its blocks' length. A model's blocks in a side stay 0.1 s."""
 
     def measured(config: MeasureConfig) -> Any:
         backend = FakeBackend()
         return run(Source(backend, batches=50), backend, config=config).measurement
 
-    plain, side = measured(CONFIG), measured(for_side(CONFIG))
-    # 0.01 s a batch: 50 batches a plain block, 25 a side's.
-    assert (plain.steps_per_block, side.steps_per_block) == (50, 25)
-    assert sum(side.block_seconds) < sum(plain.block_seconds)
-    assert for_side(CONFIG).block_time == 0.1
+    plain, in_turns, alone = (
+        measured(CONFIG),
+        measured(for_side(CONFIG)),
+        measured(for_side(CONFIG, alone=True)),
+    )
+    # 0.01 s a batch: 50 batches a plain block and a side's in turns, 25 a turn of its own's.
+    steps = (plain.steps_per_block, in_turns.steps_per_block, alone.steps_per_block)
+    assert steps == (50, 50, 25)
+    assert sum(alone.block_seconds) < sum(plain.block_seconds)
+    assert for_side(CONFIG, alone=True).block_time == for_side(CONFIG).block_time == 0.1
 
 
 def test_batch_size_from_first_array_and_the_declared_one() -> None:
