@@ -248,6 +248,9 @@ def _warm_up(
     while True:
         n = _steps_for(cfg.block_time / 2, per_step, cfg)
         window = _time_steps(step, sync, clock, n)
+        if window <= 0:
+            # A clock that never advances would warm up forever (the time never runs out).
+            raise ValueError("the clock did not advance over a warm-up window")
         per_step = max(window / n, 1e-9)
         warm_steps += n
         if (

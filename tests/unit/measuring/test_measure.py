@@ -197,6 +197,21 @@ def test_clock_that_does_not_advance_is_an_error() -> None:
         run(fake, warmup_time=0.0)
 
 
+def test_clock_that_does_not_advance_in_the_warm_up_is_an_error() -> None:
+    # The warm-up runs until its time runs out, which a clock that stands still never does:
+    # the first window that took no time is the error (a step and a clock that do not belong
+    # together, as a test that gave them two fake back ends once did), not an endless loop.
+    def durations(fake: FakeClock) -> float:
+        if fake.steps > 10_000:  # far past one window: the guard of this test, not the engine
+            raise RuntimeError("the warm-up went on with a clock that stands still")
+        return 0.0
+
+    fake = FakeClock(durations)
+    with pytest.raises(ValueError, match="clock did not advance over a warm-up window"):
+        run(fake, max_steps_per_block=64)
+    assert fake.steps == 1 + 64  # the first step, then one window of the largest size
+
+
 def test_started_and_finished_at_come_from_the_wall_clock() -> None:
     fake = FakeClock()
     m = run(fake)
