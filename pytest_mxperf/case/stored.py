@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 
@@ -54,16 +55,46 @@ class Tries:
     decided: Callable[[CaseResult], Verdict | None] = lambda _: None
 
 
+#: A suspected regression's re-measure that raised the best figure by no more than this share
+#: of the floor found the case as slow again (`settled_regression`).
+SETTLED_SHARE = 0.25
+
+
+def settled_regression(bests: Sequence[float], tolerance: float) -> bool:
+    """Whether a suspected regression, its best figure after each attempt so far ``bests``
+    (images/sec, in order), is settled in this process: the last attempt raised the best by
+    at most `SETTLED_SHARE` of the floor ``tolerance``. Attempts of one process agree within
+    a few percent (docs/measurements.md, "The cost of a decision"): a re-measure that found
+    the case as slow again seldom sees a third find it faster, and where a paired run
+    arbitrates the suspect anyway, a third attempt only costs time (every suspect of a slower
+    hour, every case of a real loss)."""
+    if len(bests) < 2 or bests[-2] <= 0:
+        return False
+    return bests[-1] <= bests[-2] * (1 + SETTLED_SHARE * tolerance)
+
+
 def judged_tries(bench: Bench, result: CaseResult, judging: Judging, alone: bool) -> Tries:
     """A case judged here against ``judging``: measured again while a regression is suspected or
     its blocks spread too far to judge (`worth_another_attempt`), profiled when judged
-    regressed (after its timed blocks, with the step still warm)."""
+    regressed (after its timed blocks, with the step still warm). Where a paired run will
+    arbitrate a suspected regression, no more once a re-measure found it as slow
+    (`settled_regression`); where none can, every attempt is taken."""
     settings = bench.settings
     decisions = Decisions(result, judging)
+    # A pair will arbitrate a suspect: a re-measure that found it as slow settles it here.
+    arbitrated = judging[0] is not None and judging[2] is None
+    bests: list[float] = []  # the best attempt's images/sec after each attempt
 
     def again(best: Measurement) -> bool:
         # Update mode always takes every attempt (the baseline is a best-of-N).
-        return settings.update or worth_another_attempt(decisions.of(best).outcome, best)
+        if settings.update:
+            return True
+        outcome = decisions.of(best).outcome
+        bests.append(best.items_per_sec)
+        settled = arbitrated and settled_regression(bests, settings.tolerance)
+        if outcome == Outcome.REGRESSED and settled:
+            return False
+        return worth_another_attempt(outcome, best)
 
     def suspect(best: Measurement) -> bool:
         return not settings.update and decisions.of(best).outcome == Outcome.REGRESSED

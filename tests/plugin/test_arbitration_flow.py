@@ -67,10 +67,13 @@ def test_arbitration_confirms_a_real_regression_on_top(
             f"{stored_elsewhere[:10]}: -20.0%*",
         ]
     )
-    verdicts = {
-        c["model"]: c["verdict"]["status"] for c in read_report(fake_pytester.path)["cases"]
+    cases = {c["model"]: c for c in read_report(fake_pytester.path)["cases"]}
+    assert {m: c["verdict"]["status"] for m, c in cases.items()} == {
+        "fast": "regressed",
+        "steady": "machine",
     }
-    assert verdicts == {"fast": "regressed", "steady": "machine"}
+    # Re-measured once and found as slow: the pair arbitrates, no third attempt is taken.
+    assert cases["fast"]["attempts"] == pytest.approx([80.0, 80.0])
 
 
 def test_a_pass_more_than_half_the_floor_below_its_figure_is_paired(
@@ -114,8 +117,13 @@ def test_a_pass_more_than_half_the_floor_below_its_figure_is_paired(
 def test_arbitration_off_judges_the_stored_figure_with_the_wider_floor(
     fake_pytester: pytest.Pytester, stored_elsewhere: str
 ) -> None:
-    result = fake_pytester.runpytest("--mxperf", "--mxperf-arbitrate", "off")
+    result = fake_pytester.runpytest(
+        "--mxperf", "--mxperf-arbitrate", "off", "--mxperf-json", "r.json"
+    )
     result.assert_outcomes(failed=2)
+    # No pair can arbitrate: every re-measure is taken before the case fails.
+    cases = json.loads((fake_pytester.path / "r.json").read_text())["cases"]
+    assert [len(c["attempts"]) for c in cases] == [3, 3]
     result.stdout.fnmatch_lines(
         [
             "*tolerance 20.0%*",

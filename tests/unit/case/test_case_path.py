@@ -24,12 +24,13 @@ from pytest_mxperf.config.sideorders import SideOrders
 from pytest_mxperf.judging import decisions, explain
 from pytest_mxperf.judging.decisions import decide
 from pytest_mxperf.measuring.records import CaseResult, Outcome, Status, Verdict
+from pytest_mxperf.measuring.runner import CaseRun, best_of
 from pytest_mxperf.measuring.verdicts import Finding
 from pytest_mxperf.plugin.configure import role_for
 from pytest_mxperf.run.session import MxperfSession
 from pytest_mxperf.system import codec
 from pytest_mxperf.system.gitinfo import CommitInfo
-from pytest_mxperf.testing import FakeBackend, FakeModel
+from pytest_mxperf.testing import FakeBackend, FakeModel, measurement_of
 
 SHA = "a" * 40
 KEY = "toy/inference/float32/bs8/cpu"
@@ -200,6 +201,48 @@ def test_a_suspected_regression_is_measured_again(
     result = bench.case(FakeModel(50.0), "inference", 8, model="toy")
     assert len(result.attempts) == 3  # every confirmation, as each one still looked regressed
     assert result.verdict is not None and result.verdict.outcome == Outcome.REGRESSED
+
+
+@pytest.mark.parametrize(
+    ("rates", "arbitrated", "attempts"),
+    [
+        # The re-measure found it as slow (+1% at most, within a quarter of the 5% floor):
+        # where a pair will arbitrate, that settles the attempts; where none can, all are taken.
+        ((50.0, 50.5, 50.0), True, 2),
+        ((50.0, 45.0, 50.0), True, 2),
+        ((50.0, 50.5, 50.0), False, 3),
+        # The re-measure found it faster (+4%, still regressed): a third may clear it.
+        ((50.0, 52.0, 50.0), True, 3),
+        # A faster first attempt stays the best: the re-measure raised nothing.
+        ((52.0, 50.0, 60.0), True, 2),
+    ],
+)
+def test_a_suspected_regression_a_pair_will_arbitrate_stops_once_measured_as_slow(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    rates: tuple[float, ...],
+    arbitrated: bool,
+    attempts: int,
+) -> None:
+    stored = _stored(request, tmp_path, 100.0)
+    bench = make_bench(request, session_of(tmp_path, stored, confirm=2), FakeBackend())
+    result = CaseResult(key=CaseKey.parse(KEY), device="cpu(0)", hardware="cpu-test-2c")
+    ref, expectations, why_not, policy = stored_step.judging_for(bench, result)
+    assert ref is not None and why_not == "--mxperf-arbitrate is off"  # no git here
+    judging = (ref, expectations, None if arbitrated else why_not, policy)
+    tries = stored_step.judged_tries(bench, result, judging, alone=False)
+    taken: list[float] = []
+
+    def attempt() -> Any:
+        m = measurement_of(rates[len(taken)])
+        taken.append(m.items_per_sec)
+        return m
+
+    run = CaseRun()
+    best_of(run, attempt, tries.attempts, tries.again, lambda m: m)
+    assert len(taken) == attempts == len(run.attempts)
+    assert stored_step.settled_regression([50.0, 50.5], 0.05)
+    assert not stored_step.settled_regression([50.0], 0.05)
 
 
 def test_each_attempt_kept_is_decided_once(
