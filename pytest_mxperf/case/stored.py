@@ -56,21 +56,24 @@ class Tries:
 
 
 #: A suspected regression's re-measure that raised the best figure by no more than this share
-#: of the floor found the case as slow again (`settled_regression`).
+#: of the floor found the case as slow again; one further below its threshold than that is
+#: beyond what another attempt of the same process moves (`settled_regression`).
 SETTLED_SHARE = 0.25
 
 
-def settled_regression(bests: Sequence[float], tolerance: float) -> bool:
+def settled_regression(bests: Sequence[float], tolerance: float, clears_at: float | None) -> bool:
     """Whether a suspected regression, its best figure after each attempt so far ``bests``
     (images/sec, in order), is settled in this process: the last attempt raised the best by
-    at most `SETTLED_SHARE` of the floor ``tolerance``. Attempts of one process agree within
-    a few percent (docs/measurements.md, "The cost of a decision"): a re-measure that found
-    the case as slow again seldom sees a third find it faster, and where a paired run
-    arbitrates the suspect anyway, a third attempt only costs time (every suspect of a slower
-    hour, every case of a real loss)."""
-    if len(bests) < 2 or bests[-2] <= 0:
+    at most `SETTLED_SHARE` of the floor ``tolerance``, and the best is further than that below
+    ``clears_at``, the figure at which it would pass (None: not known, not settled). Attempts of
+    one process agree within a few percent (docs/measurements.md, "The cost of a decision"): a
+    re-measure that found the case as slow again seldom sees a third find it fast enough, and
+    where a paired run arbitrates the suspect anyway, a third attempt only costs time (most
+    suspects of a slower hour, every case of a real loss)."""
+    if len(bests) < 2 or bests[-2] <= 0 or clears_at is None:
         return False
-    return bests[-1] <= bests[-2] * (1 + SETTLED_SHARE * tolerance)
+    margin = 1 + SETTLED_SHARE * tolerance
+    return bests[-1] <= bests[-2] * margin and bests[-1] * margin < clears_at
 
 
 def judged_tries(bench: Bench, result: CaseResult, judging: Judging, alone: bool) -> Tries:
@@ -89,12 +92,14 @@ def judged_tries(bench: Bench, result: CaseResult, judging: Judging, alone: bool
         # Update mode always takes every attempt (the baseline is a best-of-N).
         if settings.update:
             return True
-        outcome = decisions.of(best).outcome
+        verdict = decisions.of(best)
         bests.append(best.items_per_sec)
-        settled = arbitrated and settled_regression(bests, settings.tolerance)
-        if outcome == Outcome.REGRESSED and settled:
+        base, threshold = verdict.baseline_images_per_sec, verdict.threshold
+        clears_at = None if base is None or threshold is None else base * (1 - threshold)
+        settled = arbitrated and settled_regression(bests, settings.tolerance, clears_at)
+        if verdict.outcome == Outcome.REGRESSED and settled:
             return False
-        return worth_another_attempt(outcome, best)
+        return worth_another_attempt(verdict.outcome, best)
 
     def suspect(best: Measurement) -> bool:
         return not settings.update and decisions.of(best).outcome == Outcome.REGRESSED

@@ -81,7 +81,8 @@ SPECS: tuple[Spec, ...] = (
         "Re-measure a case that looks regressed, or whose blocks spread too far to judge "
         "against its baseline, up to N more times (the best attempt is judged: the fastest "
         "of those whose blocks are steady, of all when none is); a suspected regression a "
-        "paired run will arbitrate, no more once a re-measure finds it as slow. "
+        "paired run will arbitrate, no more once a re-measure finds it as slow and not near "
+        "passing. "
         "--mxperf-update measures every case 1 + N times (a data-parallel case once).",
         "N",
     ),
