@@ -148,7 +148,7 @@ SPECS: tuple[Spec, ...] = (
         parsers.budget_seconds,
         None,
         "Seconds a run may spend on paired rounds beyond --mxperf-rounds (all its cases "
-        "together); each extra round goes to the undecided cases closest to a decision, and "
+        "together; a regression's second run is not counted); each extra round goes to the undecided cases closest to a decision, and "
         "once the budget is spent the rest are inconclusive with the rounds they would need. "
         "Default auto: as long as its first --mxperf-rounds rounds took, at least 30 s "
         "(so the extra rounds at most about double what pairing costs).",

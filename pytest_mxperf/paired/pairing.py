@@ -237,7 +237,7 @@ class Pairer:
         run in ten) and not in the next is such a bias; a real loss shows in both. Only
         ``keys`` are measured (their tests' other cases handed back from ``data``): at least
         ``--mxperf-rounds`` rounds, then more while undecided, up to ``--mxperf-max-rounds``;
-        the pair budget does not cut it short (its seconds count against what follows).
+        the pair budget neither cuts it short nor is spent by it.
         ``into``: the second run already made for other cases of ``data``, whose rounds these
         join (each case's estimate takes the rounds that measured it)."""
         self._servers.renew()
@@ -285,19 +285,20 @@ class Pairer:
         """Rounds of ``nodeids`` into ``data``: ``--mxperf-rounds``, then one at a time for the
         cases `more_rounds.worth_more_rounds` names, up to ``--mxperf-max-rounds``. ``budgeted``:
         the first rounds' seconds are the session's `first_seconds` and the extra rounds stop
-        once ``--mxperf-pair-budget`` is spent (``data.budget_spent``); else every second counts
-        as extra and only the rounds' limit stops them. ``only``: the cases to measure, and an
-        earlier run whose results of their tests' other cases are handed back (`run_rounds`);
-        ``handed``, the controller's results handed back in every round; ``more``: the cases
-        extra rounds may go to (None: every case of ``data``).
+        once ``--mxperf-pair-budget`` is spent (``data.budget_spent``); else (a regression's
+        second run) only the rounds' limit stops them, and none of its seconds count.
+        ``only``: the cases to measure, and an earlier run whose results of their tests' other
+        cases are handed back (`run_rounds`); ``handed``, the controller's results handed back
+        in every round; ``more``: the cases extra rounds may go to (None: every case of
+        ``data``).
         Returns the round runner of ``data``."""
         run = self._runner(data, specs, progress, handed, None if only is None else only[1])
         started = time.monotonic()
         run(nodeids, self.settings.rounds, keys=None if only is None else only[0])
         if budgeted:
             self.first_seconds += time.monotonic() - started
-        else:
-            self.extra_seconds += time.monotonic() - started
+        # A regression's second run keeps its seconds to itself, or the next suspects' pairs
+        # lose the extra rounds that decide them (docs/measurements.md, beside the neighbour).
         self._extra_rounds(data, run, more, clears, budgeted)
         return run
 
@@ -324,7 +325,8 @@ class Pairer:
                 break
             started = time.monotonic()
             run(nodeids_of(data, open_keys), 1, keys=open_keys)
-            self.extra_seconds += time.monotonic() - started
+            if budgeted:
+                self.extra_seconds += time.monotonic() - started
 
     def _setup(self, sha: str) -> SideSpec:
         """REV's side of ``sha``, set up once per session (a failure too: an environment that

@@ -10,7 +10,7 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import ClassVar, Optional
+from typing import Any, ClassVar, Optional
 
 import pytest
 
@@ -524,3 +524,33 @@ def test_a_case_cleared_at_its_stored_threshold_gets_more_rounds_only_to_find_a_
         )
         == []
     )
+
+
+@pytest.mark.parametrize("budgeted", [True, False])
+def test_a_second_run_spends_none_of_the_budget_later_suspects_need(
+    monkeypatch: pytest.MonkeyPatch, budgeted: bool
+) -> None:
+    # Rounds on a fake clock (5 s each): two first rounds, then two extra rounds the case is
+    # worth. A run's first pair (budgeted) counts them against --mxperf-pair-budget; a
+    # regression's second run (not budgeted) is bounded by its rounds and counts none of them,
+    # so the next suspect's pair keeps the budget its extra rounds need.
+    now = [0.0]
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    worth = iter([[KEY], [KEY], []])
+    monkeypatch.setattr(pairing, "worth_more_rounds", lambda *args: next(worth))
+    monkeypatch.setattr(pairing, "nodeids_of", lambda data, keys: ["test_a.py::test_m"])
+    rounds: list[int] = []
+
+    def run(nodeids: list[str], count: int, **kwargs: object) -> None:
+        rounds.append(count)
+        now[0] += 5.0 * count
+
+    pairer: Any = pairing.Pairer.__new__(pairing.Pairer)
+    pairer.settings = Settings(enabled=True, rounds=2, max_rounds=10)
+    pairer.first_seconds = pairer.extra_seconds = 0.0
+    monkeypatch.setattr(pairer, "_runner", lambda *args, **kwargs: run, raising=False)
+    paired = data()
+    pairer._rounds(paired, {}, ["test_a.py::test_m"], print, None, budgeted)
+    assert rounds == [2, 1, 1]  # the second run's extra rounds are not cut short either
+    assert (pairer.first_seconds, pairer.extra_seconds) == ((10.0, 10.0) if budgeted else (0, 0))
+    assert not paired.budget_spent
