@@ -82,8 +82,7 @@ SPECS: tuple[Spec, ...] = (
         "against its baseline, up to N more times (the best attempt is judged: the fastest "
         "of those whose blocks are steady, of all when none is); a suspected regression a "
         "paired run will arbitrate, no more once a re-measure finds it as slow and not near "
-        "passing. "
-        "--mxperf-update measures every case 1 + N times (a data-parallel case once).",
+        "passing. --mxperf-update measures every case 1 + N times (a data-parallel case once).",
         "N",
     ),
     Spec(
@@ -148,8 +147,9 @@ SPECS: tuple[Spec, ...] = (
         parsers.budget_seconds,
         None,
         "Seconds a run may spend on paired rounds beyond --mxperf-rounds (all its cases "
-        "together; a regression's second run is not counted); each extra round goes to the undecided cases closest to a decision, and "
-        "once the budget is spent the rest are inconclusive with the rounds they would need. "
+        "together; a regression's second run is not counted); each extra round goes to the "
+        "undecided cases closest to a decision, and once the budget is spent the rest are "
+        "inconclusive with the rounds they would need. "
         "Default auto: as long as its first --mxperf-rounds rounds took, at least 30 s "
         "(so the extra rounds at most about double what pairing costs).",
         "SECONDS|auto",
